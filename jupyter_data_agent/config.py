@@ -16,12 +16,15 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode
 from traitlets.config import Config, Configurable
 from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader, ConfigFileNotFound
 
+from .kernel.policy import check_policy
+
 CONFIG_BASENAME = "jupyter_data_agent_config"
 
 ENV_BACKEND = "JUPYTER_DATA_AGENT_BACKEND"
 ENV_MODEL = "JUPYTER_DATA_AGENT_MODEL"
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_BASE_URL = "OPENAI_BASE_URL"
+ENV_CONFINEMENT = "JUPYTER_DATA_AGENT_CONFINEMENT"
 
 BACKENDS = ("openai", "transformers", "vllm")
 
@@ -71,6 +74,12 @@ class DataAgent(Configurable):
     exemplars = Bool(True, help="Put the few-shot exemplars in completion prompts.").tag(config=True)
     vllm_args = List(Unicode(), help="Extra arguments for the managed `vllm serve`.").tag(config=True)
     extra = Dict(help="Backend-specific options passed through unchanged.").tag(config=True)
+    confinement = Enum(
+        ["require", "warn"],
+        default_value="require",
+        help="Kernel copies missing a confinement layer: 'require' generates candidates but "
+        "does not run them; 'warn' runs them and lists what is missing.",
+    ).tag(config=True)
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class Settings:
     exemplars: bool = True
     vllm_args: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict)
+    confinement: str = "require"
 
     def public(self) -> dict:
         """Everything but secrets: safe for the browser, logs and notebooks."""
@@ -167,4 +177,5 @@ def resolve_settings(
         exemplars=traits.exemplars,
         vllm_args=tuple(traits.vllm_args),
         extra=dict(traits.extra),
+        confinement=check_policy(env.get(ENV_CONFINEMENT) or traits.confinement),
     )

@@ -46,10 +46,14 @@ class Limits:
     memory_extra_bytes: int = 4 << 30  # RLIMIT_AS = address space at root fork + this
     deny_network: bool = True
     landlock: bool = True  # False: skip Landlock (tests, or a policy that asks the user)
+    seccomp: bool = True  # False: skip the syscall filter (only to test the policy)
     max_output_chars: int = 100_000  # per stream run / per text mime value
     max_outputs: int = 100
     max_image_bytes: int = 4_000_000  # base64 characters per image
     max_total_bytes: int = 32 << 20  # all outputs of one exec together
+    max_capture_bytes: int = 1 << 20  # C-level/subprocess output kept per exec and stream
+    max_file_bytes: int = 512 << 20  # RLIMIT_FSIZE: largest file a copy may write
+    max_scratch_bytes: int = 1 << 30  # all files in scratch together (checked after exec)
     max_value_items: int = 50  # rows/columns/elements in a ValueHandle
     fork_timeout_s: float = 30.0
 
@@ -63,40 +67,88 @@ class Limits:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+# Confinement layers, in the order they are shown, with what each one stops.
+LAYERS: dict[str, str] = {
+    "landlock_fs": "files outside scratch are read-only; Jupyter's runtime files unreadable",
+    "landlock_net": "TCP connect and bind are denied",
+    "seccomp": "no new sockets, ptrace, metadata changes, namespaces or calls on other processes",
+    "capabilities": "every capability dropped, no new privileges",
+    "descriptors": "every descriptor inherited from the kernel is closed",
+    "shared_mappings": "shared memory maps of the kernel are private in the copy",
+    "secrets": "API keys and tokens removed from the environment; session key wiped",
+    "processes": "every process a candidate starts ends with its copy",
+    "limits": "CPU, memory, file size and output bounded; wall-clock timeout",
+}
+
+
 @dataclass
 class Protections:
-    """Which confinement mechanisms are really active for a snapshot.
+    """Which confinement layers are really active for a snapshot.
 
-    Callers show this: a copy without Landlock can write the user's files.
+    Callers show this and apply the policy to it (``kernel/policy.py``): a
+    copy without a layer can reach what that layer guards. ``reasons`` says
+    why a layer is off.
     """
 
     landlock_fs: bool = False
     landlock_net: bool = False
+    seccomp: bool = False
+    capabilities: bool = False
+    descriptors: bool = False
+    shared_mappings: bool = False
+    secrets: bool = False
+    processes: str = ""  # "cgroup" | "subreaper" | "" (off)
     rlimit_cpu: bool = False
     rlimit_as: bool = False
+    rlimit_fsize: bool = False
     timeout: bool = False
     landlock_abi: int = 0
     signal_scope: bool = False  # Landlock ABI >= 6: cannot signal the kernel/server
     scratch: str | None = None
+    cgroup: str | None = None  # the tree's cgroup v2 directory, when there is one
+    reasons: dict[str, str] = field(default_factory=dict)  # layer -> why it is off
     notes: list[str] = field(default_factory=list)
 
-    MECHANISMS = ("landlock_fs", "landlock_net", "rlimit_cpu", "rlimit_as", "timeout")
+    MECHANISMS = tuple(LAYERS)
+
+    def layer_on(self, name: str) -> bool:
+        if name == "limits":
+            return self.rlimit_cpu and self.rlimit_as and self.rlimit_fsize and self.timeout
+        if name == "processes":
+            return bool(self.processes)
+        return bool(getattr(self, name))
+
+    def layers(self) -> list[dict]:
+        """Each layer as {name, on, detail}; detail is the reason when off."""
+        out = []
+        for name, what in LAYERS.items():
+            on = self.layer_on(name)
+            detail = what if on else self.reasons.get(name, "not available here")
+            if name == "processes" and on:
+                detail = f"{what} ({self.processes})"
+            out.append({"name": name, "on": on, "detail": detail})
+        return out
 
     def active(self) -> list[str]:
-        return [m for m in self.MECHANISMS if getattr(self, m)]
+        return [m for m in self.MECHANISMS if self.layer_on(m)]
 
     def missing(self) -> list[str]:
-        return [m for m in self.MECHANISMS if not getattr(self, m)]
+        return [m for m in self.MECHANISMS if not self.layer_on(m)]
 
     @property
     def complete(self) -> bool:
         return not self.missing()
 
+    def off(self, name: str, reason: str) -> None:
+        """Record why ``name`` is off (the first reason wins)."""
+        self.reasons.setdefault(name, reason)
+
     def summary(self) -> str:
-        parts = [f"{m}={'on' if getattr(self, m) else 'OFF'}" for m in self.MECHANISMS]
+        parts = [f"{m}={'on' if self.layer_on(m) else 'OFF'}" for m in self.MECHANISMS]
         s = ", ".join(parts)
-        if self.notes:
-            s += " (" + "; ".join(self.notes) + ")"
+        why = [f"{m}: {self.reasons[m]}" for m in self.missing() if m in self.reasons]
+        if why or self.notes:
+            s += " (" + "; ".join(why + self.notes) + ")"
         return s
 
     def to_json(self) -> dict:

@@ -1,0 +1,88 @@
+"""The confinement policy: may candidates run in these kernel copies?
+
+One decision for every entry point (server, magic, benchmarks). With
+``require`` (the default) a turn whose copies are not confined by every layer
+generates code but runs none of it, and says why and how to switch; with
+``warn`` it runs them and lists what is missing. The result is shown as a
+badge per turn in the sidebar and as one line under ``%%agent``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .results import Protections
+
+POLICIES = ("require", "warn")
+SWITCH_HINT = ("set c.DataAgent.confinement = 'warn' (or JUPYTER_DATA_AGENT_CONFINEMENT=warn) "
+               "to run candidates with the layers that are available")
+
+
+@dataclass
+class Confinement:
+    """The policy applied to one turn's copies (wire form: ``to_json``)."""
+
+    policy: str
+    status: str  # "confined" | "partial" | "not_executed"
+    execute: bool
+    message: str
+    layers: list[dict] = field(default_factory=list)  # {name, on, detail}
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Confinement | None":
+        if not d:
+            return None
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def line(self) -> str:
+        """One line for the magic's output or a log."""
+        label = {"confined": "confined", "partial": "partially confined",
+                 "not_executed": "not executed"}[self.status]
+        return f"kernel copies: {label} — {self.message}"
+
+
+def check_policy(policy: str) -> str:
+    policy = (policy or "require").strip().lower()
+    if policy not in POLICIES:
+        raise ValueError(f"Unknown confinement policy {policy!r}: use 'require' or 'warn'.")
+    return policy
+
+
+def _missing_text(protections: Protections) -> str:
+    return "; ".join(f"{m} ({protections.reasons.get(m, 'not available here')})"
+                     for m in protections.missing())
+
+
+def decide(protections: Protections | None, policy: str = "require",
+           unavailable: str = "") -> Confinement:
+    """Apply ``policy`` to the copies' protections.
+
+    ``protections`` is None when no copy could be made (``unavailable`` says
+    why, e.g. no kernel or fork refused): nothing can run either way.
+    """
+    policy = check_policy(policy)
+    if protections is None:
+        why = unavailable or "no kernel copy could be made"
+        return Confinement(policy, "not_executed", False,
+                           f"candidates were not run before you see them: {why}.")
+    layers = protections.layers()
+    missing = protections.missing()
+    if not missing:
+        return Confinement(policy, "confined", True,
+                           "every candidate ran in a fully confined copy of your kernel.",
+                           layers, missing)
+    if policy == "warn":
+        return Confinement(policy, "partial", True,
+                           "candidates ran in copies missing: " + _missing_text(protections)
+                           + ". Candidate code may reach what those layers guard.",
+                           layers, missing)
+    return Confinement(policy, "not_executed", False,
+                       "candidates were generated but not run, because kernel copies cannot be "
+                       "fully confined here (missing: " + _missing_text(protections) + "). To run "
+                       "them anyway, " + SWITCH_HINT + ".", layers, missing)
