@@ -31,6 +31,7 @@ import math
 import os
 import resource
 import signal
+import stat
 import tempfile
 
 from .results import Limits, Protections
@@ -142,12 +143,46 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | None = None
-                   ) -> tuple[bool, bool, bool, list[str]]:
+def read_rules(hidden: list[str], read: int) -> list[tuple[str, int]]:
+    """Read access to the whole filesystem except ``hidden`` paths.
+
+    Landlock only grants, so "all but X" is the entries of each ancestor of X
+    other than the one leading to X. Listing directories stays allowed
+    everywhere (names are not secrets; the files' contents are).
+    """
+    hidden = sorted({os.path.realpath(h) for h in hidden if h and os.path.exists(h)})
+    hidden = [h for h in hidden if h != "/"]
+    if not hidden:
+        return [("/", read)]
+    rules: list[tuple[str, int]] = [("/", FS_READ_DIR)]
+
+    def walk(directory: str) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return
+        for entry in entries:
+            path = entry.path
+            if path in hidden:
+                continue
+            leads = any(h.startswith(path.rstrip("/") + "/") for h in hidden)
+            if leads and entry.is_dir(follow_symlinks=False):
+                walk(path)
+            else:
+                rules.append((path, read))
+
+    walk("/")
+    return rules
+
+
+def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | None = None,
+                   hidden: list[str] = ()) -> tuple[bool, bool, bool, list[str]]:
     """Restrict this (single-threaded) process and its future children.
 
-    Returns (fs, net, signal_scope, notes). Must run after fork: Landlock binds
-    the calling thread only, and a fresh fork has just one.
+    ``hidden`` paths cannot be read at all (Jupyter's runtime directory: the
+    server's token, the kernels' connection files). Returns (fs, net,
+    signal_scope, notes). Must run after fork: Landlock binds the calling
+    thread only, and a fresh fork has just one.
     """
     notes: list[str] = []
     abi = landlock_abi() if abi is None else abi
@@ -173,7 +208,7 @@ def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | No
     try:
         read = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE
         dev_file = (FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV) & handled_fs
-        rules = [("/", read)]
+        rules = read_rules(list(hidden), read)
         if os.path.isdir("/dev"):
             rules.append(("/dev", (read | FS_IOCTL_DEV) & handled_fs))
         for dev in ("/dev/null", "/dev/zero", "/dev/full"):
@@ -182,9 +217,12 @@ def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | No
         for path in writable:
             rules.append((path, handled_fs))
         for path, rights in rules:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
-                if not os.path.isdir(path):
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # vanished since it was listed
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     rights &= FILE_RIGHTS
                 rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
                 _check(libc.syscall(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset),
@@ -237,9 +275,20 @@ def cpu_used() -> float:
 
 
 def set_rlimits(limits: Limits) -> tuple[bool, bool, list[str]]:
-    """Bound address space (relative to the state at fork) and total CPU time."""
+    """Bound address space (relative to the state at fork), total CPU time and
+    the size of any file written (scratch's per-file disk cap, and the
+    sealed capture of C-level output)."""
     notes: list[str] = []
     cpu_ok = as_ok = False
+    try:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails: EFBIG
+        fsize = int(limits.max_file_bytes)
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if hard != resource.RLIM_INFINITY:
+            fsize = min(fsize, hard)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    except (OSError, ValueError) as e:
+        notes.append(f"RLIMIT_FSIZE not set: {e}")
     try:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         want = _vm_size() + int(limits.memory_extra_bytes)
@@ -310,25 +359,82 @@ def prepare_scratch(scratch: str, notebook_dir: str | None) -> list[str]:
     return notes
 
 
-def confine(scratch: str, notebook_dir: str | None, limits: Limits) -> Protections:
-    """Apply every mechanism available here; report which ones took effect."""
-    notes = prepare_scratch(scratch, notebook_dir)
+def runtime_paths() -> list[str]:
+    """What a copy must not read: Jupyter's runtime directory (server tokens,
+    cookie secret, connection files) and this kernel's connection file."""
+    from . import harden
+
+    paths = []
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        paths.append(jupyter_runtime_dir())
+    except Exception:
+        pass
+    cf = harden.connection_file()
+    if cf:
+        paths.append(cf)
+    return [p for p in paths if p and os.path.exists(p)]
+
+
+def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds: set[int],
+            tag: str = "") -> Protections:
+    """Apply every layer available here, in order; report which took effect.
+
+    A layer that is unavailable (no Landlock, no libseccomp, no writable
+    cgroup) is reported off with the reason and the policy decides; a layer
+    that fails half-way raises, and the copy is not used.
+    """
+    from . import harden, procs, syscall_filter
+
+    p = Protections(scratch=scratch, timeout=limits.timeout_s is not None and limits.timeout_s > 0)
+    p.notes = prepare_scratch(scratch, notebook_dir)
     os.chdir(scratch)
-    tmp = os.path.join(scratch, TMP_SUBDIR)
-    os.environ["TMPDIR"] = tmp
+    os.environ["TMPDIR"] = os.path.join(scratch, TMP_SUBDIR)
     tempfile.tempdir = None  # recomputed from TMPDIR on next use
-    cpu_ok, as_ok, n = set_rlimits(limits)
-    notes += n
-    fs = net = scope = False
-    abi = landlock_abi()
+    # processes: a cgroup of its own (before Landlock makes cgroupfs read-only)
+    try:
+        p.cgroup, notes = procs.join_new_cgroup(tag or procs.owner_tag(os.getppid(), os.getppid()))
+        p.notes += notes
+    except OSError as e:
+        p.notes.append(f"no cgroup: {e.strerror or e}; processes end through the subreaper")
+    procs.set_subreaper()
+    p.processes = "cgroup" if p.cgroup else "subreaper"
+    p.rlimit_cpu, p.rlimit_as, notes = set_rlimits(limits)
+    p.rlimit_fsize = not any(n.startswith("RLIMIT_FSIZE") for n in notes)
+    p.notes += notes
+    if notes:
+        p.off("limits", "; ".join(notes))
+    harden.close_inherited_fds(keep_fds)
+    p.descriptors = True
+    harden.privatize_shared_mappings()
+    p.shared_mappings = True
+    hidden = runtime_paths()
+    harden.scrub_secrets()
+    p.secrets = True
+    p.landlock_abi = abi = landlock_abi()
     if not limits.landlock:
-        notes.append("Landlock disabled by configuration")
+        p.off("landlock_fs", "disabled by configuration")
+        p.off("landlock_net", "disabled by configuration")
     else:
         try:
-            fs, net, scope, n = apply_landlock([scratch], limits.deny_network, abi)
-            notes += n
+            fs, net, scope, notes = apply_landlock([scratch], limits.deny_network, abi, hidden)
         except OSError as e:
-            notes.append(f"Landlock failed: {e}")
-    return Protections(landlock_fs=fs, landlock_net=net, rlimit_cpu=cpu_ok, rlimit_as=as_ok,
-                       timeout=limits.timeout_s is not None and limits.timeout_s > 0,
-                       landlock_abi=abi, signal_scope=scope, scratch=scratch, notes=notes)
+            fs = net = scope = False
+            notes = [f"Landlock failed: {e}"]
+        p.landlock_fs, p.landlock_net, p.signal_scope = fs, net, scope
+        if not fs:
+            p.off("landlock_fs", "; ".join(notes) or "Landlock unavailable")
+        if not net:
+            p.off("landlock_net", "; ".join(notes) or "Landlock unavailable")
+    harden.drop_capabilities()
+    p.capabilities = True
+    if not limits.seccomp:
+        p.off("seccomp", "disabled by configuration")
+    else:
+        try:
+            syscall_filter.install()
+            p.seccomp = True
+        except syscall_filter.SeccompUnavailable as e:
+            p.off("seccomp", str(e))
+    return p

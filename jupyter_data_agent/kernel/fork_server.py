@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import base64
 import builtins
+import errno
+import fcntl
 import gc
 import io
 import json
@@ -36,6 +38,8 @@ import traceback
 import warnings
 
 from . import confine as _confine
+from . import harden as _harden
+from . import procs as _procs
 from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame, token_ok
 from .results import ExecResult, Limits, OutputItem, Protections, describe_value, truncate_text
 
@@ -425,28 +429,12 @@ def _stub_kernel_io() -> None:
 
 
 def _detach_fds(keep: set[int]) -> None:
-    """stdin/out/err -> /dev/null; inherited sockets -> /dev/null (fd numbers
-    stay taken so stale Python objects never close our own descriptors, while
-    the kernel's listening ports are no longer held by this process)."""
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        try:
-            os.dup2(devnull, fd)
-        except OSError:
-            pass
-    try:
-        fds = [int(x) for x in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = []
-    for fd in fds:
-        if fd in keep or fd <= 2 or fd == devnull:
-            continue
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                os.dup2(devnull, fd)
-        except OSError:
-            pass
-    os.close(devnull)
+    """stdin/out/err -> /dev/null; every other inherited descriptor but ``keep``
+    -> a dead one (see ``harden.close_inherited_fds``): the kernel's ZMQ
+    sockets, eventfds and capture pipes, and the user's files, are out of reach
+    from the first instruction of the copy."""
+    _harden.stdio_to_devnull()
+    _harden.close_inherited_fds(keep)
 
 
 def _on_xcpu(signum, frame):
@@ -516,7 +504,10 @@ def _install_capture(shell) -> None:
 
     def _showtraceback(etype, evalue, stb):
         if _CURRENT is not None:
-            _CURRENT.error_from(getattr(etype, "__name__", str(etype)), str(evalue), list(stb))
+            text = str(evalue)
+            if isinstance(evalue, OSError) and evalue.errno == errno.EBADF:
+                text += f" ({_harden.PLACEHOLDER_NOTE})"
+            _CURRENT.error_from(getattr(etype, "__name__", str(etype)), text, list(stb))
 
     shell._showtraceback = _showtraceback
 
@@ -572,12 +563,20 @@ def _capture_figures(sink: _Sink, state: _State) -> None:
         plt.close(fig)
 
 
-def _fresh_fd_capture() -> tuple[int, int]:
-    """New memfds on fd 1/2 for this exec (C-level and subprocess output)."""
+def _fresh_fd_capture(limit: int) -> tuple[int, int]:
+    """New memfds on fd 1/2 for this exec (C-level and subprocess output).
+
+    Each is ``limit`` bytes long and sealed against growing, so output past
+    the limit fails to write instead of being buffered: the bound holds
+    before anything is kept. What was written is the shared file offset.
+    """
     fds = []
     for name, target in (("jda-stdout", 1), ("jda-stderr", 2)):
         try:
-            fd = os.memfd_create(name, os.MFD_CLOEXEC)
+            fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.ftruncate(fd, limit)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
+                        | fcntl.F_SEAL_SEAL)
         except (AttributeError, OSError):
             fd = os.open(tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR, 0o600)
         os.dup2(fd, target)
@@ -596,16 +595,17 @@ def _drain_fd_capture(sink: _Sink, fds: tuple[int, int], state: _State) -> None:
         _confine._get_libc().fflush(None)  # C stdio buffers of extensions
     except Exception:
         pass
-    limit = state.limits.max_output_chars
+    limit = state.limits.max_capture_bytes
     for name, fd, target in (("stdout", fds[0], 1), ("stderr", fds[1], 2)):
         try:
             os.dup2(state.devnull, target)
-            size = os.fstat(fd).st_size
+            size = min(os.lseek(fd, 0, os.SEEK_CUR), limit)
             if size:
-                data = os.pread(fd, min(size, limit * 4), 0).decode("utf-8", "replace")
+                data = os.pread(fd, size, 0).decode("utf-8", "replace")
                 sink.stream(name, data)
-                if size > limit * 4:
-                    sink._stream_dropped[name] += size - limit * 4
+                if size >= limit:
+                    sink.truncated = True
+                    sink.stream(name, f"\n... [output stopped at {limit} bytes]\n")
         except OSError:
             pass
         finally:
@@ -613,6 +613,30 @@ def _drain_fd_capture(sink: _Sink, fds: tuple[int, int], state: _State) -> None:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _scratch_over_cap(state: _State) -> int | None:
+    """Bytes in scratch when over ``max_scratch_bytes`` (files, not links)."""
+    scratch = state.protections.scratch
+    if not scratch:
+        return None
+    total, stack = 0, [scratch]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_symlink():
+                    continue
+                if e.is_dir():
+                    stack.append(e.path)
+                else:
+                    total += e.stat().st_blocks * 512
+            except OSError:
+                pass
+    return total if total > state.limits.max_scratch_bytes else None
 
 
 def _fork() -> int:
@@ -643,7 +667,7 @@ def run_captured(code: str) -> ExecResult:
     dh._jda_cell = code
     sys.displayhook = dh
     sys.stdout, sys.stderr = state.out, state.err
-    fds = _fresh_fd_capture()
+    fds = _fresh_fd_capture(state.limits.max_capture_bytes)
     _CURRENT = sink
     result = None
     t0 = time.perf_counter()
@@ -664,6 +688,10 @@ def run_captured(code: str) -> ExecResult:
         sink.stream("stderr", f"[figure capture failed: {type(e).__name__}: {e}]\n")
     duration = time.perf_counter() - t0
     _drain_fd_capture(sink, fds, state)
+    used = _scratch_over_cap(state)
+    if used is not None and sink.error is None:
+        sink.error_from("ScratchQuotaExceeded", f"the cell left {used} bytes in the copy's "
+                        f"scratch folder, over its cap of {state.limits.max_scratch_bytes}", [])
     _CURRENT = None
     outputs = sink.finish()
     failed = sink.error is not None or result is None or not getattr(result, "success", True)
@@ -671,7 +699,8 @@ def run_captured(code: str) -> ExecResult:
         err = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         sink.error_from(type(err).__name__ if err else "Error", str(err) if err else "", [])
     ename, evalue, tb = sink.error if sink.error else (None, None, [])
-    limit = {"MemoryError": "memory", "CPUTimeLimitExceeded": "cpu"}.get(ename or "")
+    limit = {"MemoryError": "memory", "CPUTimeLimitExceeded": "cpu",
+             "ScratchQuotaExceeded": "disk"}.get(ename or "")
     value = None
     if sink.value is not _NOVALUE and sink.value is not None:
         value = describe_value(sink.value, state.limits.max_value_items)
@@ -694,6 +723,7 @@ def _fork_child(conn: socket.socket, fd: int):
             if os.getppid() != parent_pid:
                 os._exit(0)
             conn.close()  # the parent's channel: only the parent answers on it
+            _procs.set_subreaper()  # not inherited: a candidate's orphans stay ours
             if _STATE is not None and _STATE.protections.signal_scope:
                 _confine.isolate_signals(_STATE.protections.landlock_abi)
             _after_fork_common()
@@ -790,7 +820,7 @@ def _accept(listener: socket.socket, token: str) -> tuple[socket.socket, dict] |
 
 
 def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent_pid,
-                notebook_dir, scratch, limits: Limits) -> None:
+                notebook_dir, scratch, limits: Limits, tag: str) -> None:
     """Body of the root snapshot; never returns into the kernel's stack."""
     global _STATE
     code = 0
@@ -823,7 +853,8 @@ def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent
             hello, _ = recv_frame(conn)
             conn.settimeout(None)
         try:
-            protections = _confine.confine(scratch, notebook_dir, limits)
+            protections = _confine.confine(scratch, notebook_dir, limits,
+                                           keep_fds={conn.fileno()}, tag=tag)
         except Exception as e:
             send_frame(conn, {"id": hello.get("id"), "ok": False,
                               "error": f"confinement failed: {type(e).__name__}: {e}"})
@@ -841,10 +872,12 @@ def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent
 
 
 def _fork_root(shell, *, conn=None, listener=None, token=None, sockdir=None,
-               close_in_child=(), notebook_dir=None, scratch=None, limits=None) -> tuple[int, str]:
+               close_in_child=(), notebook_dir=None, scratch=None, limits=None,
+               tag: str) -> tuple[int, str]:
     limits = limits if isinstance(limits, Limits) else Limits.from_json(limits)
     notebook_dir = os.path.abspath(notebook_dir or os.getcwd())
-    scratch = os.path.abspath(scratch) if scratch else tempfile.mkdtemp(prefix="jda-scratch-")
+    scratch = (os.path.abspath(scratch) if scratch
+               else tempfile.mkdtemp(prefix=f"{_procs.SCRATCH_PREFIX}{tag}-"))
     parent_pid = os.getpid()
     try:
         pid = _fork()
@@ -853,7 +886,7 @@ def _fork_root(shell, *, conn=None, listener=None, token=None, sockdir=None,
     if pid == 0:
         _root_child(shell, conn=conn, listener=listener, token=token, sockdir=sockdir,
                     close_in_child=close_in_child, parent_pid=parent_pid,
-                    notebook_dir=notebook_dir, scratch=scratch, limits=limits)
+                    notebook_dir=notebook_dir, scratch=scratch, limits=limits, tag=tag)
         os._exit(70)  # unreachable
     on_exit = (lambda: shutil.rmtree(sockdir, ignore_errors=True)) if sockdir else None
     _REAPER.watch(pid, on_exit)
@@ -861,7 +894,7 @@ def _fork_root(shell, *, conn=None, listener=None, token=None, sockdir=None,
 
 
 def start_root_socket(notebook_dir: str | None = None, scratch: str | None = None,
-                      limits: dict | None = None) -> str:
+                      limits: dict | None = None, client_pid: int | None = None) -> str:
     """Fork the kernel into a root snapshot listening on a private Unix socket.
 
     Called through a silent execute request; returns JSON with pid, socket
@@ -869,7 +902,8 @@ def start_root_socket(notebook_dir: str | None = None, scratch: str | None = Non
     0700 directory are removed by the root once the client is in).
     """
     shell = _require_shell()
-    sockdir = tempfile.mkdtemp(prefix="jda-sock-")
+    tag = _procs.owner_tag(os.getpid(), client_pid or os.getpid())
+    sockdir = tempfile.mkdtemp(prefix=f"{_procs.SOCK_PREFIX}{tag}-")
     path = os.path.join(sockdir, "root.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -878,7 +912,8 @@ def start_root_socket(notebook_dir: str | None = None, scratch: str | None = Non
         listener.listen(4)
         token = secrets.token_hex(32)
         pid, scratch = _fork_root(shell, listener=listener, token=token, sockdir=sockdir,
-                                  notebook_dir=notebook_dir, scratch=scratch, limits=limits)
+                                  notebook_dir=notebook_dir, scratch=scratch, limits=limits,
+                                  tag=tag)
     except BaseException:
         shutil.rmtree(sockdir, ignore_errors=True)
         raise
@@ -895,10 +930,12 @@ def start_root_pair(notebook_dir: str | None = None, scratch: str | None = None,
     Returns (pid, client socket, scratch dir).
     """
     shell = _require_shell()
+    tag = _procs.owner_tag(os.getpid(), os.getpid())
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         pid, scratch = _fork_root(shell, conn=theirs, close_in_child=[mine],
-                                  notebook_dir=notebook_dir, scratch=scratch, limits=limits)
+                                  notebook_dir=notebook_dir, scratch=scratch, limits=limits,
+                                  tag=tag)
     except BaseException:
         mine.close()
         raise

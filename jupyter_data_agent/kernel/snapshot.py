@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from . import procs as _procs
 from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame
 from .results import ExecResult, Limits, OutputItem, Protections
 
@@ -235,9 +236,21 @@ class Snapshot:
                 pass
 
     def memory(self) -> int | None:
-        """Unique set size (bytes) of this copy's process: what it really costs."""
-        self.uss = _uss(self.pid) if self.is_live else None
-        return self.uss
+        """Unique set size (bytes) of this copy and the processes a candidate
+        started from it: what it really costs."""
+        if not self.is_live:
+            self.uss = None
+            return None
+        total = _uss(self.pid)
+        if total is not None and psutil is not None:
+            try:
+                for p in psutil.Process(self.pid).children(recursive=True):
+                    if p.pid not in self.tree._live:  # child copies count for themselves
+                        total += _uss(p.pid) or 0
+            except psutil.Error:
+                pass
+        self.uss = total
+        return total
 
     # ------------------------------------------------------------ async API
 
@@ -273,9 +286,11 @@ class Snapshot:
             self.state = state
 
     def _signal_kill(self) -> None:
+        """Kill this copy and every process a candidate started from it."""
         try:
             if self._proc is not None:
-                self._proc.send_signal(signal.SIGKILL)
+                if self._proc.is_running():  # same start time: never a reused pid
+                    _procs.kill_subtree(self.pid)
             else:
                 os.kill(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -431,8 +446,14 @@ def _bootstrap_source() -> tuple[str, str]:
     and always with the client's own protocol version.
     """
     here = Path(__file__).parent
-    names = ["results", "protocol", "confine", "fork_server"]
+    names = ["results", "protocol", "confine", "harden", "procs", "syscall_filter", "fork_server"]
     srcs = {n: (here / f"{n}.py").read_text(encoding="utf-8") for n in names}
+    try:  # the seccomp binding, for kernels whose environment lacks it
+        import pyseccomp
+
+        srcs = {"pyseccomp": Path(pyseccomp.__file__).read_text(encoding="utf-8"), **srcs}
+    except (ImportError, OSError, RuntimeError):
+        pass
     digest = hashlib.sha256(json.dumps(srcs, sort_keys=True).encode()).hexdigest()[:16]
     return digest, (
         "import sys, types\n"
@@ -448,7 +469,13 @@ def _bootstrap_source() -> tuple[str, str]:
         "        _m.__package__ = '_jda_kernel'\n"
         "        _m.__file__ = '<jda:' + _n + '>'\n"
         "        sys.modules[_m.__name__] = _m\n"
-        "        exec(compile(_s, _m.__file__, 'exec'), _m.__dict__)\n"
+        "        try:\n"
+        "            exec(compile(_s, _m.__file__, 'exec'), _m.__dict__)\n"
+        "        except Exception:\n"
+        "            if _n != 'pyseccomp':\n"
+        "                raise\n"
+        "            del sys.modules[_m.__name__]\n"
+        "            continue\n"
         "        setattr(_p, _n, _m)\n"
     )
 
@@ -465,7 +492,7 @@ def kernel_call(call: str) -> str:
 
 def _root_expression(notebook_dir: str | None, scratch: str | None, limits: Limits) -> str:
     args = json.dumps({"notebook_dir": notebook_dir, "scratch": scratch,
-                       "limits": limits.to_json()})
+                       "limits": limits.to_json(), "client_pid": os.getpid()})
     return kernel_call(f"start_root_socket(**__import__('json').loads({args!r}))")
 
 
@@ -478,6 +505,20 @@ def _parse_root_reply(reply: dict) -> dict:
     if ue.get("status") != "ok":
         raise ForkUnavailable(f"cannot fork this kernel: {ue.get('ename')}: {ue.get('evalue')}")
     return json.loads(ast.literal_eval(ue["data"]["text/plain"]))
+
+
+_SWEPT: dict[str, float] = {}
+
+
+def _sweep_once(every_s: float = 60.0) -> None:
+    """Remove what dead kernels and clients left (cgroups, scratch), at most once a minute."""
+    now = time.monotonic()
+    if now - _SWEPT.get("at", -every_s) >= every_s:
+        _SWEPT["at"] = now
+        try:
+            _procs.sweep()
+        except Exception:
+            pass
 
 
 class SnapshotTree:
@@ -513,6 +554,7 @@ class SnapshotTree:
         self._pending = 0
         self._last_mem_check = 0.0
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        _sweep_once()
         self.root = Snapshot(self, None, "root")
         self.nodes["root"] = self.root
 
@@ -660,6 +702,8 @@ class SnapshotTree:
             return
         self.closed = True  # first: operations in flight fail instead of forking more
         self._close_subtree(self.root)
+        if self.protections.cgroup:  # daemons a candidate detached, whoever reparented them
+            _procs.cgroup_kill(self.protections.cgroup)
         if self.owns_scratch and self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
         if self._executor is not None:

@@ -1,0 +1,327 @@
+"""What a kernel copy must not inherit: descriptors, shared memory, secrets, capabilities.
+
+A fork shares more than memory with the user's kernel. Inherited descriptors
+reach the kernel's ZMQ eventfds (writing one aborts the kernel), its capture
+pipes, and the user's open files and sqlite connections (shared offsets,
+writes, truncation). ``MAP_SHARED`` mappings write straight into the user's
+``mmap``/``np.memmap`` and their files. The environment and memory hold API
+keys and the kernel's session key, which signs execute requests to the real
+kernel. Each step below removes one of these in the root copy, before
+Landlock and seccomp; a step that fails raises, and the copy is not used.
+
+Kernel-side module: standard library only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import sys
+
+from . import confine as _confine
+
+PLACEHOLDER_NOTE = ("descriptors inherited from your kernel are closed in a kernel copy "
+                    "(open the file again inside the cell)")
+
+# ------------------------------------------------------------------ descriptors
+
+
+def close_inherited_fds(keep: set[int]) -> int:
+    """Replace every inherited descriptor but ``keep`` (and 0-2) by a dead one.
+
+    The numbers stay taken by an ``O_PATH`` descriptor, on which every read,
+    write, mmap or ioctl fails with EBADF: a stale Python object of the user's
+    (file, socket, sqlite connection) then fails cleanly instead of touching
+    the user's file, and a later ``open`` in the copy never lands on a number
+    such an object still holds. Returns how many were replaced.
+    """
+    dead = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    replaced = 0
+    try:
+        for fd in _open_fds():
+            if fd <= 2 or fd in keep or fd == dead:
+                continue
+            os.dup2(dead, fd, inheritable=False)
+            replaced += 1
+    finally:
+        os.close(dead)
+    return replaced
+
+
+def _open_fds() -> list[int]:
+    return sorted(int(x) for x in os.listdir("/proc/self/fd"))
+
+
+def stdio_to_devnull() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+# ------------------------------------------------------------------ shared mappings
+
+_MAPS = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) ([0-9a-f]+) (\S+) (\d+)\s*(.*)$")
+PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
+MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x01, 0x02, 0x10, 0x20
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def memory_regions() -> list[tuple[int, int, str, int, int, str]]:
+    """(start, end, perms, offset, inode, path) for each mapping of this process."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            m = _MAPS.match(line.rstrip("\n"))
+            if m:
+                out.append((int(m[1], 16), int(m[2], 16), m[3], int(m[4], 16), int(m[6]),
+                            m[7].strip()))
+    return out
+
+
+def _libc():
+    libc = _confine._get_libc()
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.memmem.restype = ctypes.c_void_p
+    libc.memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def privatize_shared_mappings() -> int:
+    """Re-map every inherited ``MAP_SHARED`` mapping as private, in place.
+
+    A file mapping becomes a private mapping of the same file and offset (its
+    current contents, copy-on-write: writes stay in the copy). Anonymous
+    shared memory, memfds and deleted files are copied into private anonymous
+    memory at the same address. Device mappings (a GPU's) are unmapped: a
+    forked copy cannot use them anyway. Returns how many were changed.
+    """
+    libc = _libc()
+    changed = 0
+    for start, end, perms, offset, _inode, path in memory_regions():
+        if perms[3] != "s":
+            continue
+        size = end - start
+        prot = ((PROT_READ if perms[0] == "r" else 0) | (PROT_WRITE if perms[1] == "w" else 0)
+                | (PROT_EXEC if perms[2] == "x" else 0))
+        if path.startswith("/dev/") and not path.startswith(("/dev/zero", "/dev/shm/")):
+            if libc.munmap(start, size) != 0:
+                raise OSError(ctypes.get_errno(), f"cannot unmap device mapping {path}")
+            changed += 1
+            continue
+        fd = None
+        if path.startswith("/") and not path.endswith("(deleted)") and perms[0] == "r":
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                fd = None
+        if fd is not None:
+            try:
+                got = libc.mmap(start, size, prot, MAP_PRIVATE | MAP_FIXED, fd, offset)
+            finally:
+                os.close(fd)
+            if got in (None, MAP_FAILED) or got != start:
+                raise OSError(ctypes.get_errno(), f"cannot make the shared mapping of {path} "
+                                                  f"private")
+        else:
+            data = ctypes.string_at(start, size) if perms[0] == "r" else None
+            got = libc.mmap(start, size, prot | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS,
+                            -1, 0)
+            if got in (None, MAP_FAILED) or got != start:
+                raise OSError(ctypes.get_errno(), f"cannot make shared memory {path or 'anon'} "
+                                                  f"private")
+            if data is not None:
+                ctypes.memmove(start, data, size)
+            if not prot & PROT_WRITE:
+                libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+                libc.mprotect(start, size, prot)
+        changed += 1
+    return changed
+
+
+# ------------------------------------------------------------------ secrets
+
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH)", re.I)
+_URL_CREDENTIALS = re.compile(r"://[^/@\s]+@")
+
+
+def secret_env_names(environ=None) -> list[str]:
+    """Variables holding keys, tokens, passwords, or URLs with credentials."""
+    environ = os.environ if environ is None else environ
+    return [k for k, v in environ.items()
+            if SECRET_NAME.search(k) or _URL_CREDENTIALS.search(v or "")]
+
+
+def kernel_session_keys() -> list[bytes]:
+    """The HMAC key(s) of the kernel this copy came from (ipykernel)."""
+    keys: list[bytes] = []
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+    except Exception:
+        kernel = None
+    session = getattr(kernel, "session", None)
+    key = getattr(session, "key", None)
+    if key:
+        keys.append(bytes(key))
+    app = _kernel_app()
+    for info in (getattr(app, "connection_file", None),):
+        if info and os.path.isfile(info):
+            try:
+                import json
+
+                with open(info, encoding="utf-8") as f:
+                    k = json.load(f).get("key")
+                if k:
+                    keys.append(k.encode())
+            except (OSError, ValueError):
+                pass
+    return [k for k in dict.fromkeys(keys) if len(k) >= 8]
+
+
+def _kernel_app():
+    mod = sys.modules.get("ipykernel.kernelapp")
+    if mod is None:
+        return None
+    try:
+        return mod.IPKernelApp.instance() if mod.IPKernelApp.initialized() else None
+    except Exception:
+        return None
+
+
+def connection_file() -> str | None:
+    app = _kernel_app()
+    path = getattr(app, "connection_file", None)
+    if path and not os.path.isabs(path):
+        try:
+            from jupyter_core.paths import jupyter_runtime_dir
+
+            path = os.path.join(jupyter_runtime_dir(), path)
+        except Exception:
+            return None
+    return path or None
+
+
+def scrub_secrets(extra: list[bytes] = ()) -> tuple[list[str], int]:
+    """Remove secrets from the environment, disarm the kernel session, and wipe
+    every copy of a secret value from this process's writable memory.
+
+    Returns (the environment variables removed, how many copies were wiped).
+    """
+    values: list[bytes] = list(extra) + kernel_session_keys()
+    names = secret_env_names()
+    for name in names:
+        value = os.environ.get(name, "")
+        if len(value) >= 8:
+            values.append(value.encode("utf-8", "replace"))
+        del os.environ[name]  # also unsetenv(): the C environ
+    _disarm_sessions()
+    return names, wipe_memory(values)
+
+
+def _disarm_sessions() -> None:
+    """The kernel's Session keeps the key and a keyed HMAC: drop both."""
+    for modname in ("jupyter_client.session",):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        try:
+            from IPython import get_ipython
+
+            session = getattr(getattr(get_ipython(), "kernel", None), "session", None)
+        except Exception:
+            session = None
+        if session is not None:
+            try:
+                session.__dict__["auth"] = None
+                session.__dict__["_key"] = b""
+            except Exception:
+                pass
+            try:
+                session.key = b""
+            except Exception:
+                pass
+
+
+def wipe_memory(values: list[bytes]) -> int:
+    """Overwrite each occurrence of ``values`` in anonymous writable memory
+    (heap, stack, Python's arenas) with zeros. Returns the count."""
+    needles = [v for v in dict.fromkeys(values) if len(v) >= 8]
+    if not needles:
+        return 0
+    libc = _libc()
+    bufs = [ctypes.create_string_buffer(v, len(v)) for v in needles]
+    own = {ctypes.addressof(b) for b in bufs}
+    count = 0
+    for start, end, perms, _offset, inode, path in memory_regions():
+        if perms[:2] != "rw" or perms[3] != "p" or inode != 0:
+            continue
+        if path.startswith("[") and path not in ("[heap]", "[stack]"):
+            continue
+        for buf in bufs:
+            n = len(buf)
+            pos = start
+            while pos < end:
+                hit = libc.memmem(pos, end - pos, ctypes.addressof(buf), n)
+                if not hit:
+                    break
+                if hit not in own:
+                    ctypes.memset(hit, 0, n)
+                    count += 1
+                pos = hit + n
+    for buf in bufs:
+        ctypes.memset(buf, 0, len(buf))
+    return count
+
+
+# ------------------------------------------------------------------ capabilities
+
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAP_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding, ambient, permitted, effective and inheritable sets and
+    set no_new_privs: a copy of a root kernel keeps uid 0 but no privilege."""
+    libc = _confine._get_libc()
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 40
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if capabilities_held():
+        for cap in range(last + 1):
+            _confine._check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _confine._check(libc.capset(ctypes.byref(header), data), "capset")
+    _confine._check(libc.prctl(_confine.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    if capabilities_held():
+        raise OSError("capabilities are still held after dropping them")
+
+
+def capabilities_held(sets=("CapPrm", "CapEff", "CapAmb")) -> bool:
+    """True if a capability remains in ``sets`` (a process without privilege
+    cannot empty its bounding set, and with no_new_privs does not need to)."""
+    with open("/proc/self/status") as f:
+        fields = dict(line.split(":", 1) for line in f if ":" in line)
+    return any(int(fields.get(k, "0").strip() or "0", 16) for k in sets)
