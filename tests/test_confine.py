@@ -69,7 +69,7 @@ def running(pid):
 
 def test_protections_are_reported(tree):
     p = tree.protections
-    assert p.timeout and p.rlimit_cpu and p.rlimit_as
+    assert p.timeout and p.rlimit_cpu and p.rlimit_as and p.rlimit_fsize
     assert p.landlock_abi == ABI
     assert p.landlock_fs == (ABI >= 1)
     assert p.landlock_net == (ABI >= 4)
@@ -86,6 +86,7 @@ def test_missing_landlock_is_reported(kernel):
         p = t.protections
         assert not p.landlock_fs and not p.landlock_net and not p.complete
         assert set(p.missing()) == {"landlock_fs", "landlock_net"}
+        assert p.reasons["landlock_fs"] == "disabled by configuration"
         assert "landlock_fs=OFF" in p.summary() and "disabled" in p.summary()
         assert t.root.fork().exec("1 + 1").value.value == 2
 
@@ -93,8 +94,10 @@ def test_missing_landlock_is_reported(kernel):
 def test_unavailable_landlock_degrades_gracefully():
     fs, net, scope, notes = confine.apply_landlock(["/tmp"], True, abi=0)
     assert (fs, net, scope) == (False, False, False) and "unavailable" in notes[0]
-    p = Protections(rlimit_cpu=True, timeout=True, notes=notes)
-    assert p.missing() == ["landlock_fs", "landlock_net", "rlimit_as"]
+    p = Protections(rlimit_cpu=True, rlimit_fsize=True, timeout=True, seccomp=True,
+                    capabilities=True, descriptors=True, shared_mappings=True, secrets=True,
+                    processes="subreaper", notes=notes)
+    assert p.missing() == ["landlock_fs", "landlock_net", "limits"]
 
 
 # ------------------------------------------------------------------ filesystem

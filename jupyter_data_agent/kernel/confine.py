@@ -163,6 +163,15 @@ def read_rules(hidden: list[str], read: int) -> list[tuple[str, int]]:
             return
         for entry in entries:
             path = entry.path
+            if entry.is_symlink():
+                # a rule follows the link: one leading to or into a hidden path
+                # would open it (its real location is walked anyway)
+                path = os.path.realpath(path)
+                if any(path == h or h.startswith(path.rstrip("/") + "/")
+                       or path.startswith(h + "/") for h in hidden):
+                    continue
+                rules.append((path, read))
+                continue
             if path in hidden:
                 continue
             leads = any(h.startswith(path.rstrip("/") + "/") for h in hidden)
