@@ -103,6 +103,10 @@ def kernel_run(kc, code: str, timeout: float = 1800) -> None:
         raise RuntimeError(f"cell failed: {reply['content'].get('evalue')}\n{code}")
 
 
+def size_at_least(row: dict, n: int) -> bool:
+    return row["target_bytes"] >= n
+
+
 def median_ms(xs) -> float:
     return statistics.median(xs) * 1000
 
@@ -153,9 +157,23 @@ def bench_size(target: int, repeats: int, replay_repeats: int, log) -> dict:
                 tree.close()
         out["fork_root_ms"] = median_ms(roots)
         out["protections"] = tree.protections.summary()
-        fork_t, rtt_cold, rtt_warm, uss = [], [], [], []
+        # the same copies with no confinement layer at all, measured interleaved
+        bare_roots = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            bare = SnapshotTree.from_blocking_client(kc, notebook_dir=d,
+                                                     limits=Limits(timeout_s=120, confine=False))
+            bare_roots.append(time.perf_counter() - t0)
+            if len(bare_roots) < 3:
+                bare.close()
+        out["bare_root_ms"] = median_ms(bare_roots)
+        fork_t, bare_t, rtt_cold, rtt_warm, uss = [], [], [], [], []
         try:
             for _ in range(repeats):
+                t0 = time.perf_counter()
+                b = bare.root.fork()
+                bare_t.append(time.perf_counter() - t0)
+                b.close()
                 t0 = time.perf_counter()
                 c = tree.root.fork()
                 fork_t.append(time.perf_counter() - t0)
@@ -174,6 +192,8 @@ def bench_size(target: int, repeats: int, replay_repeats: int, log) -> dict:
             c.close()
         finally:
             tree.close()
+            bare.close()
+        out["bare_copy_ms"] = median_ms(bare_t)
         out["fork_copy_ms"] = median_ms(fork_t)
         out["fork_copy_p90_ms"] = sorted(fork_t)[int(0.9 * (len(fork_t) - 1))] * 1000
         out["rtt_copy_cold_ms"] = median_ms(rtt_cold)
@@ -234,9 +254,24 @@ def print_table(rows: list[dict]) -> None:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(l, widths)) + " |")
 
 
+def print_layers(rows: list[dict]) -> None:
+    """What confinement costs: the same kernel, with every layer and with none."""
+    print("| state | copy ms, all layers | copy ms, no layers | added per copy ms "
+          "| tree root ms, all layers | tree root ms, no layers |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {fmt_size(r['state_bytes'])} | {r['fork_copy_ms']:.2f} | {r['bare_copy_ms']:.2f} "
+              f"| {r['fork_copy_ms'] - r['bare_copy_ms']:+.2f} | {r['fork_root_ms']:.1f} "
+              f"| {r['bare_root_ms']:.1f} |")
+
+
 def check_targets(rows: list[dict]) -> list[str]:
     msgs = []
     for r in rows:
+        if size_at_least(r, 1 << 30):
+            added = r["fork_copy_ms"] - r["bare_copy_ms"]
+            msgs.append(f"confinement added per copy at {fmt_size(r['state_bytes'])}: "
+                        f"{added:+.2f} ms (target <= 2 ms): {'PASS' if added <= 2 else 'FAIL'}")
         size = r["target_bytes"]
         speedup = r["replay_copy_s"] * 1000 / r["fork_copy_ms"]
         pct = 100 * r["fork_idle_uss"] / r["state_bytes"]
@@ -269,6 +304,8 @@ def main(argv=None) -> int:
         rows.append(bench_size(parse_size(s), args.repeats, args.replay_repeats, log))
     print()
     print_table(rows)
+    print()
+    print_layers(rows)
     print()
     print(f"protections: {rows[-1]['protections']}")
     for m in check_targets(rows):

@@ -723,7 +723,8 @@ def _fork_child(conn: socket.socket, fd: int):
             if os.getppid() != parent_pid:
                 os._exit(0)
             conn.close()  # the parent's channel: only the parent answers on it
-            _procs.set_subreaper()  # not inherited: a candidate's orphans stay ours
+            if _STATE is not None and _STATE.protections.processes:
+                _procs.set_subreaper()  # not inherited: a candidate's orphans stay ours
             if _STATE is not None and _STATE.protections.signal_scope:
                 _confine.isolate_signals(_STATE.protections.landlock_abi)
             _after_fork_common()

@@ -47,6 +47,7 @@ class Limits:
     deny_network: bool = True
     landlock: bool = True  # False: skip Landlock (tests, or a policy that asks the user)
     seccomp: bool = True  # False: skip the syscall filter (only to test the policy)
+    confine: bool = True  # False: no layer at all (the benchmark's baseline); nothing may run
     max_output_chars: int = 100_000  # per stream run / per text mime value
     max_outputs: int = 100
     max_image_bytes: int = 4_000_000  # base64 characters per image
