@@ -387,7 +387,7 @@ def runtime_paths() -> list[str]:
 
 
 def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds: set[int],
-            tag: str = "") -> Protections:
+            tag: str = "", secrets: list[bytes] = ()) -> Protections:
     """Apply every layer available here, in order; report which took effect.
 
     A layer that is unavailable (no Landlock, no libseccomp, no writable
@@ -423,7 +423,7 @@ def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds:
     harden.privatize_shared_mappings()
     p.shared_mappings = True
     hidden = runtime_paths()
-    harden.scrub_secrets()
+    harden.scrub_secrets(list(secrets))
     p.secrets = True
     p.landlock_abi = abi = landlock_abi()
     if not limits.landlock:

@@ -821,7 +821,7 @@ def _accept(listener: socket.socket, token: str) -> tuple[socket.socket, dict] |
 
 
 def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent_pid,
-                notebook_dir, scratch, limits: Limits, tag: str) -> None:
+                notebook_dir, scratch, limits: Limits, tag: str, wipe=()) -> None:
     """Body of the root snapshot; never returns into the kernel's stack."""
     global _STATE
     code = 0
@@ -855,7 +855,7 @@ def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent
             conn.settimeout(None)
         try:
             protections = _confine.confine(scratch, notebook_dir, limits,
-                                           keep_fds={conn.fileno()}, tag=tag)
+                                           keep_fds={conn.fileno()}, tag=tag, secrets=wipe)
         except Exception as e:
             send_frame(conn, {"id": hello.get("id"), "ok": False,
                               "error": f"confinement failed: {type(e).__name__}: {e}"})
@@ -874,7 +874,7 @@ def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent
 
 def _fork_root(shell, *, conn=None, listener=None, token=None, sockdir=None,
                close_in_child=(), notebook_dir=None, scratch=None, limits=None,
-               tag: str) -> tuple[int, str]:
+               tag: str, wipe=()) -> tuple[int, str]:
     limits = limits if isinstance(limits, Limits) else Limits.from_json(limits)
     notebook_dir = os.path.abspath(notebook_dir or os.getcwd())
     scratch = (os.path.abspath(scratch) if scratch
@@ -887,7 +887,8 @@ def _fork_root(shell, *, conn=None, listener=None, token=None, sockdir=None,
     if pid == 0:
         _root_child(shell, conn=conn, listener=listener, token=token, sockdir=sockdir,
                     close_in_child=close_in_child, parent_pid=parent_pid,
-                    notebook_dir=notebook_dir, scratch=scratch, limits=limits, tag=tag)
+                    notebook_dir=notebook_dir, scratch=scratch, limits=limits, tag=tag,
+                    wipe=wipe)
         os._exit(70)  # unreachable
     on_exit = (lambda: shutil.rmtree(sockdir, ignore_errors=True)) if sockdir else None
     _REAPER.watch(pid, on_exit)
@@ -925,9 +926,12 @@ def start_root_socket(notebook_dir: str | None = None, scratch: str | None = Non
 
 
 def start_root_pair(notebook_dir: str | None = None, scratch: str | None = None,
-                    limits: Limits | dict | None = None) -> tuple[int, socket.socket, str]:
+                    limits: Limits | dict | None = None, wipe: list[str] = ()
+                    ) -> tuple[int, socket.socket, str]:
     """Fork the current kernel into a root snapshot on a socketpair (magic path).
 
+    ``wipe``: secret values this kernel holds beyond its environment (the magic's
+    API key from a config file), wiped from the copy's memory too.
     Returns (pid, client socket, scratch dir).
     """
     shell = _require_shell()
@@ -936,7 +940,7 @@ def start_root_pair(notebook_dir: str | None = None, scratch: str | None = None,
     try:
         pid, scratch = _fork_root(shell, conn=theirs, close_in_child=[mine],
                                   notebook_dir=notebook_dir, scratch=scratch, limits=limits,
-                                  tag=tag)
+                                  tag=tag, wipe=[v.encode() for v in wipe if v])
     except BaseException:
         mine.close()
         raise
