@@ -11,15 +11,17 @@ from __future__ import annotations
 import contextlib
 import html
 import os
+import re
 import sys
 import threading
 import warnings
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import HTML, Markdown, display
+from IPython.display import Markdown, display
 
 from .config import resolve_settings
+from .kernel.policy import decide
 from .llm.base import BackendError
 
 USAGE = """\
@@ -43,35 +45,76 @@ def _markdown_escape_fence(code: str) -> str:
     return code.replace("```", "`\u200b``")
 
 
-def preview_html(candidate) -> str:
-    """The executed output of a candidate as a compact HTML block."""
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
+_SAFE_IMAGES = ("image/png", "image/jpeg")
+_MAX_TABLE = 20
+
+
+def _table_html(handle) -> str:
+    """A DataFrame or Series value rebuilt as our own table, every cell escaped."""
+    value = handle.value if handle is not None else None
+    if not isinstance(value, dict) or not isinstance(value.get("values"), list):
+        return ""
+    esc = lambda v: html.escape(str(v))  # noqa: E731
+    index = list(value.get("index") or [])
+    if "columns" in value:
+        header = "".join(f"<th>{esc(c)}</th>" for c in value.get("columns") or [])
+        rows = value["values"]
+    else:
+        header = f"<th>{esc(value.get('name', ''))}</th>"
+        rows = [[v] for v in value["values"]]
+    body = []
+    for i, row in enumerate(rows[:_MAX_TABLE]):
+        label = esc(index[i]) if i < len(index) else ""
+        cells = "".join(f"<td>{esc(v)}</td>" for v in (row if isinstance(row, list) else [row]))
+        body.append(f"<tr><th>{label}</th>{cells}</tr>")
+    shape = f"<div>{esc(' × '.join(map(str, handle.shape)))}</div>" if handle.shape else ""
+    return f"<table><thead><tr><th></th>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>{shape}"
+
+
+def preview_bundle(candidate) -> dict[str, str]:
+    """The executed output of a candidate as a MIME bundle that holds only data.
+
+    Text is escaped, images are PNG/JPEG with validated base64, tables are
+    rebuilt from the value handle: a candidate's own HTML, SVG or JavaScript
+    never reaches the page (it would run there as trusted output).
+    """
     result = candidate.result
     if result is None:
-        return ""
+        return {}
     if not result.ok:
         detail = f"{result.ename}: {result.evalue}" if result.ename else result.status
         if result.limit:
             detail += f" (stopped by the {result.limit} limit)"
-        return (
-            "<div class='jp-DataAgent-preview jp-DataAgent-previewError'>"
-            f"<b>Output preview (kernel copy): error</b><pre>{html.escape(detail)}</pre></div>"
-        )
-    parts = []
+        return {"text/html": "<div class='jp-DataAgent-preview jp-DataAgent-previewError'>"
+                             f"<b>Output preview (kernel copy): error</b><pre>{html.escape(detail)}</pre></div>",
+                "text/plain": f"Output preview (kernel copy): error\n{detail}"}
+    parts, plain = [], []
+    table = _table_html(result.value)
     for out in result.outputs:
         data = out.data or {}
+        image = next((m for m in _SAFE_IMAGES if m in data), None)
         if out.output_type == "stream":
             parts.append(f"<pre>{html.escape(out.text or '')}</pre>")
-        elif "image/png" in data:
-            parts.append(f"<img src='data:image/png;base64,{data['image/png']}'/>")
-        elif "text/html" in data:
-            parts.append(str(data["text/html"]))
-        elif "text/plain" in data:
-            parts.append(f"<pre>{html.escape(str(data['text/plain']))}</pre>")
+            plain.append(out.text or "")
+        elif image and isinstance(data[image], str) and _BASE64.match(data[image]):
+            parts.append(f"<img src='data:{image};base64,{data[image].strip()}'/>")
+            plain.append(f"[{image}]")
+        elif out.output_type == "execute_result" and table:
+            parts.append(table)
+            plain.append(str(data.get("text/plain", "")))
+            table = ""
+        else:
+            text = str(data.get("text/plain", ""))
+            if text:
+                parts.append(f"<pre>{html.escape(text)}</pre>")
+                plain.append(text)
+            if any(m in data for m in ("text/html", "image/svg+xml", "application/javascript")):
+                parts.append("<i>(an HTML or script output of the candidate is not shown here)</i>")
     body = "".join(parts) or "<i>(no output)</i>"
-    return (
-        "<div class='jp-DataAgent-preview'><b>Output preview (ran in a kernel copy; "
-        f"your kernel is unchanged)</b>{body}</div>"
-    )
+    return {"text/html": "<div class='jp-DataAgent-preview'><b>Output preview (ran in a kernel "
+                         f"copy; your kernel is unchanged)</b>{body}</div>",
+            "text/plain": "\n".join(plain) or "(no output)"}
 
 
 @contextlib.contextmanager
@@ -168,7 +211,12 @@ class AgentMagics(Magics):
 
         with quiet_loading():
             backend = create_backend(settings)
-        tree = None if args.no_exec else self._open_copies()
+        tree, unavailable = (None, "--no-exec was given") if args.no_exec else self._open_copies(settings)
+        confinement = decide(tree.protections if tree is not None else None,
+                             settings.confinement, unavailable)
+        if tree is not None and not confinement.execute:
+            tree.close()
+            tree = None
         try:
             ctx = RunContext(
                 backend=backend,
@@ -193,7 +241,7 @@ class AgentMagics(Magics):
             if tree is not None:
                 tree.close()
         if status is not None:
-            status.update(Markdown(self._summary(result)))
+            status.update(Markdown(self._summary(result) + "\n\n" + confinement.line()))
         chosen = result.chosen
         explanation = "\n".join(
             f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation
@@ -201,9 +249,9 @@ class AgentMagics(Magics):
         display(Markdown(f"**Plan**\n\n{explanation}" if explanation else "**Suggested cell below.**"))
         if result.answer:
             display(Markdown(f"**Answer:** {result.answer}"))
-        preview = preview_html(chosen)
+        preview = preview_bundle(chosen)
         if preview:
-            display(HTML(preview))
+            display(preview, raw=True)
         shell.set_next_input(chosen.code, replace=False)
 
     @staticmethod
@@ -216,23 +264,16 @@ class AgentMagics(Magics):
         parts.append(f"{s.model_calls} model call(s), {s.completion_tokens} tokens, {s.wall_time_s:.1f} s")
         if chosen.repaired:
             parts.append("repaired after an error")
-        prot = result.protections
-        if prot is not None and not prot.complete:
-            parts.append(f"⚠ copies ran without: {', '.join(prot.missing())}")
         return " · ".join(parts)
 
-    def _open_copies(self):
-        """A fork snapshot tree of this kernel, or None (candidates then are not run)."""
+    def _open_copies(self, settings):
+        """(A fork snapshot tree of this kernel, or None; why there is none)."""
         try:
             from .kernel.snapshot import SnapshotTree
-        except ImportError:
-            return None
+        except ImportError as error:
+            return None, str(error)
         try:
-            return SnapshotTree.from_current_kernel(notebook_dir=os.getcwd())
+            return SnapshotTree.from_current_kernel(notebook_dir=os.getcwd(),
+                                                    wipe=[settings.api_key]), ""
         except Exception as error:  # fork refused, no POSIX...: generate without previews
-            print(
-                f"jupyter-data-agent: candidates will not be run before you see them "
-                f"({error}).",
-                file=sys.stderr,
-            )
-            return None
+            return None, f"no kernel copy could be made ({error})"

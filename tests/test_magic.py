@@ -23,12 +23,20 @@ STEP_REPLY = (
 
 def replies(request) -> str:
     prompt = request.prompt
+    last_problem = prompt[prompt.rfind("Problem: "):].split("\n", 1)[0]
+    if last_problem == "Problem: Show a fancy table.":
+        return ("```python\n# Step 1: Show HTML and return the frame.\n"
+                "from IPython.display import HTML, display\n"
+                "display(HTML('<script>window.x=1</script><img src=x onerror=\"alert(1)\">"
+                "<a href=\"javascript:alert(1)\">x</a>'))\n"
+                "df.assign(tag='<b>bold</b>')\n```")
     if "Running that cell raised" in prompt:
         return "```python\n# Step 1: Use the right column.\ndf['a'].sum()\n```"
     if "Problem: Sum the broken column." in prompt:
         return "```python\n# Step 1: Sum a column that does not exist.\ndf['nope'].sum()\n```"
     if "Problem: Answer in prose please." in prompt:
         return "I cannot help with that."
+
     return STEP_REPLY
 
 
@@ -211,3 +219,49 @@ def test_embedded_smollm2_produces_a_parsable_cell(tmp_path):
         assert "Traceback" not in run.stderr
     finally:
         stop_kernel(km, kc)
+
+
+def _bundles(run) -> str:
+    """Everything the page would render as HTML (text/plain is shown as text)."""
+    return json.dumps([{k: v for k, v in out.get("data", {}).items() if k != "text/plain"}
+                       for out in run.outputs])
+
+
+def test_candidate_html_and_script_never_reach_the_page(agent_kernel):
+    run = run_cell(agent_kernel, "%%agent\nShow a fancy table.")
+    assert run.status == "ok", run
+    shown = _bundles(run)
+    for forbidden in ("<script", "onerror", "javascript:", "<b>bold</b>"):
+        assert forbidden not in shown, forbidden
+    assert "&lt;b&gt;bold&lt;/b&gt;" in shown  # the value, escaped, in our own table
+    assert "<td>Oslo</td>" in shown
+    assert "not shown here" in shown
+
+
+def test_confinement_line_is_printed(agent_kernel):
+    run = run_cell(agent_kernel, "%%agent\nHow many rows have a above 1?")
+    assert "kernel copies: confined" in run.display_text()
+
+
+@pytest.mark.parametrize("policy", ["require", "warn"])
+def test_policy_when_a_layer_is_missing(agent_kernel, policy):
+    """With seccomp forced off: `require` inserts the cell but runs nothing;
+    `warn` runs it and names the missing layer."""
+    patch = ("import jupyter_data_agent.kernel.snapshot as _s, os as _o\n"
+             "_o.environ['JUPYTER_DATA_AGENT_CONFINEMENT'] = %r\n"
+             "_orig = _s.SnapshotTree.from_current_kernel.__func__\n"
+             "_s.SnapshotTree.from_current_kernel = classmethod(lambda cls, **kw: _orig(cls, "
+             "limits=_s.Limits(seccomp=False), **kw))" % policy)
+    assert run_cell(agent_kernel, patch).status == "ok"
+    try:
+        run = run_cell(agent_kernel, "%%agent\nHow many rows have a above 1?")
+    finally:
+        run_cell(agent_kernel, "_s.SnapshotTree.from_current_kernel = classmethod(_orig)\n"
+                               "del _o.environ['JUPYTER_DATA_AGENT_CONFINEMENT']")
+    shown = run.display_text()
+    assert run.next_input() and "seccomp" in shown
+    if policy == "require":
+        assert "kernel copies: not executed" in shown and "confinement = 'warn'" in shown
+        assert "<pre>2</pre>" not in shown
+    else:
+        assert "kernel copies: partially confined" in shown and "<pre>2</pre>" in shown

@@ -564,14 +564,14 @@ class SnapshotTree:
     def from_current_kernel(cls, *, notebook_dir: str | None = None, scratch: str | None = None,
                             limits: Limits | None = None, max_live: int = 16,
                             memory_budget: int | None = None,
-                            secrets: list[str] = ()) -> "SnapshotTree":
+                            wipe: list[str] = ()) -> "SnapshotTree":
         """Fork the kernel this code runs in (the ``%%agent`` magic path);
-        ``secrets`` are wiped from the copies' memory (see ``start_root_pair``)."""
+        ``wipe``: secrets to remove from the copies' memory (``start_root_pair``)."""
         from .fork_server import ForkRefused, start_root_pair
 
         limits = limits or Limits()
         try:
-            pid, sock, used_scratch = start_root_pair(notebook_dir, scratch, limits, secrets)
+            pid, sock, used_scratch = start_root_pair(notebook_dir, scratch, limits, wipe)
         except ForkRefused as e:
             raise ForkUnavailable(str(e)) from e
         tree = cls(limits=limits, protections=Protections(), scratch=used_scratch,
