@@ -5,10 +5,12 @@
  */
 import {
   ICandidate,
+  IConfinement,
   IJobEvent,
   ISearchResult,
   JobStatus,
-  parseCandidate
+  parseCandidate,
+  parseConfinement
 } from './models';
 
 export type JobViewStatus = 'starting' | 'running' | JobStatus;
@@ -40,6 +42,8 @@ export interface IJobView {
   /** Index into `candidates` the strategy chose, if any. */
   chosen: number | null;
   turnId: string | null;
+  /** The verdict on this turn's kernel copies, once the server sent it. */
+  confinement: IConfinement | null;
   error: string | null;
 }
 
@@ -59,6 +63,7 @@ export function initialJob(jobId: string | null = null): IJobView {
     result: null,
     chosen: null,
     turnId: null,
+    confinement: null,
     error: null
   };
 }
@@ -133,6 +138,10 @@ export function reduceJob(state: IJobView, event: IJobEvent): IJobView {
       { seq: event.seq, type: event.type, message: event.message }
     ].slice(-MAX_PROGRESS_LINES);
   }
+  if ((event.type === 'progress' || event.type === 'log') && data.state === 'confinement') {
+    // Once per turn, before candidates run (or are shown unrun).
+    next.confinement = parseConfinement(data.confinement) ?? state.confinement;
+  }
   switch (event.type) {
     case 'progress':
       next.message = event.message || state.message;
@@ -170,6 +179,8 @@ export function reduceJob(state: IJobView, event: IJobEvent): IJobView {
         next.chosen = result.chosen;
       }
       next.turnId = typeof data.turn_id === 'string' && data.turn_id ? data.turn_id : state.turnId;
+      // The final verdict wins over the streamed one.
+      next.confinement = parseConfinement(data.confinement) ?? state.confinement;
       break;
     }
     case 'error':

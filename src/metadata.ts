@@ -5,6 +5,7 @@
  * front end is read by the prompt builder (prior turns) and the trainer
  * (decisions), and the other way round.
  */
+import { IConfinement, parseConfinement } from './models';
 
 export const METADATA_KEY = 'jupyter_data_agent';
 export const METADATA_VERSION = 1;
@@ -21,11 +22,13 @@ export interface ITurn {
   created: number | null;
   /**
    * Front-end extras, optional so the Python side (which ignores unknown
-   * keys) reads these turns unchanged: one explanation per candidate, and
-   * the strategy that produced them.
+   * keys) reads these turns unchanged: one explanation per candidate, the
+   * strategy that produced them, and the verdict on the kernel copies that
+   * ran (or did not run) them, so the badge survives a reload.
    */
   explanations?: string[];
   strategy?: string;
+  confinement?: IConfinement;
 }
 
 export interface INotebookAgentMetadata {
@@ -65,6 +68,7 @@ export function parseTurn(raw: unknown): ITurn | null {
   const status = STATUSES.includes(data.status as TurnStatus)
     ? (data.status as TurnStatus)
     : 'pending';
+  const confinement = parseConfinement(data.confinement);
   return {
     turn_id: turnId,
     intent,
@@ -76,7 +80,8 @@ export function parseTurn(raw: unknown): ITurn | null {
     ...(Array.isArray(data.explanations)
       ? { explanations: data.explanations.map(e => (typeof e === 'string' ? e : '')) }
       : {}),
-    ...(typeof data.strategy === 'string' ? { strategy: data.strategy } : {})
+    ...(typeof data.strategy === 'string' ? { strategy: data.strategy } : {}),
+    ...(confinement ? { confinement } : {})
   };
 }
 
@@ -186,6 +191,17 @@ export function conversationValue(
   return {
     ...store,
     version,
-    turns: conversation.turns.map(turn => ({ ...turn }))
+    turns: conversation.turns.map(turn => {
+      const copy: Record<string, unknown> = { ...turn };
+      if (turn.confinement) {
+        // Plain JSON, not shared with the live job's view.
+        copy.confinement = {
+          ...turn.confinement,
+          layers: turn.confinement.layers.map(layer => ({ ...layer })),
+          missing: [...turn.confinement.missing]
+        };
+      }
+      return copy;
+    })
   };
 }

@@ -113,6 +113,86 @@ export interface ISearchResult {
   protections: Record<string, unknown> | null;
 }
 
+/** One confinement layer of the kernel copies (kernel/results.py `Protections.layers`). */
+export interface IConfinementLayer {
+  name: string;
+  on: boolean;
+  /** What the layer does when on; why it is off otherwise. */
+  detail: string;
+}
+
+export type ConfinementPolicy = 'require' | 'warn';
+export type ConfinementStatus = 'confined' | 'partial' | 'not_executed';
+
+/**
+ * The verdict on one turn's kernel copies (kernel/policy.py `Confinement`):
+ * sent once per turn as a progress event with `state: "confinement"`, and
+ * again in the `done` event next to the result.
+ */
+export interface IConfinement {
+  policy: ConfinementPolicy;
+  status: ConfinementStatus;
+  /** Whether candidates were executed in the copies. */
+  execute: boolean;
+  message: string;
+  layers: IConfinementLayer[];
+  missing: string[];
+}
+
+/** The badge's words for each status. */
+export const CONFINEMENT_LABELS: Record<ConfinementStatus, string> = {
+  confined: 'confined',
+  partial: 'partially confined',
+  not_executed: 'not executed'
+};
+
+/** Layer names as a data scientist reads them. */
+export const LAYER_LABELS: Record<string, string> = {
+  landlock_fs: 'Files (Landlock)',
+  landlock_net: 'Network (Landlock)',
+  seccomp: 'System calls (seccomp)',
+  capabilities: 'Capabilities dropped',
+  descriptors: 'Inherited files closed',
+  shared_mappings: 'Shared memory made private',
+  secrets: 'Secrets removed',
+  processes: 'Child processes ended',
+  limits: 'CPU, memory and size limits'
+};
+
+const CONFINEMENT_STATUSES: ConfinementStatus[] = ['confined', 'partial', 'not_executed'];
+
+/**
+ * A confinement verdict read leniently; null when it is absent or has no
+ * status we know (an unknown status is not shown as a guess).
+ */
+export function parseConfinement(raw: unknown): IConfinement | null {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
+    return null;
+  }
+  const data = raw as Record<string, any>;
+  if (!CONFINEMENT_STATUSES.includes(data.status)) {
+    return null;
+  }
+  const status = data.status as ConfinementStatus;
+  const layers: IConfinementLayer[] = Array.isArray(data.layers)
+    ? data.layers
+        .filter((l: unknown) => l && typeof l === 'object' && typeof (l as any).name === 'string')
+        .map((l: any) => ({ name: String(l.name), on: l.on === true, detail: asText(l.detail) }))
+    : [];
+  const missing: string[] = Array.isArray(data.missing)
+    ? data.missing.filter((m: unknown): m is string => typeof m === 'string')
+    : layers.filter(l => !l.on).map(l => l.name);
+  return {
+    policy: data.policy === 'warn' ? 'warn' : 'require',
+    status,
+    // Never claim execution for a turn whose status says it did not run.
+    execute: status === 'not_executed' ? false : data.execute !== false,
+    message: asText(data.message),
+    layers,
+    missing
+  };
+}
+
 export type JobEventType = 'progress' | 'candidate' | 'log' | 'done' | 'error';
 
 export interface IJobEvent {

@@ -12,7 +12,15 @@ import * as React from 'react';
 
 import { IJobView, isFinished } from './events';
 import { ITurn } from './metadata';
-import { ICandidate, STRATEGY_LABELS, Strategy, previewOutputs } from './models';
+import {
+  CONFINEMENT_LABELS,
+  ICandidate,
+  IConfinement,
+  LAYER_LABELS,
+  STRATEGY_LABELS,
+  Strategy,
+  previewOutputs
+} from './models';
 import { IAgentSettings, IExchange, NotebookSession } from './session';
 
 export const PANEL_ID = 'jupyter-data-agent-panel';
@@ -66,8 +74,20 @@ function CodeBlock(props: { code: string; rendermime: IRenderMimeRegistry }) {
 }
 
 /** The executed output preview, rendered like a notebook output area. */
-function OutputPreview(props: { candidate: ICandidate; rendermime: IRenderMimeRegistry }) {
-  const { candidate, rendermime } = props;
+function OutputPreview(props: {
+  candidate: ICandidate;
+  rendermime: IRenderMimeRegistry;
+  confinement: IConfinement | null;
+}) {
+  const { candidate, rendermime, confinement } = props;
+  if (confinement && !confinement.execute) {
+    // Whatever came with the candidate, it did not run: say why, show nothing else.
+    return (
+      <div className="jp-DataAgent-noOutput jp-mod-notExecuted">
+        Not executed{confinement.message ? `: ${confinement.message}` : '.'}
+      </div>
+    );
+  }
   const outputs = previewOutputs(candidate.result);
   if (!candidate.result) {
     return <div className="jp-DataAgent-noOutput">Not executed</div>;
@@ -90,9 +110,9 @@ function OutputPreview(props: { candidate: ICandidate; rendermime: IRenderMimeRe
   );
 }
 
-function resultBadge(candidate: ICandidate): string {
+function resultBadge(candidate: ICandidate, executed: boolean): string {
   const result = candidate.result;
-  if (!result) {
+  if (!result || !executed) {
     return '';
   }
   const time = result.duration_s ? ` in ${result.duration_s.toFixed(2)} s` : '';
@@ -115,8 +135,10 @@ function CandidateView(props: {
   total: number;
   chosen: boolean;
   rendermime: IRenderMimeRegistry;
+  confinement: IConfinement | null;
 }) {
-  const { candidate, rendermime } = props;
+  const { candidate, rendermime, confinement } = props;
+  const executed = !confinement || confinement.execute;
   const steps = candidate.steps.filter(s => s.explanation);
   const facts: string[] = [];
   if (props.chosen && props.total > 1) {
@@ -131,11 +153,12 @@ function CandidateView(props: {
   if (candidate.repaired) {
     facts.push('repaired');
   }
-  const badge = resultBadge(candidate);
+  const badge = resultBadge(candidate, executed);
+  const resultStatus = executed ? candidate.result?.status ?? 'none' : 'none';
   return (
     <div className="jp-DataAgent-candidate" data-index={props.index}>
       <div className="jp-DataAgent-candidateHead">
-        <span className={`jp-DataAgent-status jp-mod-${candidate.result?.status ?? 'none'}`}>
+        <span className={`jp-DataAgent-status jp-mod-${resultStatus}`}>
           {badge || 'not run'}
         </span>
         {facts.length > 0 && <span className="jp-DataAgent-facts">{facts.join(' · ')}</span>}
@@ -152,8 +175,125 @@ function CandidateView(props: {
         candidate.explanation && <p className="jp-DataAgent-explanation">{candidate.explanation}</p>
       )}
       <CodeBlock code={candidate.code} rendermime={rendermime} />
-      <OutputPreview candidate={candidate} rendermime={rendermime} />
+      <OutputPreview candidate={candidate} rendermime={rendermime} confinement={confinement} />
     </div>
+  );
+}
+
+let confinementIds = 0;
+
+/**
+ * The verdict on one turn's kernel copies: a badge whose layer list shows on
+ * hover and while it has focus (a tab stop, described by the list; a tap on
+ * a touch screen focuses it too). Escape hides it.
+ */
+export function ConfinementBadge(props: { confinement: IConfinement }) {
+  const { confinement } = props;
+  const [id] = React.useState(() => `jp-DataAgent-confinement-${++confinementIds}`);
+  // Where the list goes: placed against the panel's body (not the scrolling
+  // conversation, which would clip it), below the badge or above it.
+  const [place, setPlace] = React.useState<React.CSSProperties | undefined>(undefined);
+  const wrap = React.useRef<HTMLSpanElement>(null);
+  const measure = () => {
+    const node = wrap.current;
+    const badge = node?.querySelector('.jp-DataAgent-confinement');
+    const details = node?.querySelector('.jp-DataAgent-confinementDetails');
+    const row = node?.closest('.jp-DataAgent-intent') ?? badge;
+    const body = node?.closest('.jp-DataAgent-body');
+    if (!badge || !details || !row || !body) {
+      return;
+    }
+    const a = badge.getBoundingClientRect();
+    const r = row.getBoundingClientRect();
+    const b = body.getBoundingClientRect();
+    const below = b.bottom - a.bottom - 4;
+    const above = a.top - b.top - 4;
+    // Hover and focus styles already apply here, so the list has its height.
+    const needed = details.scrollHeight + 2;
+    const up = needed > below && above > below;
+    const room = Math.max(80, Math.floor(up ? above : below));
+    setPlace({
+      left: r.left - b.left,
+      width: r.width,
+      maxHeight: room,
+      // Flush with the badge: no gap for the pointer to fall through.
+      ...(up ? { bottom: b.bottom - a.top } : { top: a.bottom - b.top })
+    });
+  };
+  React.useEffect(() => {
+    // Follow the badge when the conversation scrolls under an open list.
+    const scroller = wrap.current?.closest('.jp-DataAgent-conversation');
+    if (!scroller) {
+      return;
+    }
+    const onScroll = () => {
+      const node = wrap.current;
+      if (node && (node.matches(':hover') || node.matches(':focus-within'))) {
+        measure();
+      }
+    };
+    scroller.addEventListener('scroll', onScroll, { passive: true });
+    return () => scroller.removeEventListener('scroll', onScroll);
+  }, []);
+  const label = CONFINEMENT_LABELS[confinement.status];
+  const on = confinement.layers.filter(l => l.on).length;
+  const total = confinement.layers.length;
+  const summary = total ? `${on} of ${total} layers on` : 'no kernel copy';
+  return (
+    <span
+      ref={wrap}
+      className="jp-DataAgent-confinementWrap"
+      onMouseEnter={measure}
+      onFocus={measure}
+    >
+      <button
+        type="button"
+        className={`jp-DataAgent-confinement jp-mod-${confinement.status}${
+          confinement.missing.length ? ' jp-mod-missing' : ''
+        }`}
+        aria-label={`Kernel copies: ${label}, ${summary}, policy ${confinement.policy}`}
+        aria-describedby={id}
+        data-status={confinement.status}
+        onKeyDown={event => {
+          if (event.key === 'Escape') {
+            event.currentTarget.blur();
+          }
+        }}
+      >
+        {label}
+      </button>
+      <div
+        id={id}
+        role="tooltip"
+        className="jp-DataAgent-confinementDetails"
+        style={place}
+      >
+        <div className="jp-DataAgent-confinementTitle">
+          Kernel copies: {label} <span className="jp-DataAgent-confinementPolicy">policy “{confinement.policy}”</span>
+        </div>
+        {confinement.message && (
+          <div className="jp-DataAgent-confinementMessage">{confinement.message}</div>
+        )}
+        {total > 0 && (
+          <ul className="jp-DataAgent-layers">
+            {confinement.layers.map(layer => (
+              <li
+                key={layer.name}
+                className={`jp-DataAgent-layer jp-mod-${layer.on ? 'on' : 'off'}`}
+                data-layer={layer.name}
+              >
+                <span className="jp-DataAgent-layerMark" aria-hidden="true">
+                  {layer.on ? '✓' : '✗'}
+                </span>
+                <span className="jp-DataAgent-layerName">{LAYER_LABELS[layer.name] ?? layer.name}</span>
+                <span className="jp-DataAgent-layerState">{layer.on ? 'on' : 'off'}</span>
+                {layer.detail && <span className="jp-DataAgent-layerDetail">{layer.detail}</span>}
+              </li>
+            ))}
+          </ul>
+        )}
+      </div>
+    </span>
   );
 }
 
@@ -237,11 +377,13 @@ function ExchangeView(props: {
   const selected = Math.min(shown, Math.max(0, candidates.length - 1));
   const placed = suggestion?.status === 'suggested';
   const status = placed ? 'suggested' : turn?.status;
+  const confinement = job.confinement ?? turn?.confinement ?? null;
   return (
     <div className="jp-DataAgent-exchange" data-turn-id={exchange.turnId ?? ''}>
       <div className="jp-DataAgent-intent">
         <span className="jp-DataAgent-intentText">{exchange.intent}</span>
         <span className="jp-DataAgent-chip">{STRATEGY_LABELS[exchange.strategy]}</span>
+        {confinement && <ConfinementBadge confinement={confinement} />}
       </div>
       <Progress job={job} />
       {job.status === 'error' && <div className="jp-DataAgent-error">{job.error}</div>}
@@ -306,6 +448,7 @@ function ExchangeView(props: {
             total={candidates.length}
             chosen={job.chosen === selected}
             rendermime={rendermime}
+            confinement={confinement}
           />
         </div>
       )}
@@ -329,6 +472,7 @@ function StoredTurnView(props: { turn: ITurn; session: NotebookSession; rendermi
             {STRATEGY_LABELS[turn.strategy as Strategy] ?? turn.strategy}
           </span>
         )}
+        {turn.confinement && <ConfinementBadge confinement={turn.confinement} />}
       </div>
       <div className="jp-DataAgent-candidateBar">
         {turn.candidates.length > 1 && (

@@ -328,7 +328,8 @@ export class NotebookSession implements IDisposable {
       candidates: job.candidates.map(c => c.code),
       created: nowSeconds(exchange.created),
       explanations: job.candidates.map(c => c.explanation),
-      strategy: exchange.strategy
+      strategy: exchange.strategy,
+      ...(job.confinement ? { confinement: job.confinement } : {})
     });
     if (exchange.autoInsert) {
       const anchor =

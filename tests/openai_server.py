@@ -17,7 +17,9 @@ In-process use::
 
 ``reply`` is a string, a list of strings (one per choice, cycled), or a
 function of the :class:`RecordedRequest` returning either. Failures are
-scripted with :meth:`OpenAITestServer.fail_next`; ``delay`` slows every
+scripted with :meth:`OpenAITestServer.fail_next`, replies that are not the
+API's JSON (a proxy's HTML page) with :meth:`OpenAITestServer.raw_next`;
+``delay`` slows every
 generation response (for timeouts); ``api_key`` makes the server demand
 ``Authorization: Bearer <api_key>`` and answer 401 otherwise.
 
@@ -104,6 +106,8 @@ class _Failure:
     status: int
     message: str
     headers: dict[str, str]
+    raw: bytes | None = None  # sent as is instead of an OpenAI error object
+    content_type: str = "application/json"
 
 
 _ERROR_TYPES = {
@@ -199,6 +203,19 @@ class OpenAITestServer:
                     _Failure(status, message or f"Injected failure {status}", dict(headers or {}))
                 )
 
+    def raw_next(
+        self,
+        body: str | bytes,
+        status: int = 200,
+        content_type: str = "text/html; charset=utf-8",
+        times: int = 1,
+    ) -> None:
+        """Answer the next ``times`` /v1 requests with ``body`` as is (e.g. an HTML page)."""
+        raw = body.encode() if isinstance(body, str) else body
+        with self._lock:
+            for _ in range(times):
+                self._failures.append(_Failure(status, "", {}, raw, content_type))
+
     def clear(self) -> None:
         with self._lock:
             self.requests.clear()
@@ -259,10 +276,13 @@ def _make_handler(server: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
             return {k.lower(): v for k, v in self.headers.items()}
 
         def _send_json(self, status: int, payload: dict, headers: dict | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+        def _send_raw(self, status: int, data: bytes, content_type: str,
+                      headers: dict | None = None) -> None:
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
@@ -299,6 +319,9 @@ def _make_handler(server: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
         def _checks(self, req: RecordedRequest) -> bool:
             """Scripted failures, then auth, then the model: False when an error was sent."""
             failure = server._pop_failure()
+            if failure is not None and failure.raw is not None:
+                self._send_raw(failure.status, failure.raw, failure.content_type, failure.headers)
+                return False
             if failure is not None:
                 self._error(failure.status, failure.message, headers=failure.headers)
                 return False

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import subprocess
 import sys
 import time
+from urllib.parse import quote
 
 import pytest
 
 from jupyter_data_agent.config import Settings
 from jupyter_data_agent.llm import BackendError, ChatMessage, Prompt, SamplingParams, create_backend
 from jupyter_data_agent.llm.openai_backend import OpenAIBackend
+from jupyter_data_agent.llm.scrub import Scrubber, redact_url
 from tests.openai_server import OpenAITestServer, tokenize
 
 SECRET = "sk-test-0123456789abcdefSECRET"
@@ -296,3 +300,157 @@ def test_server_cli_mode(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+# -- replies that are not the API's JSON --------------------------------------------
+
+PROXY_PAGE = ("<html><head><title>502 Bad Gateway</title></head>"
+              "<body><h1>Bad Gateway</h1><p>nginx</p></body></html>")
+NOT_JSON = {
+    "html": (PROXY_PAGE, "text/html; charset=utf-8"),
+    "broken-json": ('{"choices": [', "application/json"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_JSON))
+@pytest.mark.parametrize("call", ["chat", "completion", "stream", "models"])
+def test_non_json_reply_is_a_clear_error_naming_the_endpoint(kind, call):
+    body, content_type = NOT_JSON[kind]
+    with OpenAITestServer(reply="ok") as srv:
+        base_url = srv.base_url.replace("http://", "http://user:pw-hunter2@")
+        backend = make(srv, base_url=base_url, api_key=SECRET, max_retries=0,
+                       model="" if call == "models" else "test-model")
+        srv.raw_next(body, content_type=content_type)
+        with pytest.raises(BackendError) as info:
+            if call == "models":
+                backend.model
+            elif call == "stream":
+                list(backend.stream(CHAT, SamplingParams()))
+            else:
+                backend.generate(CHAT if call == "chat" else Prompt(text="x"), SamplingParams())
+        message = str(info.value)
+        assert f"http://***@127.0.0.1:{srv.port}/v1" in message
+        assert "not JSON" in message and "c.DataAgent.base_url" in message
+        if kind == "html":
+            assert "502 Bad Gateway" in message and "<" not in message
+        assert "hunter2" not in message and SECRET not in message
+        assert info.value.__cause__ is None
+        # The next, proper reply works with the same backend.
+        if call != "models":
+            assert backend.generate(CHAT, SamplingParams())[0].text == "ok"
+
+
+def test_stream_answered_without_events_is_an_error():
+    with OpenAITestServer(reply="ok") as srv:
+        srv.raw_next('{"id": "x", "choices": []}', content_type="application/json")
+        with pytest.raises(BackendError, match="without streaming"):
+            list(make(srv).stream(CHAT, SamplingParams()))
+
+
+def test_errors_show_the_endpoint_without_url_credentials():
+    backend = OpenAIBackend(Settings(backend="openai", model="m", max_retries=0,
+                                     base_url=f"http://me:s3cret-pw@127.0.0.1:{_closed_port()}/v1",
+                                     request_timeout=2))
+    with pytest.raises(BackendError) as info:
+        backend.generate(CHAT, SamplingParams())
+    assert "http://***@127.0.0.1:" in str(info.value) and "s3cret" not in str(info.value)
+    assert backend.capabilities.extra["base_url"].startswith("http://***@127.0.0.1:")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("http://user:secret@host:8000/v1", "http://***@host:8000/v1"),
+    ("https://token@host/v1", "https://***@host/v1"),
+    ("http://host:8000/v1", "http://host:8000/v1"),
+    ("https://host/v1?api-key=abc&deployment=x", "https://host/v1?api-key=***&deployment=x"),
+])
+def test_redact_url(url, shown):
+    assert redact_url(url) == shown
+
+
+# -- the secret scrubber (one implementation: server events and backend errors) -----
+
+KEY = "sk-proj-Zq8vX2mN4bT7wR1yL6"
+
+
+def _base64_forms(secret: str) -> dict[str, str]:
+    forms = {}
+    for prefix in ("", "a", "ab"):  # the three byte alignments inside a longer value
+        data = f"{prefix}{secret}".encode()
+        for name, encode in (("std", base64.b64encode), ("url", base64.urlsafe_b64encode)):
+            encoded = encode(data).decode()
+            forms[f"b64-{name}-{len(prefix)}"] = encoded
+            forms[f"b64-{name}-{len(prefix)}-nopad"] = encoded.rstrip("=")
+    forms["b64-mime-lines"] = base64.encodebytes(("x" * 50 + secret).encode()).decode()
+    return forms
+
+
+def _encodings(secret: str) -> dict[str, str]:
+    raw = secret.encode()
+    forms = {
+        "plain": secret,
+        "reversed": secret[::-1],
+        "hex": raw.hex(),
+        "HEX": raw.hex().upper(),
+        "hex-spaced": " ".join(f"{b:02x}" for b in raw),
+        "hex-0x": ", ".join(f"0x{b:02X}" for b in raw),
+        "hex-escapes": "".join(f"\\x{b:02x}" for b in raw),
+        "percent-all": "".join(f"%{b:02X}" for b in raw),
+        "percent-quote": quote(secret, safe=""),
+        "json-dumps": json.dumps(secret),
+        "json-unicode": "".join(f"\\u{ord(c):04x}" for c in secret),
+        "reversed-spaced": " ".join(secret[::-1]),
+    }
+    for name, sep in (("spaces", " "), ("dashes", "-"), ("dots", "."), ("commas", ", "),
+                      ("newlines", "\n")):
+        forms[f"sep-{name}"] = sep.join(secret)
+    forms.update(_base64_forms(secret))
+    return forms
+
+
+@pytest.mark.parametrize("name, encoded", sorted(_encodings(KEY).items()))
+def test_scrubber_catches_encodings_of_the_secret(name, encoded):
+    scrub = Scrubber([KEY])
+    out = scrub.text(f"value: {encoded} (end)")
+    assert "***" in out and out.startswith("value: ") and out.endswith(" (end)")
+    if name.startswith("b64"):
+        # At most a few bits at either end remain: nothing that decodes to the key.
+        assert not any(len(w) >= 8 and w in out for w in _base64_cores_of(KEY))
+    else:
+        assert encoded.strip() not in out
+    # In a JSON event payload too, keys and nested values included.
+    payload = scrub.json({"outputs": [{"text": encoded}], encoded: 1})
+    assert "***" in payload["outputs"][0]["text"] and encoded not in payload
+
+
+def _base64_cores_of(secret: str) -> list[str]:
+    from jupyter_data_agent.llm.scrub import _base64_cores
+
+    return sorted(_base64_cores(secret.encode()))
+
+
+def test_scrubber_keeps_ordinary_text():
+    scrub = Scrubber([KEY])
+    text = "df.groupby('airline').delay.mean()\nCheck the key column; sk is a prefix."
+    assert scrub.text(text) == text
+
+
+def test_short_secrets_only_match_whole_tokens():
+    scrub = Scrubber(["EMPTY"])
+    assert scrub.text("Check EMPTY, EMPTYish and notEMPTY (EMPTY)") == \
+        "Check ***, EMPTYish and notEMPTY (***)"
+    assert Scrubber(["heck"]).text("Check the heck") == "Check the ***"
+    # Too short to be a secret at all: left alone.
+    assert Scrubber(["k"]).text("Check") == "Check"
+
+
+def test_backend_errors_use_the_same_scrubber():
+    with OpenAITestServer() as srv:
+        reversed_key = SECRET[::-1]
+        encoded = base64.b64encode(SECRET.encode()).decode()
+        srv.fail_next(400, message=f"bad request: {reversed_key} / {encoded} / {' '.join(SECRET)}")
+        with pytest.raises(BackendError) as info:
+            make(srv, api_key=SECRET, max_retries=0).generate(CHAT, SamplingParams())
+        message = str(info.value)
+        assert "400" in message
+        assert reversed_key not in message and encoded.rstrip("=") not in message
+        assert " ".join(SECRET) not in message

@@ -214,6 +214,18 @@ def states(events):
     return [e["data"].get("state") for e in events if e["type"] in ("progress", "log")]
 
 
+def confinement_of(events: list[dict]) -> dict:
+    """The turn's one confinement report; the ``done`` event repeats it."""
+    reports = [e for e in events if e["type"] == "progress" and e["data"].get("state") == "confinement"]
+    assert len(reports) == 1, [e["message"] for e in reports]
+    report = reports[0]["data"]["confinement"]
+    assert set(report) == {"policy", "status", "execute", "message", "layers", "missing"}
+    assert report["message"] == reports[0]["message"]
+    if events[-1]["type"] == "done":
+        assert events[-1]["data"]["confinement"] == report
+    return report
+
+
 # -- tests ---------------------------------------------------------------------------
 
 
@@ -229,6 +241,12 @@ async def test_turn_against_real_kernel(jp_fetch, jp_ws_fetch, jp_serverapp, mod
         assert_ordered(events, job_id)
         assert events[-1]["type"] == "done", events[-1]
         assert "kernel_copy_ready" in states(events)
+        report = confinement_of(events)
+        assert report["status"] == "confined" and report["execute"] is True, report
+        assert report["policy"] == "require" and report["missing"] == []
+        assert [layer["on"] for layer in report["layers"]] == [True] * len(report["layers"])
+        assert {"seccomp", "landlock_fs", "descriptors"} <= {l["name"] for l in report["layers"]}
+        assert states(events).index("confinement") < states(events).index("searching")
         candidates = [e for e in events if e["type"] == "candidate"]
         assert candidates and candidates[0]["data"]["index"] == 0
         cand = candidates[0]["data"]["candidate"]
@@ -294,6 +312,9 @@ async def test_without_live_state_skips_the_kernel(jp_fetch, jp_ws_fetch, jp_ser
         events = await stream_events(jp_ws_fetch, job_id)
         assert events[-1]["type"] == "done"
         assert "no_live_state" in states(events)
+        report = confinement_of(events)
+        assert report["status"] == "not_executed" and report["execute"] is False
+        assert "live kernel state is off" in report["message"]
         assert events[-1]["data"]["result"]["candidates"][0]["result"] is None
         assert "# Columns in df" not in model_server.generation_requests[-1].prompt
     finally:
@@ -351,6 +372,8 @@ async def test_missing_kernel_runs_on_notebook_text(jp_fetch, jp_ws_fetch, model
     assert events[-1]["type"] == "done"
     notice = [e for e in events if e["data"].get("state") == "no_kernel"]
     assert notice and "notebook text alone" in notice[0]["message"]
+    report = confinement_of(events)
+    assert report["status"] == "not_executed" and "kernel is not running" in report["message"]
     result = events[-1]["data"]["result"]
     assert result["candidates"][0]["result"] is None  # nothing was run: no preview
     assert "df = pd.DataFrame" in model_server.generation_requests[-1].prompt
@@ -371,6 +394,7 @@ async def test_dead_kernel_runs_on_notebook_text(jp_fetch, jp_ws_fetch, jp_serve
     events = await stream_events(jp_ws_fetch, job_id)
     assert events[-1]["type"] == "done"
     assert "no_kernel" in states(events)
+    assert confinement_of(events)["status"] == "not_executed"
 
 
 @on_server_loop
@@ -481,6 +505,8 @@ async def test_invalid_requests_get_400(jp_fetch):
         turn_body(options={"samples": 0}),
         turn_body(options={"typo": 1}),
         turn_body(cells=[{"cell_type": "widget", "source": ""}]),
+        turn_body(notebook_path="analysis\x00.ipynb"),
+        turn_body(notebook_path="dir/\nanalysis.ipynb"),
         {"version": 1},
     ]
     for body in bad:
@@ -489,6 +515,10 @@ async def test_invalid_requests_get_400(jp_fetch):
         assert err.value.code == 400, body
         message = json.loads(err.value.response.body)["message"]
         assert message and "Traceback" not in message
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(NS, "turns", method="POST", body=json.dumps(turn_body(notebook_path="a\x00b")))
+    message = json.loads(err.value.response.body)["message"]
+    assert "notebook_path" in message and "control character (U+0000)" in message
     with pytest.raises(HTTPClientError) as err:
         await jp_fetch(NS, "turns", method="POST", body="{not json")
     assert err.value.code == 400

@@ -22,11 +22,14 @@ llama.cpp server. Decisions worth knowing:
 * ``stop``: at most 4 are sent (OpenAI's limit); all are applied to the text
   afterwards, so servers that ignore ``stop`` still behave.
 * Errors become :class:`BackendError` with what to do; the API key (and
-  anything that looks like one) is scrubbed from every message.
+  anything that looks like one, encoded or not: ``llm/scrub.py``) is scrubbed
+  from every message. A reply that is not JSON (a proxy's HTML error page
+  with status 200, a wrong base URL) is one of them, naming the endpoint.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -34,8 +37,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import openai
 
 from ..config import Settings
@@ -49,29 +52,16 @@ from .base import (
     StopStream,
     cut_at_stop,
 )
+from .scrub import Scrubber, redact_url
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_STOP_SEQUENCES = 4
-_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
+_TAGS = re.compile(r"<[^>]*>|\s+")
 
 # tiktoken encoders by model name; None = not available (unknown model, or the
 # encoding file cannot be fetched offline). Cached so we try once per process.
 _TIKTOKEN: dict[str, Any] = {}
 _TIKTOKEN_LOCK = threading.Lock()
-
-
-def redact_url(url: str) -> str:
-    """Drop ``user:password@`` from a URL before showing it."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        return urlunsplit(parts._replace(netloc=host))
-    return url
 
 
 def _tiktoken_encoder(model: str):
@@ -121,7 +111,7 @@ class OpenAIBackend(Backend):
                 )
             # Local servers usually need no key, but the SDK insists on one.
             api_key = "EMPTY"
-        self._secret = settings.api_key
+        self._scrubber = Scrubber([settings.api_key])
         if retry_backoff is None:
             retry_backoff = float(settings.extra.get("retry_backoff", 0.5))
         self.retry_backoff = retry_backoff
@@ -182,6 +172,7 @@ class OpenAIBackend(Backend):
         response = self._call(create, chat=chat, stream=True, **kwargs)
         stopper = StopStream(params.stop)
         try:
+            self._check_stream(response)
             for chunk in response:
                 if not chunk.choices:
                     continue
@@ -197,6 +188,8 @@ class OpenAIBackend(Backend):
                 yield tail
         except openai.OpenAIError as exc:
             raise self._error(exc, chat) from None
+        except json.JSONDecodeError as exc:  # an event whose data is not JSON
+            raise self._not_json(exc.doc) from None
         finally:
             response.close()
 
@@ -283,7 +276,9 @@ class OpenAIBackend(Backend):
         attempt = 0
         while True:
             try:
-                return fn(**kwargs)
+                response = fn(**kwargs)
+            except json.JSONDecodeError as exc:  # declared JSON, but not JSON
+                raise self._not_json(exc.doc) from None
             except openai.APITimeoutError as exc:
                 raise self._error(exc, chat) from None
             except (openai.APIConnectionError, openai.APIStatusError) as exc:
@@ -293,6 +288,10 @@ class OpenAIBackend(Backend):
                 attempt += 1
             except openai.OpenAIError as exc:
                 raise self._error(exc, chat) from None
+            else:
+                if isinstance(response, str):  # the SDK hands back any non-JSON body as text
+                    raise self._not_json(response)
+                return response
 
     @staticmethod
     def _retryable(exc: Exception) -> bool:
@@ -320,9 +319,36 @@ class OpenAIBackend(Backend):
         return redact_url(self.base_url)
 
     def _scrub(self, text: str) -> str:
-        if self._secret:
-            text = text.replace(self._secret, "***")
-        return _KEY_LIKE.sub("***", text)
+        return self._scrubber.text(text)
+
+    def _not_json(self, body: str) -> BackendError:
+        """A reply that is not the API's JSON: say where it came from and what it began with."""
+        excerpt = " ".join(_TAGS.sub(" ", body or "").split())[:200]
+        return BackendError(self._scrub(
+            f"{self._where()} answered with something that is not JSON (a proxy or login page, "
+            f"or a URL that is not the API root?): {excerpt or '(empty body)'}. Check "
+            "OPENAI_BASE_URL / c.DataAgent.base_url: it must be the root of an OpenAI-compatible "
+            "API, usually ending in /v1."
+        ))
+
+    def _check_stream(self, response: Any) -> None:
+        """A streaming request answered with anything but server-sent events is an error.
+
+        The SDK finds no event in an HTML page and would yield nothing.
+        """
+        http = getattr(response, "response", None)
+        content_type = http.headers.get("content-type", "") if http is not None else ""
+        if http is None or "event-stream" in content_type:
+            return
+        body = http.read().decode("utf-8", errors="replace")
+        try:
+            json.loads(body)
+        except ValueError:
+            raise self._not_json(body) from None
+        raise BackendError(self._scrub(
+            f"{self._where()} answered a streaming request without streaming "
+            f"(Content-Type {content_type or 'missing'}): the endpoint may not support it."
+        ))
 
     def _server_message(self, exc: Exception) -> str:
         body = getattr(exc, "body", None)
@@ -389,8 +415,15 @@ class OpenAIBackend(Backend):
 
     def _first_served_model(self) -> str:
         try:
-            page = self._call(self._client.models.list, chat=None)
-            ids = [m.id for m in page.data]
+            # Raw, so a non-JSON page is ours to report (the SDK's parser trips over it).
+            response = self._call(self._client.get, chat=None, path="/models",
+                                  cast_to=httpx.Response)
+            try:
+                listing = response.json()
+            except ValueError:
+                raise self._not_json(response.text) from None
+            data = listing.get("data") if isinstance(listing, dict) else None
+            ids = [m["id"] for m in data or () if isinstance(m, dict) and m.get("id")]
         except BackendError as exc:
             raise BackendError(
                 f"No model configured and listing the models at {self._where()} failed: {exc} "

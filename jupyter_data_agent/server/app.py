@@ -110,6 +110,7 @@ class DataAgentExtension(ExtensionApp):
             kernel_manager=self.serverapp.kernel_manager,
             root_dir=getattr(self.serverapp, "root_dir", None),
             authorizer_log=self.log,
+            secrets=[self._server_token()],
         )
         self.settings["jupyter_data_agent"] = {
             "settings": self.agent_settings,
@@ -127,6 +128,11 @@ class DataAgentExtension(ExtensionApp):
             self.agent_settings.model or "(default)",
         )
 
+    def _server_token(self) -> str:
+        """The server's own token: a candidate that finds it must not show it in the browser."""
+        provider = getattr(self.serverapp, "identity_provider", None)
+        return str(getattr(provider, "token", "") or "")
+
     def initialize_handlers(self) -> None:
         # ExtensionApp prepends the server's base_url to these patterns.
         def route(*parts: str) -> str:
@@ -143,7 +149,12 @@ class DataAgentExtension(ExtensionApp):
         )
 
     async def stop_extension(self) -> None:
-        """Cancel running turns and end every kernel copy; then release the model."""
+        """Cancel running turns and end every kernel copy; then release the model.
+
+        jupyter_server awaits this on SIGTERM/SIGINT (``_cleanup`` ->
+        ``cleanup_extensions``) before it shuts the kernels down, so no copy
+        outlives its kernel's server.
+        """
         if self.jobs is not None:
             await self.jobs.shutdown()
         from ..llm.factory import close_backends

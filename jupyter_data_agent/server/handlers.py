@@ -20,6 +20,7 @@ from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..config import Settings
+from ..llm.scrub import MASK, redact_url
 from .models import (
     API_VERSION,
     CancelReply,
@@ -49,6 +50,40 @@ def available_strategies() -> list[str]:
             continue
         names.append(name)
     return names
+
+
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def _secret_flag(arg: str) -> bool:
+    return arg.startswith("--") and any(w in arg.split("=", 1)[0].lower() for w in _SECRET_WORDS)
+
+
+def _mask_args(args: list[str]) -> list[str]:
+    """``--api-key X`` and ``--api-key=X`` with the value masked."""
+    out = []
+    for i, arg in enumerate(args):
+        if _secret_flag(arg) and "=" in arg:
+            out.append(arg.split("=", 1)[0] + "=" + MASK)
+        elif i > 0 and _secret_flag(args[i - 1]) and "=" not in args[i - 1] \
+                and not arg.startswith("--"):
+            out.append(MASK)
+        else:
+            out.append(arg)
+    return out
+
+
+def public_settings(settings: Settings) -> dict:
+    """``Settings.public()`` fit for the browser: URL credentials and key arguments masked.
+
+    ``public()`` drops the API key, but a base URL may carry ``user:password@``
+    (or a key in its query) and ``vllm_args`` may hold ``--api-key X``.
+    """
+    data = settings.public()
+    if data.get("base_url"):
+        data["base_url"] = redact_url(data["base_url"])
+    data["vllm_args"] = _mask_args(list(data.get("vllm_args") or []))
+    return data
 
 
 class _AgentMixin:
@@ -102,7 +137,7 @@ class ConfigHandler(AgentAPIHandler):
     @authorized
     def get(self) -> None:
         settings = self.agent_settings
-        body = {"version": API_VERSION, **settings.public()}
+        body = {"version": API_VERSION, **public_settings(settings)}
         body["capabilities"] = {
             "strategies": available_strategies(),
             "chat": settings.api_mode != "completion",
@@ -110,7 +145,8 @@ class ConfigHandler(AgentAPIHandler):
             "events": "websocket",
         }
         body["limits"] = dict(self.agent_state.get("public_limits", {}))
-        self.finish(json.dumps(body))
+        # The configured secrets, wherever they hide (extra options, a URL path).
+        self.finish(json.dumps(self.jobs.scrub.json(body)))
 
 
 class TurnsHandler(AgentAPIHandler):

@@ -15,17 +15,13 @@ keeps the strategy's events in order ahead of the final ``done``.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import dataclasses
-import json
 import logging
 import os
-import re
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,13 +31,14 @@ from tornado import web
 from ..config import Settings
 from ..context.model import NotebookContext
 from ..context.turns import new_turn_id
+from ..kernel.policy import Confinement, decide
 from ..llm.base import BackendError
+from ..llm.scrub import Scrubber
 from .models import API_VERSION, TurnRequestModel
 
 log = logging.getLogger(__name__)
 
 TERMINAL = ("done", "error", "cancelled")
-_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
 
 
 @dataclass
@@ -59,37 +56,6 @@ class JobLimits:
     snapshot_timeout_s: float = 60.0
     snapshot_limits: dict[str, Any] = field(default_factory=dict)
     strategy_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-class Scrubber:
-    """Removes the configured API key (and key-shaped strings) from outgoing text."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        self.secrets = [s for s in secrets if s and len(s) >= 4]
-
-    def text(self, value: str) -> str:
-        for secret in self.secrets:
-            value = value.replace(secret, "***")
-        return _KEY_LIKE.sub("sk-***", value)
-
-    def json(self, payload: dict) -> dict:
-        raw = json.dumps(payload, default=_jsonable)
-        clean = raw
-        for secret in self.secrets:
-            clean = clean.replace(secret, "***").replace(json.dumps(secret)[1:-1], "***")
-        clean = _KEY_LIKE.sub("sk-***", clean)
-        return json.loads(clean)
-
-
-def _jsonable(obj: Any) -> Any:
-    to_json = getattr(obj, "to_json", None)
-    if callable(to_json):
-        return to_json()
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    if isinstance(obj, (set, tuple)):
-        return list(obj)
-    return repr(obj)
 
 
 class Job:
@@ -114,6 +80,7 @@ class Job:
         self.close_task: asyncio.Future | None = None  # closing the tree, once started
         self.tree_ready = asyncio.Event()  # set once no snapshot creation is in flight
         self.tree_ready.set()
+        self.no_copy_reason = ""  # why no kernel copy exists, in plain words
         self._scrub = scrub
         self._streamed: list[Any] = []  # Candidate objects already sent as events
 
@@ -211,18 +178,19 @@ class JobManager:
     Rejected = _Rejected
 
     def __init__(self, *, settings: Settings, limits: JobLimits, kernel_manager: Any,
-                 root_dir: str | None, authorizer_log: logging.Logger | None = None) -> None:
+                 root_dir: str | None, authorizer_log: logging.Logger | None = None,
+                 secrets: Iterable[str] = ()) -> None:
         self.settings = settings
         self.limits = limits
         self.kernel_manager = kernel_manager
         self.root_dir = root_dir
         self.log = authorizer_log or log
-        self.scrub = Scrubber([settings.api_key])
+        # The model key and whatever else the server holds (its token): never sent out.
+        self.scrub = Scrubber([settings.api_key, *secrets])
         self.jobs: dict[str, Job] = {}
         self._slots: asyncio.Semaphore | None = None
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, limits.max_concurrent_jobs), thread_name_prefix="jda-turn"
-        )
+        # Search threads, including those of cancelled turns still stuck in a model call.
+        self._workers: dict[threading.Thread, Job] = {}
         self._closing = False
 
     # -- public API ---------------------------------------------------------------
@@ -235,6 +203,10 @@ class JobManager:
         if active >= self.limits.max_concurrent_jobs + self.limits.max_pending_jobs:
             raise _Rejected(429, f"{active} turns are already running or queued; try again when "
                                  f"one has finished.")
+        stuck = sum(1 for t, j in self._workers.items() if j.finished and t.is_alive())
+        if stuck >= self.limits.max_concurrent_jobs + self.limits.max_pending_jobs:
+            raise _Rejected(429, f"{stuck} cancelled turns are still waiting for the model "
+                                 f"endpoint to answer; try again in a moment.")
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.limits.max_concurrent_jobs))
         job = Job(owner, request, context, self.scrub)
@@ -256,10 +228,11 @@ class JobManager:
             return
         job.cancel_event.set()
         job.finish("cancelled", "error", message, {"state": "cancelled"})
-        # The worker thread of a running search cannot be interrupted; it sees the
-        # cancel flag at its next step. Its pool has one thread per job slot, so
-        # the concurrency bound holds while it unwinds. A fork in flight is
-        # waited for instead, so its tree can be closed.
+        # The worker thread of a running search cannot be interrupted (it may sit
+        # in a model call for up to request_timeout); it is abandoned: it sees the
+        # cancel flag at its next step and its events are dropped. Cancelling the
+        # task releases the job's slot now, so a queued turn starts at once. A
+        # fork in flight is waited for instead, so its tree can be closed.
         if job.task is not None and job.phase != "forking":
             job.task.cancel()
         # A snapshot tree being created right now is closed as soon as it exists.
@@ -278,7 +251,10 @@ class JobManager:
         # Trees of jobs that finished but whose worker is still unwinding.
         await asyncio.gather(*(self._close_tree(j) for j in self.jobs.values()),
                              return_exceptions=True)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # Worker threads are daemons: one stuck in a model call does not hold up the exit.
+        if running:
+            self.log.info("jupyter_data_agent: cancelled %d running turn(s) and closed their "
+                          "kernel copies", len(running))
 
     def prune(self) -> None:
         """Forget finished jobs past their retention, oldest first."""
@@ -330,6 +306,9 @@ class JobManager:
         schema = await self._live_state(job)
         if job.finished:
             return
+        confinement = await self._confine(job)
+        if job.finished:
+            return
 
         settings = self.settings
         defaults = dict(self.limits.strategy_defaults.get(request.strategy) or {})
@@ -361,7 +340,7 @@ class JobManager:
             except RuntimeError:  # the loop is gone (server stopped)
                 pass
 
-        tree = job.tree
+        tree = job.tree  # None unless the policy lets candidates run
         ctx = RunContext(
             backend=backend,
             executor=tree.root if tree is not None else None,
@@ -372,23 +351,80 @@ class JobManager:
         job.phase = "searching"
         job.progress(f"Running the {request.strategy} strategy.", state="searching",
                      strategy=request.strategy)
-        result = await loop.run_in_executor(self._pool, strategy.run, turn, ctx)
+        result = await self._in_worker(job, strategy.run, turn, ctx)
         if job.finished:
             return
         job.send_remaining_candidates(result)
         job.finish("done", "done", "The turn is complete.",
-                   {"result": result.to_json(), "turn_id": job.turn_id})
+                   {"result": result.to_json(), "turn_id": job.turn_id,
+                    "confinement": confinement.to_json()})
+
+    def _in_worker(self, job: Job, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """Run ``fn`` in a daemon thread of its own; cancelling the future abandons it.
+
+        Not a bounded pool: a cancelled turn's thread may stay blocked in a
+        model call (at most request_timeout per try), and a turn queued
+        behind it must not wait for it. The job slots bound the live ones.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+
+        def settle(thread: threading.Thread, ok: bool, value: Any) -> None:
+            self._workers.pop(thread, None)
+            if future.done():  # abandoned: the turn was cancelled meanwhile
+                return
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+        def work() -> None:
+            try:
+                outcome = (True, fn(*args))
+            except BaseException as exc:  # noqa: BLE001 -- handed to the awaiting task
+                outcome = (False, exc)
+            try:
+                loop.call_soon_threadsafe(settle, threading.current_thread(), *outcome)
+            except RuntimeError:  # the loop is gone (server stopped)
+                pass
+
+        thread = threading.Thread(target=work, name=f"jda-turn-{job.id[:8]}", daemon=True)
+        self._workers[thread] = job
+        thread.start()
+        return future
+
+    async def _confine(self, job: Job) -> Confinement:
+        """Apply the confinement policy to the job's copies; one event says the outcome.
+
+        Under ``require`` copies missing a layer are closed here, so the
+        strategy generates candidates without running them.
+        """
+        tree = job.tree
+        protections = tree.protections if tree is not None else None
+        if protections is None:
+            why = job.no_copy_reason if tree is None else "the kernel copy reported no protections"
+            confinement = decide(None, self.settings.confinement,
+                                 unavailable=why or "no kernel copy could be made")
+        else:
+            confinement = decide(protections, self.settings.confinement)
+        if not confinement.execute:
+            await self._close_tree(job)
+        job.progress(confinement.message, state="confinement", confinement=confinement.to_json())
+        return confinement
 
     # -- live kernel state -----------------------------------------------------------
     async def _live_state(self, job: Job) -> str:
         """The schema block, and ``job.tree`` when the kernel can be forked."""
         request = job.request
+        job.no_copy_reason = "no kernel copy could be made"
         if not request.options.use_live_state:
+            job.no_copy_reason = "live kernel state is off for this turn"
             job.log("Live kernel state is off for this turn: the model sees the notebook text "
                     "only and candidates are not run before you see them.", state="no_live_state")
             return ""
         kernel_id = request.kernel_id
         if not kernel_id:
+            job.no_copy_reason = "the notebook has no running kernel"
             job.progress("The notebook has no running kernel: the turn uses the notebook text "
                          "alone (no DataFrame schemas, no output previews).", state="no_kernel")
             return ""
@@ -397,6 +433,7 @@ class JobManager:
         except (KeyError, web.HTTPError):  # jupyter_server answers an unknown id with a 404
             km = None
         if km is None or not await self._alive(km):
+            job.no_copy_reason = "the notebook's kernel is not running"
             job.progress("The notebook's kernel is not running (it may have died or been shut "
                          "down): the turn uses the notebook text alone (no DataFrame schemas, "
                          "no output previews).", state="no_kernel")
@@ -442,12 +479,14 @@ class JobManager:
                     job.progress("Waiting for the kernel: it is busy running a cell.",
                                  state="waiting_for_kernel")
                 if not await self._alive(km):
+                    job.no_copy_reason = "the kernel stopped while the turn waited for it"
                     job.progress("The kernel stopped while the turn waited for it: the turn uses "
                                  "the notebook text alone (no output previews).", state="no_kernel")
                     return False, ""
             frames = task.result()
         except SchemaInspectionError as exc:
             if "did not answer" in str(exc):
+                job.no_copy_reason = "the kernel did not answer"
                 job.log(f"The kernel did not answer ({exc}); the turn uses the notebook text alone.",
                         state="kernel_timeout")
                 return False, ""
@@ -476,8 +515,9 @@ class JobManager:
                 max_live=self.limits.max_snapshot_processes, timeout=self.limits.snapshot_timeout_s,
             )
         except (SnapshotError, OSError) as exc:
-            job.log(f"Candidates will not be run before you see them: no kernel copy could be "
-                    f"made ({self.scrub.text(str(exc))}).", state="no_kernel_copy")
+            job.no_copy_reason = f"no kernel copy could be made ({self.scrub.text(str(exc))})"
+            job.log(f"Candidates will not be run before you see them: {job.no_copy_reason}.",
+                    state="no_kernel_copy")
             return
         finally:
             job.tree_ready.set()
@@ -485,12 +525,9 @@ class JobManager:
         if job.finished:  # cancelled meanwhile: cancel() is waiting on tree_ready to close it
             return
         protections = tree.protections
-        job.progress("A copy of the kernel is ready to run candidates.", state="kernel_copy_ready",
+        # Whether candidates may run in it is the policy's call (_confine), said next.
+        job.progress("A copy of the kernel is ready.", state="kernel_copy_ready",
                      protections=protections.to_json() if protections else None)
-        if protections is not None and not protections.complete:
-            job.log("Kernel copies run without: " + ", ".join(protections.missing())
-                    + ". Candidate code may affect files or the network.",
-                    state="partial_confinement", missing=protections.missing())
 
     async def _close_tree(self, job: Job) -> None:
         """Close the job's tree; every caller waits for the same close to finish."""

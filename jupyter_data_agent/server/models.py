@@ -9,6 +9,7 @@ Replies are plain dicts built from these models with ``model_dump()``.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -21,6 +22,7 @@ JobState = Literal["running", "done", "error", "cancelled"]
 
 MAX_INTENT_CHARS = 20_000
 MAX_CELLS = 5_000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class TurnOptions(BaseModel):
@@ -71,6 +73,16 @@ class TurnRequestModel(BaseModel):
             raise ValueError("the intent is empty")
         return value.strip()
 
+    @field_validator("notebook_path")
+    @classmethod
+    def _path_is_printable(cls, value: str) -> str:
+        """A NUL or newline in a path is never a real notebook; refused before it reaches the disk."""
+        found = _CONTROL.search(value)
+        if found:
+            raise ValueError(f"the notebook path contains a control character "
+                             f"(U+{ord(found.group()):04X}); send the path as shown in JupyterLab")
+        return value
+
     @model_validator(mode="after")
     def _active_in_range(self) -> "TurnRequestModel":
         if self.active_index is not None and self.cells and self.active_index >= len(self.cells):
@@ -104,9 +116,13 @@ class JobEvent(BaseModel):
     """One message of a job's event stream (websocket frame or poll item).
 
     ``candidate`` data: ``{index, candidate: Candidate.to_json()}``;
-    ``done`` data: ``{result: SearchResult.to_json(), turn_id}``;
+    ``done`` data: ``{result: SearchResult.to_json(), turn_id, confinement}``;
     ``progress`` data may hold ``state`` (``queued``, ``waiting_for_kernel``,
-    ``inspecting_kernel``, ``kernel_copy_ready``, ``no_kernel``...);
+    ``inspecting_kernel``, ``kernel_copy_ready``, ``no_kernel``...); once per
+    turn, before the search, ``state: "confinement"`` with ``confinement``:
+    ``kernel.policy.Confinement.to_json()`` (``{policy, status, execute,
+    message, layers: [{name, on, detail}], missing}``), the same dict as in
+    ``done``;
     ``error`` data: ``{state: "error" | "cancelled"}``.
     """
 

@@ -1,5 +1,5 @@
 import { endJob, initialJob, preferredIndex, reduceJob } from '../events';
-import { IJobEvent, previewOutputs, toNbformatOutput } from '../models';
+import { IJobEvent, parseConfinement, previewOutputs, toNbformatOutput } from '../models';
 
 const event = (seq: number, type: IJobEvent['type'], message = '', data: any = {}): IJobEvent => ({
   version: 1,
@@ -157,5 +157,133 @@ describe('stopping and turn ids', () => {
       event(1, 'done', 'Done', { result: { candidates: [] } })
     );
     expect(job.turnId).toBe('from-202');
+  });
+});
+
+describe('confinement verdict', () => {
+  const LAYERS = [
+    'landlock_fs',
+    'landlock_net',
+    'seccomp',
+    'capabilities',
+    'descriptors',
+    'shared_mappings',
+    'secrets',
+    'processes',
+    'limits'
+  ];
+  const verdict = (status: string, off: string[] = [], policy = 'require') => ({
+    policy,
+    status,
+    execute: status !== 'not_executed',
+    message: `copies: ${status}`,
+    layers: LAYERS.map(name => ({
+      name,
+      on: !off.includes(name),
+      detail: off.includes(name) ? `${name} is not available here` : `${name} on`
+    })),
+    missing: off
+  });
+
+  it('is read from the progress event and kept through candidates', () => {
+    let job = initialJob('j1');
+    expect(job.confinement).toBeNull();
+    job = reduceJob(
+      job,
+      event(1, 'progress', 'Kernel copies: partially confined', {
+        state: 'confinement',
+        confinement: verdict('partial', ['seccomp'], 'warn')
+      })
+    );
+    expect(job.confinement).toEqual({
+      policy: 'warn',
+      status: 'partial',
+      execute: true,
+      message: 'copies: partial',
+      layers: expect.any(Array),
+      missing: ['seccomp']
+    });
+    expect(job.confinement!.layers).toHaveLength(9);
+    expect(job.confinement!.layers.find(l => l.name === 'seccomp')).toEqual({
+      name: 'seccomp',
+      on: false,
+      detail: 'seccomp is not available here'
+    });
+    // Other progress events leave it alone.
+    job = reduceJob(job, event(2, 'progress', 'Searching', { state: 'searching', iterations: 1 }));
+    job = reduceJob(job, event(3, 'candidate', 'Candidate 1', { index: 0, candidate: candidate('len(df)') }));
+    expect(job.confinement?.status).toBe('partial');
+  });
+
+  it('takes the done event’s verdict as final, and keeps the streamed one when done has none', () => {
+    let job = reduceJob(
+      initialJob('j1'),
+      event(1, 'progress', '', { state: 'confinement', confinement: verdict('confined') })
+    );
+    const kept = reduceJob(job, event(2, 'done', 'Done', { result: { candidates: [] }, turn_id: 't' }));
+    expect(kept.confinement?.status).toBe('confined');
+    job = reduceJob(
+      job,
+      event(2, 'done', 'Done', {
+        result: { candidates: [] },
+        turn_id: 't',
+        confinement: verdict('not_executed', ['seccomp', 'landlock_net'])
+      })
+    );
+    expect(job.confinement).toMatchObject({
+      status: 'not_executed',
+      execute: false,
+      missing: ['seccomp', 'landlock_net']
+    });
+  });
+
+  it('reads the verdict from done alone (no progress event seen, e.g. a late socket)', () => {
+    const job = reduceJob(
+      initialJob('j1'),
+      event(7, 'done', 'Done', { result: { candidates: [] }, confinement: verdict('confined') })
+    );
+    expect(job.confinement?.status).toBe('confined');
+    expect(job.confinement?.missing).toEqual([]);
+  });
+
+  it('ignores malformed verdicts and a replayed event', () => {
+    let job = reduceJob(
+      initialJob('j1'),
+      event(1, 'progress', '', { state: 'confinement', confinement: verdict('confined') })
+    );
+    for (const bad of [null, 'confined', [], { status: 'safe' }, { layers: [] }]) {
+      job = reduceJob(job, event(job.lastSeq + 1, 'progress', '', { state: 'confinement', confinement: bad }));
+      expect(job.confinement?.status).toBe('confined');
+    }
+    const replay = reduceJob(
+      job,
+      event(1, 'progress', '', { state: 'confinement', confinement: verdict('partial', ['seccomp']) })
+    );
+    expect(replay).toBe(job);
+  });
+
+  it('reads leniently and never claims a not-executed turn ran', () => {
+    expect(
+      parseConfinement({
+        status: 'not_executed',
+        execute: true,
+        layers: [{ name: 'seccomp', on: 'yes' }, { on: true }, 'landlock_fs'],
+        message: ['not ', 'run']
+      })
+    ).toEqual({
+      policy: 'require',
+      status: 'not_executed',
+      execute: false,
+      message: 'not run',
+      layers: [{ name: 'seccomp', on: false, detail: '' }],
+      missing: ['seccomp']
+    });
+    expect(parseConfinement({ status: 'confined', policy: 'warn' })).toMatchObject({
+      policy: 'warn',
+      execute: true,
+      layers: [],
+      missing: []
+    });
+    expect(parseConfinement(undefined)).toBeNull();
   });
 });

@@ -10,6 +10,7 @@ import {
   setTurnStatus,
   upsertTurn
 } from '../metadata';
+import { IConfinement } from '../models';
 
 const turn = (id: string, intent: string): ITurn => ({
   turn_id: id,
@@ -150,5 +151,64 @@ describe('front-end extras of the conversation format', () => {
     });
     expect(readCellTag({ [METADATA_KEY]: { intent: 'no id' } })).toBeNull();
     expect(readCellTag(undefined)).toBeNull();
+  });
+});
+
+describe('confinement verdict stored with the turn', () => {
+  const confinement: IConfinement = {
+    policy: 'require',
+    status: 'not_executed',
+    execute: false,
+    message: 'candidates were generated but not run',
+    layers: [
+      { name: 'landlock_fs', on: true, detail: 'files read-only outside scratch' },
+      { name: 'seccomp', on: false, detail: 'libseccomp is not installed' }
+    ],
+    missing: ['seccomp']
+  };
+
+  it('survives a write and a read back (a reload)', () => {
+    const written = conversationValue(undefined, {
+      version: 1,
+      turns: [{ ...turn('a', 'q'), confinement }]
+    });
+    // The notebook stores plain JSON.
+    const reloaded = readConversation({ [METADATA_KEY]: JSON.parse(JSON.stringify(written)) });
+    expect(reloaded.turns[0].confinement).toEqual(confinement);
+  });
+
+  it('is a copy: the stored value does not share the live view', () => {
+    const live = { ...confinement, layers: confinement.layers.map(l => ({ ...l })) };
+    const written = conversationValue(undefined, { version: 1, turns: [{ ...turn('a', 'q'), confinement: live }] });
+    live.layers[0].on = false;
+    expect((written.turns as any)[0].confinement.layers[0].on).toBe(true);
+  });
+
+  it('is kept when the decision changes', () => {
+    let conversation = upsertTurn({ version: 1, turns: [] }, { ...turn('a', 'q'), confinement });
+    conversation = setTurnStatus(conversation, 'a', 'accepted');
+    conversation = updateTurn(conversation, 'a', { code: 'len(df)' });
+    expect(conversation.turns[0]).toMatchObject({ status: 'accepted', code: 'len(df)', confinement });
+  });
+
+  it('is absent for older turns and dropped when malformed', () => {
+    const conversation = readConversation({
+      [METADATA_KEY]: {
+        version: 1,
+        turns: [
+          turn('old', 'from before confinement'),
+          { ...turn('bad', 'bad verdict'), confinement: { status: 'mostly' } },
+          { ...turn('str', 'string verdict'), confinement: 'confined' }
+        ]
+      }
+    });
+    expect(conversation.turns).toHaveLength(3);
+    for (const t of conversation.turns) {
+      expect('confinement' in t).toBe(false);
+    }
+    // A turn without a verdict writes no key (what Python wrote stays byte-equal).
+    expect(conversationValue(undefined, conversation).turns).toEqual(
+      conversation.turns.map(t => ({ ...t }))
+    );
   });
 });
