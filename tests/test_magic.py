@@ -32,9 +32,9 @@ def replies(request) -> str:
                 "df.assign(tag='<b>bold</b>')\n```")
     if "Running that cell raised" in prompt:
         return "```python\n# Step 1: Use the right column.\ndf['a'].sum()\n```"
-    if "Problem: Sum the broken column." in prompt:
+    if last_problem == "Problem: Sum the broken column.":
         return "```python\n# Step 1: Sum a column that does not exist.\ndf['nope'].sum()\n```"
-    if "Problem: Answer in prose please." in prompt:
+    if last_problem == "Problem: Answer in prose please.":
         return "I cannot help with that."
 
     return STEP_REPLY
@@ -154,7 +154,7 @@ def test_config_shows_backend_but_never_the_key(agent_kernel, model_server):
     assert KEY not in run.stdout + run.stderr
 
 
-def test_unreachable_endpoint_is_a_clear_error(agent_kernel):
+def test_unreachable_endpoint_is_a_clear_error(agent_kernel, model_server):
     run = run_cell(
         agent_kernel,
         "import os\nos.environ['OPENAI_BASE_URL'] = 'http://127.0.0.1:9/v1'\n"
@@ -164,16 +164,12 @@ def test_unreachable_endpoint_is_a_clear_error(agent_kernel):
         run = run_cell(agent_kernel, "%%agent\nHow many rows?")
     finally:
         run_cell(agent_kernel, "os.environ['OPENAI_BASE_URL'] = %r\n"
-                 "os.environ['JUPYTER_DATA_AGENT_MODEL'] = 'test-model'\ndel os" % _base_url(agent_kernel))
+                 "os.environ['JUPYTER_DATA_AGENT_MODEL'] = 'test-model'\ndel os" % model_server.base_url)
     assert run.status == "ok"
     assert run.next_input() is None
     assert run.stderr.startswith("jupyter-data-agent: ")
     assert "127.0.0.1:9" in run.stderr
     assert "Traceback" not in run.stderr and KEY not in run.stderr
-
-
-def _base_url(kc) -> str:
-    return run_cell(kc, "print(os.environ['OPENAI_BASE_URL'])").stdout.strip()
 
 
 def test_bad_arguments_show_usage(agent_kernel):
