@@ -9,20 +9,23 @@ kernel, and the chosen code is put in a new cell below with
 from __future__ import annotations
 
 import contextlib
-import html
 import os
-import re
 import sys
 import threading
 import warnings
+from typing import TYPE_CHECKING
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from .config import resolve_settings
 from .kernel.policy import decide
 from .llm.base import BackendError
+from .render import escape, preview_bundle, text_bundle
+
+if TYPE_CHECKING:
+    from .kernel.results import Limits
 
 USAGE = """\
 Usage:
@@ -41,80 +44,10 @@ def _fail(message: str) -> None:
     print(f"jupyter-data-agent: {message}", file=sys.stderr)
 
 
-def _markdown_escape_fence(code: str) -> str:
-    return code.replace("```", "`\u200b``")
-
-
-_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
-_SAFE_IMAGES = ("image/png", "image/jpeg")
-_MAX_TABLE = 20
-
-
-def _table_html(handle) -> str:
-    """A DataFrame or Series value rebuilt as our own table, every cell escaped."""
-    value = handle.value if handle is not None else None
-    if not isinstance(value, dict) or not isinstance(value.get("values"), list):
-        return ""
-    esc = lambda v: html.escape(str(v))  # noqa: E731
-    index = list(value.get("index") or [])
-    if "columns" in value:
-        header = "".join(f"<th>{esc(c)}</th>" for c in value.get("columns") or [])
-        rows = value["values"]
-    else:
-        header = f"<th>{esc(value.get('name', ''))}</th>"
-        rows = [[v] for v in value["values"]]
-    body = []
-    for i, row in enumerate(rows[:_MAX_TABLE]):
-        label = esc(index[i]) if i < len(index) else ""
-        cells = "".join(f"<td>{esc(v)}</td>" for v in (row if isinstance(row, list) else [row]))
-        body.append(f"<tr><th>{label}</th>{cells}</tr>")
-    shape = f"<div>{esc(' × '.join(map(str, handle.shape)))}</div>" if handle.shape else ""
-    return f"<table><thead><tr><th></th>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>{shape}"
-
-
-def preview_bundle(candidate) -> dict[str, str]:
-    """The executed output of a candidate as a MIME bundle that holds only data.
-
-    Text is escaped, images are PNG/JPEG with validated base64, tables are
-    rebuilt from the value handle: a candidate's own HTML, SVG or JavaScript
-    never reaches the page (it would run there as trusted output).
-    """
-    result = candidate.result
-    if result is None:
-        return {}
-    if not result.ok:
-        detail = f"{result.ename}: {result.evalue}" if result.ename else result.status
-        if result.limit:
-            detail += f" (stopped by the {result.limit} limit)"
-        return {"text/html": "<div class='jp-DataAgent-preview jp-DataAgent-previewError'>"
-                             f"<b>Output preview (kernel copy): error</b><pre>{html.escape(detail)}</pre></div>",
-                "text/plain": f"Output preview (kernel copy): error\n{detail}"}
-    parts, plain = [], []
-    table = _table_html(result.value)
-    for out in result.outputs:
-        data = out.data or {}
-        image = next((m for m in _SAFE_IMAGES if m in data), None)
-        if out.output_type == "stream":
-            parts.append(f"<pre>{html.escape(out.text or '')}</pre>")
-            plain.append(out.text or "")
-        elif image and isinstance(data[image], str) and _BASE64.match(data[image]):
-            parts.append(f"<img src='data:{image};base64,{data[image].strip()}'/>")
-            plain.append(f"[{image}]")
-        elif out.output_type == "execute_result" and table:
-            parts.append(table)
-            plain.append(str(data.get("text/plain", "")))
-            table = ""
-        else:
-            text = str(data.get("text/plain", ""))
-            if text:
-                parts.append(f"<pre>{html.escape(text)}</pre>")
-                plain.append(text)
-            if any(m in data for m in ("text/html", "image/svg+xml", "application/javascript")):
-                parts.append("<i>(an HTML or script output of the candidate is not shown here)</i>")
-    body = "".join(parts) or "<i>(no output)</i>"
-    return {"text/html": "<div class='jp-DataAgent-preview'><b>Output preview (ran in a kernel "
-                         f"copy; your kernel is unchanged)</b>{body}</div>",
-            "text/plain": "\n".join(plain) or "(no output)"}
+def _status(text: str) -> dict[str, str]:
+    """A progress line as escaped HTML (strategy messages may quote model text)."""
+    return {"text/html": f"<i>jupyter-data-agent: {escape(text)}…</i>",
+            "text/plain": f"jupyter-data-agent: {text}…"}
 
 
 @contextlib.contextmanager
@@ -139,6 +72,11 @@ def quiet_loading():
 @magics_class
 class AgentMagics(Magics):
     """``%%agent`` turns an intent into a suggested code cell."""
+
+    #: Bounds and layers of this kernel's copies; None means the defaults. Tests
+    #: set it (``get_ipython().magics_manager.registry['AgentMagics'].limits``)
+    #: to force a layer off and check the confinement policy.
+    limits: Limits | None = None
 
     @line_cell_magic
     @magic_arguments()
@@ -203,11 +141,11 @@ class AgentMagics(Magics):
         context = from_history(ns.get("In", []), ns.get("Out", {}), -1)
         schema = schema_block(inspect_namespace(ns))
 
-        status = display(Markdown("_jupyter-data-agent: loading the model…_"), display_id=True)
+        status = display(_status("loading the model"), raw=True, display_id=True)
 
         def progress(event) -> None:
             if event.kind == "progress" and status is not None:
-                status.update(Markdown(f"_jupyter-data-agent: {event.message}…_"))
+                status.update(_status(str(event.message)), raw=True)
 
         with quiet_loading():
             backend = create_backend(settings)
@@ -240,16 +178,19 @@ class AgentMagics(Magics):
         finally:
             if tree is not None:
                 tree.close()
+        # Everything below is shown as escaped text: step explanations and the
+        # answer are model-written, like the candidate's code and output.
+        summary = text_bundle(self._summary(result), [confinement.line()])
         if status is not None:
-            status.update(Markdown(self._summary(result) + "\n\n" + confinement.line()))
+            status.update(summary, raw=True)
+        else:
+            display(summary, raw=True)
         chosen = result.chosen
-        explanation = "\n".join(
-            f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation
-        )
-        display(Markdown(f"**Plan**\n\n{explanation}" if explanation else "**Suggested cell below.**"))
+        plan = [f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation]
+        display(text_bundle("Plan" if plan else "Suggested cell below.", plan), raw=True)
         if result.answer:
-            display(Markdown(f"**Answer:** {result.answer}"))
-        preview = preview_bundle(chosen)
+            display(text_bundle("Answer", [str(result.answer)]), raw=True)
+        preview = preview_bundle(chosen.result)
         if preview:
             display(preview, raw=True)
         shell.set_next_input(chosen.code, replace=False)
@@ -258,7 +199,7 @@ class AgentMagics(Magics):
     def _summary(result) -> str:
         s = result.stats
         chosen = result.chosen
-        parts = [f"**jupyter-data-agent** ({result.strategy})"]
+        parts = [f"jupyter-data-agent ({result.strategy})"]
         if len(result.candidates) > 1:
             parts.append(f"{len(result.candidates)} candidates, chosen with {chosen.support} vote(s)")
         parts.append(f"{s.model_calls} model call(s), {s.completion_tokens} tokens, {s.wall_time_s:.1f} s")
@@ -273,7 +214,7 @@ class AgentMagics(Magics):
         except ImportError as error:
             return None, str(error)
         try:
-            return SnapshotTree.from_current_kernel(notebook_dir=os.getcwd(),
+            return SnapshotTree.from_current_kernel(notebook_dir=os.getcwd(), limits=self.limits,
                                                     wipe=[settings.api_key]), ""
         except Exception as error:  # fork refused, no POSIX...: generate without previews
             return None, f"no kernel copy could be made ({error})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 
 import pytest
 
@@ -30,6 +31,9 @@ def replies(request) -> str:
                 "display(HTML('<script>window.x=1</script><img src=x onerror=\"alert(1)\">"
                 "<a href=\"javascript:alert(1)\">x</a>'))\n"
                 "df.assign(tag='<b>bold</b>')\n```")
+    if last_problem == "Problem: Explain it with markup.":
+        return ("```python\n# Step 1: Count <img src=x onerror=\"alert(1)\"> rows "
+                "[here](javascript:alert(1)) <script>window.y=1</script>.\nlen(df)\n```")
     if "Running that cell raised" in prompt:
         return "```python\n# Step 1: Use the right column.\ndf['a'].sum()\n```"
     if last_problem == "Problem: Sum the broken column.":
@@ -211,7 +215,7 @@ def test_embedded_smollm2_produces_a_parsable_cell(tmp_path):
         code = run.next_input()
         assert code is not None, run.stderr
         assert code.startswith("# Step 1:")
-        assert "jupyter-data-agent** (direct)" in run.display_text()
+        assert "jupyter-data-agent (direct)" in run.display_text()
         assert "Traceback" not in run.stderr
     finally:
         stop_kernel(km, kc)
@@ -223,41 +227,125 @@ def _bundles(run) -> str:
                        for out in run.outputs])
 
 
+def _plain(run) -> str:
+    return "\n".join(str(out.get("data", {}).get("text/plain", "")) for out in run.outputs)
+
+
+# What our own bundles are built from; a candidate contributes only escaped text
+# and re-encoded images.
+OUR_TAGS = {"div", "b", "i", "pre", "table", "thead", "tbody", "tr", "th", "td", "img"}
+
+
+class _Markup(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attrs: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.attrs += [(name, value or "") for name, value in attrs]
+
+
+def _assert_only_our_markup(run) -> None:
+    """No Markdown (it renders raw HTML), only our tags, no event handler or script URL."""
+    for out in run.outputs:
+        data = out.get("data", {})
+        assert set(data) <= {"text/html", "text/plain"}, set(data)
+        markup = _Markup()
+        markup.feed(data.get("text/html", ""))
+        assert markup.tags <= OUR_TAGS, markup.tags
+        for name, value in markup.attrs:
+            assert name in ("class", "src"), name
+            assert name != "src" or value.startswith(("data:image/png;base64,",
+                                                      "data:image/jpeg;base64,")), value
+
+
 def test_candidate_html_and_script_never_reach_the_page(agent_kernel):
     run = run_cell(agent_kernel, "%%agent\nShow a fancy table.")
     assert run.status == "ok", run
     shown = _bundles(run)
     for forbidden in ("<script", "onerror", "javascript:", "<b>bold</b>"):
         assert forbidden not in shown, forbidden
+    _assert_only_our_markup(run)
     assert "&lt;b&gt;bold&lt;/b&gt;" in shown  # the value, escaped, in our own table
-    assert "<td>Oslo</td>" in shown
-    assert "not shown here" in shown
+    assert "<td>Oslo</td>" in shown and "<td>Pune</td>" in shown
+    assert "not shown here" in shown and "text/html" in shown  # the note on what was left out
+    plain = _plain(run)
+    assert "not shown here" in plain and "Oslo" in plain
 
 
-def test_confinement_line_is_printed(agent_kernel):
+def test_model_text_is_escaped_not_rendered(agent_kernel):
+    """Step explanations are model-written: shown as text, never as Markdown/HTML."""
+    run = run_cell(agent_kernel, "%%agent\nExplain it with markup.")
+    assert run.status == "ok", run
+    _assert_only_our_markup(run)
+    shown = _bundles(run)
+    assert "<script" not in shown and "<img src=x" not in shown
+    assert "1. Count &lt;img src=x onerror=&quot;alert(1)&quot;&gt; rows" in shown
+    assert '1. Count <img src=x onerror="alert(1)"> rows [here](javascript:alert(1))' in _plain(run)
+
+
+def _expected_line(kc) -> str:
+    """The confinement line for what a copy of this kernel reports here, under the
+    policy in force (so the test holds however complete confinement is here)."""
+    probe = run_cell(kc, (
+        "def _probe():\n"
+        "    from jupyter_data_agent.config import resolve_settings\n"
+        "    from jupyter_data_agent.kernel.policy import decide\n"
+        "    settings = resolve_settings()\n"
+        "    tree, why = get_ipython().magics_manager.registry['AgentMagics']._open_copies(settings)\n"
+        "    try:\n"
+        "        return decide(tree and tree.protections, settings.confinement, why).line()\n"
+        "    finally:\n"
+        "        tree and tree.close()\n"
+        "print(_probe())\n"
+        "del _probe"))
+    assert probe.status == "ok", probe
+    return probe.stdout.strip()
+
+
+def test_confinement_line_is_printed_once(agent_kernel):
+    line = _expected_line(agent_kernel)
+    assert line.startswith("kernel copies: ")
     run = run_cell(agent_kernel, "%%agent\nHow many rows have a above 1?")
-    assert "kernel copies: confined" in run.display_text()
+    assert _plain(run).count(line) == 1, (line, _plain(run))
+    assert ("<pre>2</pre>" in run.display_text()) == (" not executed " not in line)
+
+
+def test_no_exec_says_so_under_the_cell(agent_kernel):
+    run = run_cell(agent_kernel, "%%agent --no-exec\nHow many rows have a above 1?")
+    assert run.next_input()
+    plain = _plain(run)
+    assert plain.count("kernel copies: not executed") == 1
+    assert "--no-exec was given" in plain and "Output preview" not in plain
 
 
 @pytest.mark.parametrize("policy", ["require", "warn"])
-def test_policy_when_a_layer_is_missing(agent_kernel, policy):
+def test_policy_when_a_layer_is_missing(agent_kernel, model_server, policy):
     """With seccomp forced off: `require` inserts the cell but runs nothing;
     `warn` runs it and names the missing layer."""
-    patch = ("import jupyter_data_agent.kernel.snapshot as _s, os as _o\n"
+    patch = ("import os as _o\n"
+             "from jupyter_data_agent.kernel.results import Limits as _L\n"
              "_o.environ['JUPYTER_DATA_AGENT_CONFINEMENT'] = %r\n"
-             "_orig = _s.SnapshotTree.from_current_kernel.__func__\n"
-             "_s.SnapshotTree.from_current_kernel = classmethod(lambda cls, **kw: _orig(cls, "
-             "limits=_s.Limits(seccomp=False), **kw))" % policy)
+             "get_ipython().magics_manager.registry['AgentMagics'].limits = _L(seccomp=False)" % policy)
     assert run_cell(agent_kernel, patch).status == "ok"
+    model_server.clear()
     try:
         run = run_cell(agent_kernel, "%%agent\nHow many rows have a above 1?")
     finally:
-        run_cell(agent_kernel, "_s.SnapshotTree.from_current_kernel = classmethod(_orig)\n"
-                               "del _o.environ['JUPYTER_DATA_AGENT_CONFINEMENT']")
-    shown = run.display_text()
-    assert run.next_input() and "seccomp" in shown
+        run_cell(agent_kernel, "get_ipython().magics_manager.registry['AgentMagics'].limits = None\n"
+                               "del _o.environ['JUPYTER_DATA_AGENT_CONFINEMENT'], _o, _L")
+    plain = _plain(run)
+    # Generated either way: the model was asked and the cell is inserted below.
+    assert model_server.generation_requests and run.next_input() == \
+        STEP_REPLY.removeprefix("```python\n").removesuffix("\n```")
+    line = next(x for x in plain.splitlines() if x.startswith("kernel copies: "))
+    assert "seccomp (" in line
     if policy == "require":
-        assert "kernel copies: not executed" in shown and "confinement = 'warn'" in shown
-        assert "<pre>2</pre>" not in shown
+        assert line.startswith("kernel copies: not executed")
+        assert "not run" in line and "confinement = 'warn'" in line  # why, and how to switch
+        assert "Output preview" not in plain
     else:
-        assert "kernel copies: partially confined" in shown and "<pre>2</pre>" in shown
+        assert line.startswith("kernel copies: partially confined")
+        assert "<pre>2</pre>" in run.display_text()
