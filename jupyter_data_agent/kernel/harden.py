@@ -15,6 +15,7 @@ Kernel-side module: standard library only.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import sys
@@ -88,6 +89,7 @@ def _libc():
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                           ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.memmem.restype = ctypes.c_void_p
     libc.memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
     return libc
@@ -139,7 +141,6 @@ def privatize_shared_mappings() -> int:
             if data is not None:
                 ctypes.memmove(start, data, size)
             if not prot & PROT_WRITE:
-                libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
                 libc.mprotect(start, size, prot)
         changed += 1
     return changed
@@ -158,31 +159,32 @@ def secret_env_names(environ=None) -> list[str]:
             if SECRET_NAME.search(k) or _URL_CREDENTIALS.search(v or "")]
 
 
-def kernel_session_keys() -> list[bytes]:
-    """The HMAC key(s) of the kernel this copy came from (ipykernel)."""
-    keys: list[bytes] = []
+def _kernel_session():
+    """The jupyter_client Session of the ipykernel this copy came from, if any."""
     try:
         from IPython import get_ipython
 
-        kernel = getattr(get_ipython(), "kernel", None)
+        return getattr(getattr(get_ipython(), "kernel", None), "session", None)
     except Exception:
-        kernel = None
-    session = getattr(kernel, "session", None)
-    key = getattr(session, "key", None)
+        return None
+
+
+def kernel_session_keys() -> list[bytes]:
+    """The HMAC key(s) of the kernel this copy came from: its Session's and
+    the one in its connection file."""
+    keys: list[bytes] = []
+    key = getattr(_kernel_session(), "key", None)
     if key:
         keys.append(bytes(key))
-    app = _kernel_app()
-    for info in (getattr(app, "connection_file", None),):
-        if info and os.path.isfile(info):
-            try:
-                import json
-
-                with open(info, encoding="utf-8") as f:
-                    k = json.load(f).get("key")
-                if k:
-                    keys.append(k.encode())
-            except (OSError, ValueError):
-                pass
+    path = connection_file()
+    if path and os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                k = json.load(f).get("key")
+            if k:
+                keys.append(k.encode())
+        except (OSError, ValueError):
+            pass
     return [k for k in dict.fromkeys(keys) if len(k) >= 8]
 
 
@@ -228,26 +230,18 @@ def scrub_secrets(extra: list[bytes] = ()) -> tuple[list[str], int]:
 
 def _disarm_sessions() -> None:
     """The kernel's Session keeps the key and a keyed HMAC: drop both."""
-    for modname in ("jupyter_client.session",):
-        mod = sys.modules.get(modname)
-        if mod is None:
-            continue
-        try:
-            from IPython import get_ipython
-
-            session = getattr(getattr(get_ipython(), "kernel", None), "session", None)
-        except Exception:
-            session = None
-        if session is not None:
-            try:
-                session.__dict__["auth"] = None
-                session.__dict__["_key"] = b""
-            except Exception:
-                pass
-            try:
-                session.key = b""
-            except Exception:
-                pass
+    session = _kernel_session()
+    if session is None:
+        return
+    try:
+        session.__dict__["auth"] = None
+        session.__dict__["_key"] = b""
+    except Exception:
+        pass
+    try:
+        session.key = b""
+    except Exception:
+        pass
 
 
 def wipe_memory(values: list[bytes]) -> int:

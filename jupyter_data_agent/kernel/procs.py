@@ -204,16 +204,15 @@ def sweep(tmpdir: str | None = None) -> list[str]:
     """
     removed = []
     mine = own_cgroup()
-    for parent in [mine] if mine else []:
-        try:
-            entries = os.listdir(parent)
-        except OSError:
-            continue
-        for name in entries:
-            if name.startswith(CGROUP_PREFIX) and _owners_dead(name):
-                path = os.path.join(parent, name)
-                if cgroup_kill(path, timeout=1.0):
-                    removed.append(path)
+    try:
+        entries = os.listdir(mine) if mine else []
+    except OSError:
+        entries = []
+    for name in entries:
+        if name.startswith(CGROUP_PREFIX) and _owners_dead(name):
+            path = os.path.join(mine, name)
+            if cgroup_kill(path, timeout=1.0):
+                removed.append(path)
     tmpdir = tmpdir or tempfile.gettempdir()
     try:
         entries = os.listdir(tmpdir)
