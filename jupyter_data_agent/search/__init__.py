@@ -12,9 +12,7 @@ from .base import (
     TraceStep,
     TurnRequest,
 )
-
-
-STRATEGIES = ("direct", "vote", "react", "mcts")
+from .options import STRATEGIES
 
 
 def get_strategy(name: str) -> Strategy:
@@ -31,6 +29,10 @@ def get_strategy(name: str) -> Strategy:
         from .react import ReactStrategy
 
         return ReactStrategy()
+    if name == "explain":
+        from .explain import ExplainStrategy
+
+        return ExplainStrategy()
     if name == "mcts":
         from .mcts import MCTSStrategy
 

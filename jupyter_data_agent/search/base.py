@@ -18,6 +18,7 @@ from ..context.model import NotebookContext
 from ..kernel.results import ExecResult, Protections
 from ..llm.base import Backend
 from ..prompts.parse import Step
+from .options import DirectOptions, PromptPolicy, SamplingPolicy, StrategyOptions, TaskInfo
 
 
 class Executor(Protocol):
@@ -36,16 +37,23 @@ class Cancelled(Exception):
 
 @dataclass
 class TurnRequest:
+    """What a strategy gets: the intent, the live context, and typed knobs.
+
+    Entry points never build this by hand: ``turn.resolve`` fills every
+    field from the settings and the request, once.
+    """
+
     intent: str
     context: NotebookContext
     schema: str = ""
-    samples: int = 1
-    temperature: float | None = None
-    max_new_tokens: int | None = None
-    exemplars: bool = True
-    repair: bool = True
-    budget: int | None = None  # strategy-specific (iterations for mcts)
-    options: dict[str, Any] = field(default_factory=dict)
+    options: StrategyOptions = field(default_factory=DirectOptions)
+    prompt: PromptPolicy = field(default_factory=PromptPolicy)
+    sampling: SamplingPolicy = field(default_factory=SamplingPolicy)
+    task: TaskInfo = field(default_factory=TaskInfo)
+
+    @property
+    def strategy(self) -> str:
+        return self.options.strategy
 
 
 @dataclass

@@ -162,6 +162,13 @@ class Job:
             self._streamed.append(candidate)
             self.emit("candidate", f"candidate {index + 1}", {"index": index, "candidate": candidate.to_json()})
 
+    def complete(self, result: Any, confinement: Confinement) -> None:
+        """The final ``done`` event, after every candidate has been sent."""
+        self.send_remaining_candidates(result)
+        self.finish("done", "done", "The turn is complete.",
+                    {"result": result.to_json(), "turn_id": self.turn_id,
+                     "confinement": confinement.to_json()})
+
 
 class _Rejected(Exception):
     """A request the manager refuses (becomes an HTTP error)."""
@@ -354,10 +361,7 @@ class JobManager:
         result = await self._in_worker(job, strategy.run, turn, ctx)
         if job.finished:
             return
-        job.send_remaining_candidates(result)
-        job.finish("done", "done", "The turn is complete.",
-                   {"result": result.to_json(), "turn_id": job.turn_id,
-                    "confinement": confinement.to_json()})
+        job.complete(result, confinement)
 
     def _in_worker(self, job: Job, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
         """Run ``fn`` in a daemon thread of its own; cancelling the future abandons it.

@@ -1,0 +1,142 @@
+"""Typed knobs of one turn: per-strategy options and the prompt and sampling policies.
+
+One definition per concept: the strategy names, their labels for the
+sidebar and their defaults all live here, and an unknown field is an error
+that names it (``extra="forbid"``). ``turn.resolve`` fills these from the
+settings and the entry point's request; strategies only read them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PromptPolicy(_Model):
+    """What goes into the prompt, and how it is sent."""
+
+    max_prompt_tokens: int = Field(3000, ge=64)
+    api_mode: Literal["auto", "chat", "completion"] = "auto"
+    exemplars: bool = True
+    # Cell outputs in the prompt: "active" puts the active cell's outputs and
+    # error in (Fix and Explain need them); "all" every cell's; "none" no output.
+    outputs: Literal["none", "active", "all"] = "active"
+    output_chars: int = Field(200, ge=0)
+
+
+class SamplingPolicy(_Model):
+    """Temperatures and lengths; ``temperature_for(n)`` is the one rule."""
+
+    temperature: float = Field(0.2, ge=0.0, le=2.0)  # one candidate
+    sample_temperature: float = Field(0.7, ge=0.0, le=2.0)  # several candidates
+    max_new_tokens: int = Field(512, ge=1)
+    seed: int | None = None
+
+    def temperature_for(self, n: int) -> float:
+        return self.sample_temperature if n > 1 else self.temperature
+
+
+class TaskInfo(_Model):
+    """A benchmark-style task's extra text (DABench constraints and answer format)."""
+
+    constraints: str = ""
+    format: str = ""
+    files: tuple[str, ...] = ()
+    task_id: str | None = None
+
+
+class DirectOptions(_Model):
+    """One candidate, written step by step; one repair if it raises."""
+
+    label: ClassVar[str] = "Direct"
+    summary: ClassVar[str] = "One candidate, step by step (fastest)."
+    strategy: Literal["direct"] = "direct"
+    repair: bool = True
+
+
+class ExplainOptions(_Model):
+    """A prose answer about the notebook (Explain this cell); no code is run."""
+
+    label: ClassVar[str] = "Explain"
+    summary: ClassVar[str] = "An answer in words about the active cell; no cell is inserted."
+    strategy: Literal["explain"] = "explain"
+
+
+class VoteOptions(_Model):
+    """Several candidates, each run in a copy; the largest group of equal answers wins."""
+
+    label: ClassVar[str] = "Vote"
+    summary: ClassVar[str] = "Several candidates, run and voted on by their outputs."
+    strategy: Literal["vote"] = "vote"
+    samples: int = Field(4, ge=1, le=64)
+    repair: bool = True
+
+
+class ReactOptions(_Model):
+    """One thought-action-observation trajectory, each cell run before the next."""
+
+    label: ClassVar[str] = "Agent"
+    summary: ClassVar[str] = "Thinks, runs a cell, reads the output, and goes on (ReAct)."
+    strategy: Literal["react"] = "react"
+    max_turns: int = Field(10, ge=1, le=25)
+    observation_chars: int = Field(2000, ge=100)
+    max_copies: int | None = Field(None, ge=1)
+    trajectory_path: str | None = None
+
+
+class MCTSOptions(_Model):
+    """JUPITER's value-guided tree search over executed steps."""
+
+    label: ClassVar[str] = "Search"
+    summary: ClassVar[str] = "Tree search over executed steps, guided by a value estimate."
+    strategy: Literal["mcts"] = "mcts"
+    k: int = Field(3, ge=1, le=16)
+    max_depth: int = Field(10, ge=1)
+    iterations: int = Field(40, ge=1, le=1000)
+    max_errors: int = Field(3, ge=1)
+    c_puct: float | None = None  # None: 0 at inference, 1.25 when collecting or without a value
+    select: Literal["vote", "value"] = "vote"
+    early_stop: bool = True
+    early_stop_votes: int = Field(3, ge=1)
+    early_stop_fraction: float = Field(2 / 3, gt=0.0, le=1.0)
+    time_budget_s: float | None = Field(None, gt=0)
+    token_budget: int | None = Field(None, gt=0)
+    failure_value: float = -1.0
+    observation_chars: int = Field(2000, ge=100)
+    workers: int | None = Field(None, ge=1)
+    trajectory_path: str | None = None
+    value: str | None = None  # a value-model directory, "heuristic" or "zero"
+
+
+StrategyOptions = Annotated[
+    Union[DirectOptions, ExplainOptions, VoteOptions, ReactOptions, MCTSOptions],
+    Field(discriminator="strategy"),
+]
+
+#: Every strategy by name, in the order the sidebar offers them.
+OPTIONS_BY_STRATEGY: dict[str, type[_Model]] = {
+    cls.model_fields["strategy"].default: cls
+    for cls in (DirectOptions, VoteOptions, ReactOptions, MCTSOptions, ExplainOptions)
+}
+STRATEGIES: tuple[str, ...] = tuple(OPTIONS_BY_STRATEGY)
+
+_ADAPTER: TypeAdapter = TypeAdapter(StrategyOptions)
+
+
+def strategy_options(data: dict) -> DirectOptions | ExplainOptions | VoteOptions | ReactOptions | MCTSOptions:
+    """Validate ``{"strategy": name, ...}``; errors name the unknown strategy or field."""
+    name = data.get("strategy")
+    if name not in OPTIONS_BY_STRATEGY:
+        raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
+    return _ADAPTER.validate_python(data)
+
+
+def strategy_catalog() -> list[dict]:
+    """Name, label and one-line summary of each strategy, for the sidebar."""
+    return [{"name": name, "label": cls.label, "summary": cls.summary}  # type: ignore[attr-defined]
+            for name, cls in OPTIONS_BY_STRATEGY.items()]
