@@ -18,10 +18,16 @@ def _jupyter_server_extension_points():
 
 def load_ipython_extension(ipython):
     """``%load_ext jupyter_data_agent`` registers the ``%%agent`` magic."""
-    from .magics import AgentMagics
+    from .magics import AgentMagics, record_errors
 
     ipython.register_magics(AgentMagics)
+    ipython.events.register("post_run_cell", record_errors)
 
 
 def unload_ipython_extension(ipython):
-    pass
+    from .magics import record_errors
+
+    try:
+        ipython.events.unregister("post_run_cell", record_errors)
+    except ValueError:
+        pass

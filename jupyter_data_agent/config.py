@@ -74,6 +74,14 @@ class DataAgent(Configurable):
     exemplars = Bool(True, help="Put the few-shot exemplars in completion prompts.").tag(config=True)
     vllm_args = List(Unicode(), help="Extra arguments for the managed `vllm serve`.").tag(config=True)
     extra = Dict(help="Backend-specific options passed through unchanged.").tag(config=True)
+    strategy_defaults = Dict(
+        help="Per-strategy option defaults, e.g. {'vote': {'samples': 8}, 'mcts': {'k': 4}} "
+        "(fields of search.options; an unknown strategy or field is an error).",
+    ).tag(config=True)
+    snapshot_limits = Dict(
+        help="Resource limits of kernel copies (kernel.results.Limits fields, e.g. "
+        "{'timeout_s': 60, 'cpu_s': 60}); an unknown key is an error.",
+    ).tag(config=True)
     confinement = Enum(
         ["require", "warn"],
         default_value="require",
@@ -103,6 +111,8 @@ class Settings:
     vllm_args: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict)
     confinement: str = "require"
+    strategy_defaults: dict = field(default_factory=dict)
+    snapshot_limits: dict = field(default_factory=dict)
 
     def public(self) -> dict:
         """Everything but secrets: safe for the browser, logs and notebooks."""
@@ -160,7 +170,7 @@ def resolve_settings(
             f"Unknown backend {backend!r}: set {ENV_BACKEND} or c.DataAgent.backend "
             f"to one of {', '.join(BACKENDS)}."
         )
-    return Settings(
+    settings = Settings(
         backend=backend,
         model=model,
         base_url=base_url,
@@ -178,4 +188,10 @@ def resolve_settings(
         vllm_args=tuple(traits.vllm_args),
         extra=dict(traits.extra),
         confinement=check_policy(env.get(ENV_CONFINEMENT) or traits.confinement),
+        strategy_defaults={k: dict(v or {}) for k, v in traits.strategy_defaults.items()},
+        snapshot_limits=dict(traits.snapshot_limits),
     )
+    from .turn.resolve import check_settings
+
+    check_settings(settings)
+    return settings

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import warnings
 from typing import TYPE_CHECKING
 
@@ -19,10 +18,13 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from pydantic import ValidationError
+
 from .config import resolve_settings
-from .kernel.policy import decide
 from .llm.base import BackendError
 from .render import escape, preview_bundle, text_bundle
+from .search.options import STRATEGIES
+from .turn.resolve import short_errors
 
 if TYPE_CHECKING:
     from .kernel.results import Limits
@@ -69,6 +71,21 @@ def quiet_loading():
                 hf_logging.enable_progress_bar()
 
 
+#: The error each failed cell raised, by execution count: the magic's context has
+#: no cell outputs, and "fix the error above" needs the error in the prompt.
+CELL_ERRORS: dict[int, BaseException] = {}
+
+
+def record_errors(result) -> None:
+    """``post_run_cell`` hook: remember the exception of a cell that raised."""
+    error = result.error_in_exec or result.error_before_exec
+    count = result.execution_count
+    if error is not None and count is not None:
+        CELL_ERRORS[count] = error
+        while len(CELL_ERRORS) > 50:
+            CELL_ERRORS.pop(min(CELL_ERRORS))
+
+
 @magics_class
 class AgentMagics(Magics):
     """``%%agent`` turns an intent into a suggested code cell."""
@@ -80,8 +97,8 @@ class AgentMagics(Magics):
 
     @line_cell_magic
     @magic_arguments()
-    @argument("--samples", "-n", type=int, default=1, help="Candidates to sample (>1: vote).")
-    @argument("--strategy", "-s", default=None, help="direct, vote, react or mcts.")
+    @argument("--samples", "-n", type=int, default=None, help="Candidates to sample (>1: vote).")
+    @argument("--strategy", "-s", default=None, help=", ".join(STRATEGIES) + ".")
     @argument("--temperature", "-t", type=float, default=None, help="Sampling temperature.")
     @argument("--model", "-m", default=None, help="Model id, directory or GGUF file.")
     @argument("--budget", type=int, default=None, help="Search budget (iterations) for mcts.")
@@ -121,7 +138,7 @@ class AgentMagics(Magics):
         from .context.notebook import from_history
         from .kernel.schema import inspect_namespace, schema_block
         from .llm.factory import create_backend
-        from .search import RunContext, TurnRequest, get_strategy
+        from .turn import TurnAsk, open_copies, replay_cells, resolve, run_turn
 
         intent = cell.strip()
         if not intent:
@@ -129,16 +146,21 @@ class AgentMagics(Magics):
                 "the cell has no intent. Write what you want under %%agent, e.g.\n"
                 "%%agent\nWhich 5 airlines have the longest average delay?"
             )
-        if args.samples < 1:
-            raise AgentError("--samples must be at least 1.")
         settings = resolve_settings()
         if args.model:
             settings = settings.with_overrides(model=args.model)
-        strategy = get_strategy(args.strategy or ("vote" if args.samples > 1 else "direct"))
+        try:
+            ask = TurnAsk(intent=intent, strategy=args.strategy, samples=args.samples,
+                          budget=args.budget, temperature=args.temperature,
+                          exemplars=False if args.no_exemplars else None,
+                          execute=not args.no_exec, no_exec_reason="--no-exec was given")
+        except ValidationError as error:
+            raise AgentError(short_errors(error).replace("samples:", "--samples:")) from None
+        spec = resolve(settings, ask)
 
         shell = self.shell
         ns = shell.user_ns
-        context = from_history(ns.get("In", []), ns.get("Out", {}), -1)
+        context = from_history(ns.get("In", []), ns.get("Out", {}), -1, errors=CELL_ERRORS)
         schema = schema_block(inspect_namespace(ns))
 
         status = display(_status("loading the model"), raw=True, display_id=True)
@@ -149,72 +171,52 @@ class AgentMagics(Magics):
 
         with quiet_loading():
             backend = create_backend(settings)
-        tree, unavailable = (None, "--no-exec was given") if args.no_exec else self._open_copies(settings)
-        confinement = decide(tree.protections if tree is not None else None,
-                             settings.confinement, unavailable)
-        if tree is not None and not confinement.execute:
-            tree.close()
-            tree = None
+        copies = open_copies(spec.copies, fork=self._fork(settings), replay=replay_cells(context),
+                             notebook_dir=os.getcwd())
         try:
-            ctx = RunContext(
-                backend=backend,
-                executor=tree.root if tree is not None else None,
-                events=progress,
-                cancel=threading.Event(),
-                protections=getattr(tree, "protections", None),
-            )
-            request = TurnRequest(
-                intent=intent,
-                context=context,
-                schema=schema,
-                samples=args.samples,
-                temperature=args.temperature,
-                max_new_tokens=settings.max_new_tokens,
-                exemplars=settings.exemplars and not args.no_exemplars,
-                budget=args.budget,
-                options={"max_prompt_tokens": settings.max_prompt_tokens, "api_mode": settings.api_mode},
-            )
-            result = strategy.run(request, ctx)
+            result = run_turn(spec, context, backend, schema=schema, copies=copies, events=progress)
         finally:
-            if tree is not None:
-                tree.close()
+            copies.close()
         # Everything below is shown as escaped text: step explanations and the
         # answer are model-written, like the candidate's code and output.
-        summary = text_bundle(self._summary(result), [confinement.line()])
+        notes = [] if spec.strategy == "explain" else [copies.confinement.line()]
+        summary = text_bundle(self._summary(result), notes)
         if status is not None:
             status.update(summary, raw=True)
         else:
             display(summary, raw=True)
         chosen = result.chosen
-        plan = [f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation]
-        display(text_bundle("Plan" if plan else "Suggested cell below.", plan), raw=True)
+        if chosen is not None:
+            plan = [f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation]
+            display(text_bundle("Plan" if plan else "Suggested cell below.", plan), raw=True)
         if result.answer:
             display(text_bundle("Answer", [str(result.answer)]), raw=True)
-        preview = preview_bundle(chosen.result)
-        if preview:
-            display(preview, raw=True)
-        shell.set_next_input(chosen.code, replace=False)
+        if chosen is not None:
+            preview = preview_bundle(chosen.result)
+            if preview:
+                display(preview, raw=True)
+            shell.set_next_input(chosen.code, replace=False)
 
     @staticmethod
     def _summary(result) -> str:
         s = result.stats
         chosen = result.chosen
         parts = [f"jupyter-data-agent ({result.strategy})"]
-        if len(result.candidates) > 1:
+        if len(result.candidates) > 1 and chosen is not None:
             parts.append(f"{len(result.candidates)} candidates, chosen with {chosen.support} vote(s)")
         parts.append(f"{s.model_calls} model call(s), {s.completion_tokens} tokens, {s.wall_time_s:.1f} s")
-        if chosen.repaired:
+        if chosen is not None and chosen.repaired:
             parts.append("repaired after an error")
         return " · ".join(parts)
 
-    def _open_copies(self, settings):
-        """(A fork snapshot tree of this kernel, or None; why there is none)."""
-        try:
+    def _fork(self, settings):
+        """How this kernel forks itself into copies (the API key wiped from them)."""
+
+        def fork(limits):
             from .kernel.snapshot import SnapshotTree
-        except ImportError as error:
-            return None, str(error)
-        try:
-            return SnapshotTree.from_current_kernel(notebook_dir=os.getcwd(), limits=self.limits,
-                                                    wipe=[settings.api_key]), ""
-        except Exception as error:  # fork refused, no POSIX...: generate without previews
-            return None, f"no kernel copy could be made ({error})"
+
+            return SnapshotTree.from_current_kernel(
+                notebook_dir=os.getcwd(), limits=self.limits if self.limits is not None else limits,
+                wipe=[settings.api_key])
+
+        return fork

@@ -9,11 +9,12 @@ import pytest
 
 from jupyter_data_agent.bench import dabench
 from jupyter_data_agent.config import Settings
+from jupyter_data_agent.turn import resolve
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 from jupyter_data_agent.search.base import Candidate, SearchResult
 
-DATA = Path("/work/shared/bench/dabench")
-RIGHT, WRONG, SILENT = 9, 18, 24  # real dev ids (easy, small tables)
+DATA = Path(__file__).parent / "data" / "dabench"  # 3 real dev tasks, vendored (see its README)
+RIGHT, WRONG, SILENT = 683, 18, 24  # real dev ids (easy, small tables): the fixture's three
 
 
 class ScriptedChat(Backend):
@@ -94,11 +95,14 @@ def test_task_text_follows_jupiter_input_format():
     t = {"question": "Q?", "constraints": "C.", "format": "@a[x]", "file_name": "f.csv"}
     assert dabench.task_text(t) == ("Question: Q?\nConstraints: C.\nFormat: @a[x]\n"
                                     "Available Local Files: f.csv")
-    req = dabench.build_request(t, "react", budget=None, settings=Settings(backend="openai"))
-    assert req.intent == "Q?" and req.options["files"] == ["f.csv"]
-    assert req.options["constraints"] == "C." and req.options["format"] == "@a[x]"
-    req = dabench.build_request(t, "vote", budget=3, settings=Settings(backend="openai"))
-    assert req.intent.startswith("Question: Q?") and req.samples == 3
+    t["id"] = 7
+    spec = resolve(Settings(backend="openai"), dabench.task_ask(t, "react", budget=None))
+    assert spec.intent == "Q?" and spec.task.files == ("f.csv",) and spec.task.task_id == "7"
+    assert spec.task.constraints == "C." and spec.task.format == "@a[x]"
+    spec = resolve(Settings(backend="openai"), dabench.task_ask(t, "vote", budget=3))
+    assert spec.intent.startswith("Question: Q?") and spec.options.samples == 3
+    spec = resolve(Settings(backend="openai"), dabench.task_ask(t, "mcts", budget=3))
+    assert spec.options.iterations == 3
 
 
 # --------------------------------------------------------------------------- real kernels

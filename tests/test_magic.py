@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from html.parser import HTMLParser
 
 import pytest
@@ -349,3 +350,39 @@ def test_policy_when_a_layer_is_missing(agent_kernel, model_server, policy):
     else:
         assert line.startswith("kernel copies: partially confined")
         assert "<pre>2</pre>" in run.display_text()
+
+
+def test_configured_temperatures_are_what_the_model_receives(agent_kernel, model_server):
+    """``c.DataAgent.temperature`` / ``sample_temperature`` reach the request, as in the server."""
+    config_dir = run_cell(agent_kernel, "import os; print(os.environ['JUPYTER_CONFIG_DIR'])").stdout
+    path = os.path.join(config_dir.strip(), "jupyter_data_agent_config.json")
+    with open(path, "w") as f:
+        json.dump({"DataAgent": {"temperature": 0.05, "sample_temperature": 0.55}}, f)
+    try:
+        model_server.clear()
+        run_cell(agent_kernel, "%%agent --no-exec\nHow many rows have a above 1?")
+        assert model_server.generation_requests[-1].body["temperature"] == pytest.approx(0.05)
+        model_server.clear()
+        run_cell(agent_kernel, "%%agent --no-exec --samples 2\nHow many rows have a above 1?")
+        first = model_server.generation_requests[0]
+        assert first.n == 2 and first.body["temperature"] == pytest.approx(0.55)
+        model_server.clear()
+        run_cell(agent_kernel, "%%agent --no-exec -t 0.3\nHow many rows have a above 1?")
+        assert model_server.generation_requests[-1].body["temperature"] == pytest.approx(0.3)
+    finally:
+        os.remove(path)
+
+
+def test_the_error_of_the_cell_above_is_in_the_prompt(agent_kernel, model_server):
+    """"Fix the error above": the model sees the exception the failed cell raised."""
+    failed = run_cell(agent_kernel, "df['colum'].sum()")
+    assert failed.status == "error"
+    model_server.clear()
+    run_cell(agent_kernel, "%%agent --no-exec\nFix the error above.")
+    prompt = model_server.generation_requests[-1].prompt
+    assert "KeyError" in prompt and "colum" in prompt
+
+
+def test_unknown_strategy_names_the_choices(agent_kernel):
+    run = run_cell(agent_kernel, "%%agent --strategy fast\nHow many rows?")
+    assert "Unknown strategy 'fast'" in run.stderr and "mcts" in run.stderr

@@ -40,7 +40,7 @@ from tests.test_server import (
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
-NO_SECCOMP = {"DataAgentExtension": {"snapshot_limits": {"seccomp": False}}}
+NO_SECCOMP = {"DataAgent": {"snapshot_limits": {"seccomp": False}}}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 
 from jupyter_data_agent.search.base import SearchStats, TraceStep
 from jupyter_data_agent.search.value import (HeuristicValue, LLMJudgeValue, NodeState, ZeroValue,
-                                             is_learned, resolve_estimator)
+                                             resolve_estimator)
 from tests.scripted_backend import ScriptedBackend
 
 torch = pytest.importorskip("torch")
@@ -95,7 +95,7 @@ def test_value_model_loads_and_scores_in_range(value_dir):
     from jupyter_data_agent.search.value_model import ValueModel
 
     vm = resolve_estimator(str(value_dir))
-    assert isinstance(vm, ValueModel) and is_learned(vm)
+    assert isinstance(vm, ValueModel)
     histories = [MSGS + [{"role": "assistant", "content": "Thought: t\nAction: df.head()"}], MSGS]
     batch = vm.predict(histories)
     assert all(-1.0 < v < 1.0 for v in batch) and batch[0] != batch[1]

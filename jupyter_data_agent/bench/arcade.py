@@ -38,6 +38,7 @@ overall and per notebook.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..search.values import exec_output
-from .metrics import pass_at_k, self_consistency_pick
+from .metrics import pass_at_k
 from .runner_common import (
     CountingBackend,
     EventLog,
@@ -198,8 +199,9 @@ def _context(cells: list, turns: list):
 
 
 def score_samples(outputs: Sequence[Any], oks: Sequence[bool], reference: Any, n: int,
-                  ks: Sequence[int]) -> dict:
-    """Correctness per sample, pass@k (n requested samples) and self-consistency."""
+                  ks: Sequence[int], pick: int | None) -> dict:
+    """Correctness per sample, pass@k (n requested samples), and whether the
+    product's own pick (``SearchResult.chosen``, index ``pick``) is right."""
     from ..search.equivalence import outputs_match
 
     correct = [bool(ok) and o is not None and outputs_match(o, reference)
@@ -207,7 +209,6 @@ def score_samples(outputs: Sequence[Any], oks: Sequence[bool], reference: Any, n
     c = sum(correct)
     n = max(n, len(outputs))
     pass_k = {str(k): pass_at_k(n, c, k) for k in ks if 1 <= k <= n}
-    pick = self_consistency_pick(list(outputs), [not ok for ok in oks]) if outputs else None
     return {
         "n": n,
         "c": c,
@@ -230,44 +231,52 @@ def _short(value: Any, limit: int = 600) -> str:
 # running
 
 
-def run_turn(nb: ArcadeNotebook, cell: NbCell, state, cells: list, turns: list, *,
+@contextlib.contextmanager
+def _workspace(paths: Sequence[Path], prefix: str, settings, cell_timeout: float):
+    """The suite's kernel and its copies, under the product's copy policy."""
+    from ..turn import TurnAsk, resolve
+
+    limits = {**settings.snapshot_limits, "timeout_s": cell_timeout, "cpu_s": cell_timeout,
+              "max_value_items": 1000}
+    policy = resolve(settings.with_overrides(snapshot_limits=limits), TurnAsk(intent="-")).copies
+    with Workspace(paths, prefix=prefix, policy=policy) as ws:
+        if ws.root is None:
+            raise RuntimeError("ARCADE runs its notebooks in kernel copies, and none may run "
+                               f"here: {ws.copies.confinement.message}")
+        yield ws
+
+
+def run_turn(nb: ArcadeNotebook, cell: NbCell, copies, cells: list, turns: list, *,
              strategy_name: str, backend, settings, samples: int, ks: Sequence[int],
              temperature: float | None, repair: bool) -> tuple[dict, Any]:
-    """Generate and score one turn; advances ``state`` by the reference. Returns
-    (record, reference ExecResult)."""
-    from ..search import RunContext, TurnRequest, get_strategy
+    """Generate and score one turn through the product's pipeline; ``copies.root``
+    is the notebook's state, advanced by the reference. Returns (record, reference ExecResult)."""
+    state = copies.root
+    from ..turn import TurnAsk, resolve, run_turn
 
     started = time.monotonic()
     counting = CountingBackend(backend)
     events = EventLog()
     schema = probe_schema(state)
     n = samples if strategy_name != "direct" else 1
-    request = TurnRequest(
-        intent=cell.intent,
-        context=_context(cells, turns),
-        schema=schema,
-        samples=n,
-        temperature=temperature,
-        max_new_tokens=settings.max_new_tokens,
-        exemplars=settings.exemplars,
-        repair=repair,
-        options={"max_prompt_tokens": settings.max_prompt_tokens, "api_mode": settings.api_mode},
-    )
     result, error = None, None
     try:
-        strategy = get_strategy(strategy_name)
-        ctx = RunContext(backend=counting, executor=state, events=events,
-                         protections=getattr(state.tree, "protections", None))
-        result = strategy.run(request, ctx)
+        spec = resolve(settings, TurnAsk(intent=cell.intent, strategy=strategy_name,
+                                         samples=n if strategy_name == "vote" else None,
+                                         temperature=temperature, options={"repair": repair}))
+        result = run_turn(spec, _context(cells, turns), counting, schema=schema, copies=copies,
+                          events=events)
     except Exception as e:  # noqa: BLE001 - e.g. no sample held code: all wrong
         error = f"{type(e).__name__}: {e}"
     gen_s = time.monotonic() - started
     ref = state.exec(cell.source)
     reference = exec_output(ref)
     cands = [c for c in (result.candidates if result else []) if not c.repaired][:n]
+    chosen = result.chosen if result else None
+    pick = next((i for i, c in enumerate(cands) if c is chosen), None)
     outputs = [exec_output(c.result) for c in cands]
     oks = [bool(c.result is not None and c.result.ok) for c in cands]
-    scores = score_samples(outputs, oks, reference, n, ks)
+    scores = score_samples(outputs, oks, reference, n, ks, pick)
     record = {
         "notebook": nb.name,
         "turn": cell.turn,
@@ -381,8 +390,9 @@ def run_suite(
     notebooks_label: str = "",
 ) -> dict:
     """Run (or resume) the suite into ``out``; returns the summary dict."""
+    from dataclasses import replace
+
     from ..context.model import Cell, Turn
-    from ..kernel.results import Limits
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -417,9 +427,8 @@ def run_suite(
                    dynamic_ncols=True)
     files = sorted({f for nb in notebooks for f in nb.files})
     paths = [resolve_file(f, data_dir) for f in files]
-    limits = Limits(timeout_s=cell_timeout, cpu_s=cell_timeout, max_value_items=1000)
     try:
-        with Workspace(paths, prefix="arcade-", limits=limits) as ws:
+        with _workspace(paths, "arcade-", settings, cell_timeout) as ws:
             for nb in notebooks:
                 if all(f"{nb.name}#{c.turn}" in records for c in nb.turns):
                     continue
@@ -436,7 +445,7 @@ def run_suite(
                         if key in records:
                             state.exec(cell.source)
                         else:
-                            rec, _ = run_turn(nb, cell, state, cells, turns,
+                            rec, _ = run_turn(nb, cell, replace(ws.copies, root=state), cells, turns,
                                               strategy_name=strategy, backend=backend,
                                               settings=settings, samples=samples, ks=ks,
                                               temperature=temperature, repair=repair)
@@ -468,13 +477,12 @@ def verify_references(notebooks: Sequence[ArcadeNotebook], data_dir: str | os.Pa
                       cell_timeout: float = 60.0) -> list[dict]:
     """Run every notebook's context and reference cells; one row per turn with
     whether the reference ran and produced an output."""
-    from ..kernel.results import Limits
+    from ..config import resolve_settings
 
     rows = []
     files = sorted({f for nb in notebooks for f in nb.files})
     paths = [resolve_file(f, data_dir) for f in files]
-    limits = Limits(timeout_s=cell_timeout, cpu_s=cell_timeout, max_value_items=1000)
-    with Workspace(paths, prefix="arcade-verify-", limits=limits) as ws:
+    with _workspace(paths, "arcade-verify-", resolve_settings(), cell_timeout) as ws:
         for nb in notebooks:
             state = ws.root.fork()
             try:

@@ -13,8 +13,9 @@ Per task:
    and ``vote`` (one-cell strategies) that text is the intent, plus one line
    asking to print the answer in the required format. For multi-turn
    strategies (``react``, ``mcts``) the intent is the question and the rest
-   travels in ``TurnRequest.options`` (``constraints``, ``format``,
-   ``files``) as well as in ``options["task"]`` (the full text).
+   travels as ``TaskInfo`` (``constraints``, ``format``, ``files``). The
+   turn is resolved and run by ``turn.resolve``/``turn.run_turn``, exactly
+   as the product runs it.
 3. The response that is scored: the strategy's final answer text
    (``SearchResult.answer``; the part after the last ``Formatted answer:`` /
    ``Final Answer:`` when present) if it holds any ``@name[value]`` tag;
@@ -32,8 +33,8 @@ With several budgets (``--budget 1,4,16``) each budget runs into
 ``OUT/budget-N/`` and ``OUT`` gets ``sweep.md``/``sweep.json`` and
 ``accuracy_vs_budget.png``.
 
-Budget: ``TurnRequest.budget`` for every strategy (iterations for ``mcts``);
-``vote`` also uses it as its number of samples.
+Budget: the number of samples for ``vote``, the search budget otherwise
+(iterations for ``mcts``, steps for ``react``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.base import Backend
+from ..search.options import STRATEGIES
 from .dabench_score import (
     QuestionScore,
     Summary,
@@ -173,39 +175,29 @@ def task_text(task: dict) -> str:
     )
 
 
-def build_request(task: dict, strategy: str, *, budget: int | None, settings,
-                  temperature: float | None = None, options: dict | None = None):
-    """The :class:`TurnRequest` for one task (empty notebook, no schema)."""
-    from ..context.model import NotebookContext
-    from ..search import TurnRequest
+def task_ask(task: dict, strategy: str, *, budget: int | None,
+             temperature: float | None = None, options: dict | None = None):
+    """What a user would ask for this task (empty notebook, no schema).
 
-    text = task_text(task)
+    One-cell strategies get the whole task text as the intent; multi-step
+    ones the question, with constraints, format and files as ``TaskInfo``.
+    ``budget`` is the number of samples for ``vote``, the search budget else.
+    """
+    from ..search.options import TaskInfo
+    from ..turn import TurnAsk
+
     one_cell = strategy in ONE_CELL_STRATEGIES
-    opts: dict[str, Any] = {
-        "max_prompt_tokens": settings.max_prompt_tokens,
-        "api_mode": settings.api_mode,
-        "question": task.get("question", ""),
-        "constraints": task.get("constraints") or "",
-        "format": task.get("format") or "",
-        "files": [task["file_name"]] if task.get("file_name") else [],
-        "task": text,
-        "dabench": True,
-    }
-    opts.update(options or {})
-    samples = 1
-    if strategy == "vote":
-        samples = max(1, int(budget or opts.get("samples", 4) or 4))
-    return TurnRequest(
+    text = task_text(task)
+    return TurnAsk(
         intent=f"{text}\n{ANSWER_INSTRUCTION}" if one_cell else task.get("question", ""),
-        context=NotebookContext(),
-        schema="",
-        samples=samples,
+        strategy=strategy,
+        samples=budget if strategy == "vote" else None,
+        budget=budget if strategy != "vote" else None,
         temperature=temperature,
-        max_new_tokens=settings.max_new_tokens,
-        exemplars=settings.exemplars,
-        repair=True,
-        budget=budget,
-        options=opts,
+        options=dict(options or {}),
+        task=TaskInfo(constraints=task.get("constraints") or "", format=task.get("format") or "",
+                      files=(task["file_name"],) if task.get("file_name") else (),
+                      task_id=str(task["id"])),
     )
 
 
@@ -302,14 +294,13 @@ def run_task(
     cell_timeout: float = 60.0,
 ) -> dict:
     """Run one task in a fresh kernel; returns its log record (never raises)."""
-    from ..kernel.results import Limits
-    from ..search import RunContext, get_strategy
+    from ..context.model import NotebookContext
+    from ..turn import resolve, run_turn
 
     started = time.monotonic()
     counting = CountingBackend(backend)
     events = EventLog()
-    request = build_request(task, strategy_name, budget=budget, settings=settings,
-                            temperature=temperature, options=options)
+    ask = task_ask(task, strategy_name, budget=budget, temperature=temperature, options=options)
     record: dict[str, Any] = {
         "id": task["id"],
         "level": task.get("level"),
@@ -317,8 +308,8 @@ def run_task(
         "file_name": task.get("file_name"),
         "strategy": strategy_name,
         "budget": budget,
-        "intent": request.intent,
-        "options": {k: v for k, v in request.options.items() if k != "task"},
+        "intent": ask.intent,
+        "options": dict(options or {}),
     }
     result = None
     error = None
@@ -326,20 +317,19 @@ def run_task(
     timer = threading.Timer(task_timeout, cancel.set) if task_timeout else None
     csv = tables_dir / str(task.get("file_name") or "")
     try:
+        limits = {**settings.snapshot_limits, "timeout_s": cell_timeout, "cpu_s": cell_timeout}
+        spec = resolve(settings.with_overrides(snapshot_limits=limits), ask)
         if not csv.is_file():
             raise FileNotFoundError(f"table {csv} not found")
-        strategy = get_strategy(strategy_name)
-        with Workspace([csv], prefix=f"dabench-{task['id']}-",
-                       limits=Limits(timeout_s=cell_timeout, cpu_s=cell_timeout)) as ws:
+        with Workspace([csv], prefix=f"dabench-{task['id']}-", policy=spec.copies) as ws:
             record["kernel_start_s"] = round(time.monotonic() - started, 3)
             record["protections"] = ws.protections.summary() if ws.protections else None
             if ws.fallback:
                 record["fallback"] = ws.fallback
-            ctx = RunContext(backend=counting, executor=ws.root, events=events, cancel=cancel,
-                             protections=ws.protections)
             if timer:
                 timer.start()
-            result = strategy.run(request, ctx)
+            result = run_turn(spec, NotebookContext(), counting, copies=ws.copies, events=events,
+                              cancel=cancel)
     except BaseException as e:  # noqa: BLE001 - a task failure is a data point
         if isinstance(e, KeyboardInterrupt):
             raise
@@ -630,7 +620,7 @@ def sweep_markdown(points: Sequence[tuple[int, dict]], strategy: str, model: str
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="DABench folder (questions.jsonl, labels.jsonl, tables/).")
-    p.add_argument("--strategy", default="direct", help="direct, vote, react or mcts (default: direct).")
+    p.add_argument("--strategy", default="direct", choices=STRATEGIES, help="Default: direct.")
     p.add_argument("--out", required=True, help="Result folder, e.g. results/smollm-direct (resumable).")
     p.add_argument("--limit", type=int, default=None, help="Run at most N tasks.")
     p.add_argument("--stratify", action="store_true",
@@ -642,7 +632,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Search budget; several comma separated (1,4,16) run one after the other.")
     p.add_argument("--workers", type=int, default=1, help="Tasks run concurrently (default 1).")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="Extra TurnRequest.options for the strategy (JSON values), e.g. max_turns=4.")
+                   help="Strategy option (search/options.py; JSON values), e.g. max_turns=4.")
     p.add_argument("--task-timeout", type=float, default=900.0,
                    help="Cancel a task's search after this many seconds (default 900).")
     p.add_argument("--cell-timeout", type=float, default=60.0,
@@ -655,9 +645,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..search import get_strategy
-
-    get_strategy(args.strategy)  # fail fast on an unknown (or not yet installed) strategy
     questions, labels = load_tasks(args.data)
     tasks = select_tasks(questions, ids=parse_csv_list(args.ids), levels=parse_csv_list(args.levels),
                          limit=args.limit, stratify=args.stratify, seed=args.seed)
@@ -669,6 +656,10 @@ def main(args: argparse.Namespace) -> int:
     selection = (f"limit={args.limit} stratify={args.stratify} seed={args.seed} "
                  f"levels={args.levels or 'all'} ids={'given' if args.ids else 'all'}")
     settings = settings_from_args(args)
+    from ..turn import resolve
+
+    # An unknown strategy option fails here, naming it, before any model loads.
+    resolve(settings, task_ask(tasks[0], args.strategy, budget=budgets[0], options=options))
     loaded = []
 
     def backend():  # loaded once, and only if some task is left to run

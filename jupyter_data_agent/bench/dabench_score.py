@@ -1,19 +1,10 @@
 """Closed-form scoring for InfiAgent-DABench.
 
 DABench answers are ``@name[value]`` tags; a question has one or more named
-sub-answers.  The rules follow the benchmark's published scorer so our
-numbers are comparable with reported ones:
-
-- every tag is found with ``@(\\w+)\\[(.*?)\\]`` (no DOTALL, so a value never
-  spans lines); when a name repeats, the last tag wins;
-- a sub-answer is right when the extracted string equals the label string
-  exactly, or both parse with ``float()`` and differ by less than 1e-6;
-- **no normalisation** is applied to the strings (no ``.strip()``, no case
-  folding): ``@x[ 3]`` is still right for label ``3`` only because
-  ``float()`` ignores surrounding whitespace, while ``@s[ abc]`` is wrong for
-  ``abc``;
-- a missing name is wrong; a question without a response (``None``) is wrong
-  with share 0.
+sub-answers. Extraction and equality are the benchmark's published rules
+(:mod:`jupyter_data_agent.prompts.answers`, shared with the search). A
+missing name is wrong; a question without a response (``None``) is wrong
+with share 0.
 
 Metrics: accuracy by question (all sub-answers right), proportional accuracy
 by sub-question (mean of per-question right shares), accuracy by
@@ -22,17 +13,17 @@ sub-question (right sub-answers / all sub-answers).
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+
+from ..prompts.answers import extract_answers, is_equal
 
 __all__ = [
-    "ANSWER_PATTERN",
-    "FLOAT_TOL",
     "SubScore",
     "QuestionScore",
     "Breakdown",
     "Summary",
+    "dabench_reward",
     "extract_answers",
     "is_equal",
     "score_question",
@@ -40,8 +31,6 @@ __all__ = [
     "summary_markdown",
 ]
 
-ANSWER_PATTERN = re.compile(r"@(\w+)\[(.*?)\]")
-FLOAT_TOL = 1e-6
 _LEVEL_ORDER = ("easy", "medium", "hard")
 
 
@@ -82,24 +71,6 @@ class Summary(Breakdown):
     by_concept: dict[str, Breakdown] = field(default_factory=dict)
 
 
-def extract_answers(text: str) -> dict[str, str]:
-    """All ``@name[value]`` tags in ``text``; a repeated name keeps its last value."""
-    out: dict[str, str] = {}
-    for name, value in ANSWER_PATTERN.findall(text or ""):
-        out[name] = value
-    return out
-
-
-def is_equal(got: str, expected: str) -> bool:
-    """Exact string equality, else numeric equality within ``FLOAT_TOL``."""
-    if got == expected:
-        return True
-    try:
-        return abs(float(got) - float(expected)) < FLOAT_TOL
-    except (TypeError, ValueError, OverflowError):
-        return False
-
-
 def score_question(
     qid: object, response: str | None, labels: Sequence[tuple[str, str]]
 ) -> QuestionScore:
@@ -124,6 +95,15 @@ def score_question(
         share=n_right / len(subs),
         answered=response is not None,
     )
+
+
+def dabench_reward(labels: Sequence[tuple[str, str]], qid: object = None) -> Callable[[str | None], float]:
+    """Trajectory collection's reward: +1 when every ``@name[value]`` is right, else -1."""
+
+    def reward(answer: str | None) -> float:
+        return 1.0 if answer and score_question(qid, answer, labels).correct else -1.0
+
+    return reward
 
 
 def _breakdown(scores: Sequence[QuestionScore], into: Breakdown | None = None) -> Breakdown:

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..kernel.results import ExecResult, Limits
+from ..kernel.results import ExecResult
 from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from ..turn.copies import Copies
+from ..turn.spec import CopyPolicy
 
 # --------------------------------------------------------------------------
 # settings and backend
@@ -195,32 +197,31 @@ WARM_IMPORTS = "__import__('pandas'); __import__('numpy')"
 
 
 class Workspace:
-    """A fresh kernel started in a private directory holding ``files``.
+    """A fresh kernel started in a private directory holding ``files``, and its copies.
 
-    ``root`` is the executor strategies fork: a fork-snapshot of the kernel
-    (or, where fork is refused, a replay sandbox started in the same dir).
-    pandas/numpy are imported up front so every copy has them in memory;
-    no user name is bound. Use as a context manager.
+    ``copies`` come from ``turn.open_copies`` under the turn's copy policy, as
+    for a user: a fork tree of the kernel, else a replay kernel, else none
+    (the confinement policy's call). pandas/numpy are imported up front so
+    every copy has them in memory; no user name is bound. Use as a context
+    manager.
     """
 
-    def __init__(self, files: Sequence[str | os.PathLike] = (), *, prefix: str = "jda-bench-",
-                 limits: Limits | None = None, max_live: int = 16, warm: bool = True,
-                 start_timeout: float = 120.0) -> None:
+    def __init__(self, files: Sequence[str | os.PathLike] = (), *, policy: CopyPolicy,
+                 prefix: str = "jda-bench-", warm: bool = True, start_timeout: float = 120.0) -> None:
         self.dir = tempfile.mkdtemp(prefix=prefix)
-        self.limits = limits or Limits()
-        self.max_live = max_live
+        self.policy = policy
         self.warm = warm
         self.start_timeout = start_timeout
         self.km = self.kc = None
-        self.tree = None
-        self.fallback: str | None = None
+        self.copies: Copies | None = None
         for f in files:
             shutil.copy2(f, os.path.join(self.dir, os.path.basename(os.fspath(f))))
 
     def start(self) -> "Workspace":
         from jupyter_client.manager import KernelManager
 
-        from ..kernel.snapshot import ForkUnavailable, SnapshotTree
+        from ..kernel.snapshot import SnapshotTree
+        from ..turn import open_copies
 
         try:
             km = KernelManager(kernel_name="python3")
@@ -234,16 +235,11 @@ class Workspace:
             if self.warm:
                 kc.execute(WARM_IMPORTS, silent=True, store_history=False, reply=True,
                            timeout=self.start_timeout)
-            try:
-                self.tree = SnapshotTree.from_blocking_client(
-                    kc, notebook_dir=self.dir, limits=self.limits, max_live=self.max_live)
-            except ForkUnavailable as e:
-                from ..kernel.replay import ReplayTree
-
-                self.fallback = str(e)
-                self.tree = ReplayTree.start([WARM_IMPORTS] if self.warm else [],
-                                             notebook_dir=self.dir, limits=self.limits,
-                                             max_live=min(self.max_live, 4))
+            self.copies = open_copies(
+                self.policy,
+                fork=lambda limits: SnapshotTree.from_blocking_client(
+                    kc, notebook_dir=self.dir, limits=limits, max_live=self.policy.max_live),
+                replay=[WARM_IMPORTS] if self.warm else [], notebook_dir=self.dir)
         except BaseException:
             self.close()
             raise
@@ -251,19 +247,27 @@ class Workspace:
 
     @property
     def root(self):
-        return self.tree.root
+        return self.copies.executor if self.copies is not None else None
 
     @property
     def protections(self):
-        return getattr(self.tree, "protections", None)
+        return self.copies.protections if self.copies is not None else None
+
+    @property
+    def fallback(self) -> str | None:
+        """Why candidates do not run in a fork of this kernel (None: they do)."""
+        tree = self.copies.tree if self.copies is not None else None
+        if tree is not None and tree.kind == "fork":
+            return None
+        return self.copies.fallback if self.copies is not None else "not started"
 
     def close(self) -> None:
-        if self.tree is not None:
+        if self.copies is not None:
             try:
-                self.tree.close()
+                self.copies.close()
             except Exception:
                 pass
-            self.tree = None
+            self.copies = None
         if self.kc is not None:
             try:
                 self.kc.stop_channels()

@@ -8,7 +8,7 @@ reads only these dataclasses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 CellType = Literal["code", "markdown", "raw"]
 TurnStatus = Literal["pending", "accepted", "rejected", "edited"]
@@ -28,6 +28,8 @@ class Output:
     ename: str | None = None
     evalue: str | None = None
     truncated: bool = False
+    # Errors only: the traceback's last lines, reduced (where it failed).
+    traceback: str = ""
 
 
 @dataclass
@@ -42,6 +44,28 @@ class Cell:
 
 
 @dataclass
+class ActiveCell:
+    """The cell a Fix or Explain turn is about, split the way a prompt needs it:
+    its code, what it printed, and the error it raised (jupyter-ai's
+    cell-with-error selection, typed)."""
+
+    index: int
+    cell: Cell
+
+    @property
+    def source(self) -> str:
+        return self.cell.source
+
+    @property
+    def outputs(self) -> list[Output]:
+        return [o for o in self.cell.outputs if o.output_type != "error"]
+
+    @property
+    def error(self) -> Output | None:
+        return next((o for o in reversed(self.cell.outputs) if o.output_type == "error"), None)
+
+
+@dataclass
 class Turn:
     """One intent the user asked and what became of it."""
 
@@ -53,6 +77,13 @@ class Turn:
     cell_ids: list[str] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)
     created: float | None = None
+    # Explain turns: the prose answer shown in the sidebar.
+    answer: str | None = None
+    # The verdict on the kernel copies that ran the candidates (the sidebar's badge).
+    confinement: dict[str, Any] | None = None
+    # Keys other writers (the front end, a newer version) store on a turn:
+    # kept verbatim so rewriting the turns never loses them.
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,3 +93,17 @@ class NotebookContext:
     path: str | None = None
     # Index of the active cell; context is the cells up to and including it.
     active_index: int | None = None
+
+    def active_cell(self) -> ActiveCell | None:
+        """The cell whose outputs and error the prompt must show: the active
+        cell; without one (the magic, which has no cursor) the last code cell
+        that raised, since that is what "fix it" refers to; else None."""
+        if self.active_index is not None:
+            if 0 <= self.active_index < len(self.cells):
+                return ActiveCell(self.active_index, self.cells[self.active_index])
+            return None
+        for i in range(len(self.cells) - 1, -1, -1):
+            cell = self.cells[i]
+            if cell.cell_type == "code" and any(o.output_type == "error" for o in cell.outputs):
+                return ActiveCell(i, cell)
+        return None

@@ -14,6 +14,7 @@ import ast
 import re
 import reprlib
 from collections.abc import Mapping, Sequence
+from traceback import format_exception
 from typing import Any
 
 from .model import Cell, NotebookContext, Output, Turn
@@ -24,6 +25,8 @@ OUTPUT_CHARS = 1000
 CELL_OUTPUT_CHARS = 2000
 # Out[n] values from kernel history are shown shorter: they are whole objects.
 HISTORY_OUTPUT_CHARS = 500
+# Lines of a reduced traceback that are kept (its last ones).
+TRACEBACK_LINES = 8
 
 AGENT_MAGIC = "agent"
 # Cell magics whose body is ordinary Python run in the user namespace: keep the
@@ -33,6 +36,11 @@ _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _AGENT_CELL_RE = re.compile(r"\A\s*%%agent\b[^\n]*\n?")
+# Traceback lines that say nothing the error line does not: rulers, headers,
+# IPython's numbered context lines around the failing one, 3.11+ carets.
+_TRACEBACK_NOISE_RE = re.compile(
+    r"^\s*$|^-+$|^\S*\s*Traceback \(most recent call last\):?$|^\s+\d+\s|^\s*[~^]+\s*$"
+)
 
 
 def strip_ansi(text: str) -> str:
@@ -60,12 +68,15 @@ def _join(value: Any) -> str:
     return str(value)
 
 
-def truncate_text(text: str, limit: int) -> tuple[str, bool]:
-    """Keep the head (a DataFrame's header and first rows say the most) and
-    say how much was cut, so the model does not take it for the full output."""
+def truncate_text(text: str, limit: int, *, tail: bool = False) -> tuple[str, bool]:
+    """Keep the head (a DataFrame's header and first rows say the most), or
+    with ``tail`` the end (a traceback ends where it failed), and say how
+    much was cut, so the model does not take it for the full output."""
     if limit < 0 or len(text) <= limit:
         return text, False
     cut = len(text) - limit
+    if tail:
+        return f"...[{cut} earlier chars truncated]\n{text[cut:].lstrip()}", True
     return f"{text[:limit].rstrip()}\n...[{cut} more chars truncated]", True
 
 
@@ -103,8 +114,24 @@ def reduce_output(out: Mapping[str, Any]) -> Output | None:
     if kind == "error":
         ename = strip_ansi(str(out.get("ename", "")))
         evalue = strip_ansi(str(out.get("evalue", "")))
-        return Output("error", f"{ename}: {evalue}" if evalue else ename, ename=ename, evalue=evalue)
+        text = f"{ename}: {evalue}" if evalue else ename
+        tb = reduce_traceback(out.get("traceback") or [], text)
+        return Output("error", text, ename=ename, evalue=evalue, traceback=tb)
     return None
+
+
+def reduce_traceback(traceback: Sequence[str], error_line: str = "", lines: int = TRACEBACK_LINES) -> str:
+    """The last ``lines`` informative lines of a traceback: without ANSI
+    codes, rulers, IPython's context lines and the final ``error_line``
+    (shown on its own); frame headers and the failing lines remain."""
+    kept = [
+        line.rstrip()
+        for line in strip_ansi("\n".join(str(t) for t in traceback)).splitlines()
+        if not _TRACEBACK_NOISE_RE.match(line)
+    ]
+    if kept and error_line and kept[-1].strip() == error_line.strip():
+        kept.pop()
+    return "\n".join(kept[-lines:]) if lines > 0 else ""
 
 
 def reduce_outputs(
@@ -114,22 +141,32 @@ def reduce_outputs(
 ) -> list[Output]:
     """Reduce and budget a cell's outputs: each output to ``output_chars`` and
     the cell in total to ``cell_output_chars`` (later outputs are cut first,
-    as a loop printing a line per item should not crowd out everything else)."""
+    as a loop printing a line per item should not crowd out everything else).
+    Errors are outside the cell budget: what went wrong is what a Fix needs,
+    and a cell that printed a lot before raising must still show it."""
     result: list[Output] = []
     left = cell_output_chars
-    reduced = [o for o in (reduce_output(x) for x in outputs) if o is not None]
-    for i, o in enumerate(reduced):
+    skipped = 0
+    last_shown: Output | None = None
+    for o in (reduce_output(x) for x in outputs):
+        if o is None:
+            continue
+        if o.output_type == "error":
+            o.text, cut = truncate_text(o.text, output_chars)
+            o.traceback, cut_tb = truncate_text(o.traceback, output_chars, tail=True)
+            o.truncated = cut or cut_tb
+            result.append(o)
+            continue
         if left <= 0:
-            rest = len(reduced) - i
-            if result:
-                last = result[-1]
-                last.text += f"\n...[{rest} more output{'s' if rest > 1 else ''} truncated]"
-                last.truncated = True
-            break
-        text, cut = truncate_text(o.text, min(output_chars, left))
-        o.text, o.truncated = text, cut
-        left -= len(text)
+            skipped += 1
+            continue
+        o.text, o.truncated = truncate_text(o.text, min(output_chars, left))
+        left -= len(o.text)
         result.append(o)
+        last_shown = o
+    if skipped and last_shown is not None:
+        last_shown.text += f"\n...[{skipped} more output{'s' if skipped > 1 else ''} truncated]"
+        last_shown.truncated = True
     return result
 
 
@@ -348,6 +385,7 @@ def from_history(
     current_index: int | None = None,
     *,
     output_chars: int = HISTORY_OUTPUT_CHARS,
+    errors: Mapping[int, BaseException] | None = None,
 ) -> NotebookContext:
     """Context from a kernel's ``In``/``Out`` as the ``%%agent`` magic sees it.
 
@@ -362,6 +400,11 @@ def from_history(
     IPython stores the running cell in ``In`` before executing it, while
     ``shell.execution_count`` is already incremented at that point in
     IPython 9 but not in IPython 8, so it is not a reliable index.
+
+    ``errors`` maps ``In`` indexes to the exception the entry raised (IPython
+    keeps none in its history; a ``post_run_cell`` hook can collect them from
+    ``result.error_in_exec``): they become error outputs, so "fix it" in a
+    magic reaches the last cell that raised.
     """
     if current_index is None:
         end = len(In)
@@ -382,6 +425,14 @@ def from_history(
         if n in Out:
             shown, cut = truncate_text(_safe_repr(Out[n]), output_chars)
             outputs.append(Output("execute_result", shown, truncated=cut))
+        if errors and n in errors:
+            exc = errors[n]
+            outputs.extend(reduce_outputs([{
+                "output_type": "error",
+                "ename": type(exc).__name__,
+                "evalue": str(exc),
+                "traceback": format_exception(type(exc), exc, exc.__traceback__),
+            }], output_chars))
         cell = Cell("code", text, execution_count=n, outputs=outputs, cell_id=f"In[{n}]")
         if waiting is not None:
             _attach(waiting, cell)
@@ -396,6 +447,7 @@ __all__ = [
     "from_notebook",
     "reduce_output",
     "reduce_outputs",
+    "reduce_traceback",
     "short_repr",
     "strip_ansi",
     "truncate_text",

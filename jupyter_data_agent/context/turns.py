@@ -17,15 +17,19 @@ shape (what the front end posts), and mutate it in place.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
+from dataclasses import fields
 from typing import Any, get_args
 
 from .model import METADATA_KEY, Turn, TurnStatus
 
 TURNS_VERSION = 1
 STATUSES: tuple[str, ...] = get_args(TurnStatus)
+# The keys Turn models; any other key of a stored turn goes to ``Turn.extra``.
+_TURN_KEYS = frozenset(f.name for f in fields(Turn)) - {"extra"}
 
 
 def new_turn_id() -> str:
@@ -37,8 +41,10 @@ def new_turn_id() -> str:
 
 
 def turn_to_dict(turn: Turn) -> dict[str, Any]:
-    """A plain JSON-safe dict; only str/float/list[str]/None values."""
-    return {
+    """A plain JSON-safe dict. ``answer`` and ``confinement`` appear only when
+    set (the front end reads them as optional); ``extra`` keys follow as
+    they were read, so a rewrite keeps what other writers stored."""
+    data: dict[str, Any] = {
         "turn_id": str(turn.turn_id),
         "intent": str(turn.intent),
         "code": str(turn.code),
@@ -47,6 +53,26 @@ def turn_to_dict(turn: Turn) -> dict[str, Any]:
         "candidates": [str(c) for c in turn.candidates],
         "created": float(turn.created) if turn.created is not None else None,
     }
+    if turn.answer is not None:
+        data["answer"] = str(turn.answer)
+    confinement = _json_dict(turn.confinement)
+    if confinement is not None:
+        data["confinement"] = confinement
+    for key, value in (_json_dict(turn.extra) or {}).items():
+        data.setdefault(key, value)
+    return data
+
+
+def _json_dict(value: Any) -> dict[str, Any] | None:
+    """A deep, JSON-safe copy of a mapping (None if it is not one or not JSON):
+    the notebook file must stay loadable whatever a caller put there."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        copy = json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError):
+        return None
+    return copy if isinstance(copy, dict) else None
 
 
 def _str_list(value: Any) -> list[str]:
@@ -64,6 +90,7 @@ def turn_from_dict(data: MutableMapping[str, Any] | dict) -> Turn:
         created = float(created) if created is not None else None
     except (TypeError, ValueError):
         created = None
+    answer = data.get("answer")
     return Turn(
         intent=str(data.get("intent") or ""),
         code=str(data.get("code") or ""),
@@ -72,6 +99,9 @@ def turn_from_dict(data: MutableMapping[str, Any] | dict) -> Turn:
         cell_ids=_str_list(data.get("cell_ids")),
         candidates=_str_list(data.get("candidates")),
         created=created,
+        answer=answer if isinstance(answer, str) else None,
+        confinement=_json_dict(data.get("confinement")),
+        extra=_json_dict({k: v for k, v in data.items() if k not in _TURN_KEYS}) or {},
     )
 
 

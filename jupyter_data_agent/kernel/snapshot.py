@@ -19,9 +19,9 @@ on demand by forking its nearest live ancestor and replaying those cells.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -33,9 +33,11 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from . import procs as _procs
+from . import rpc
+from . import tree as _tree
 from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame
 from .results import ExecResult, Limits, OutputItem, Protections
 
@@ -172,15 +174,7 @@ class Snapshot:
     def busy(self) -> bool:
         return self._lock.locked()
 
-    def lineage(self) -> list[str]:
-        """Every cell from the root to this node's state, in order (an
-        ancestor's cells run after the fork do not count)."""
-        segments, n, limit = [], self, None
-        while n is not None:
-            segments.append(n.cells if limit is None else n.cells[:limit])
-            limit = n.parent_len
-            n = n.parent
-        return [c for seg in reversed(segments) for c in seg]
+    lineage = _tree.lineage
 
     # ------------------------------------------------------------- sync API
 
@@ -496,15 +490,16 @@ def _root_expression(notebook_dir: str | None, scratch: str | None, limits: Limi
     return kernel_call(f"start_root_socket(**__import__('json').loads({args!r}))")
 
 
-def _parse_root_reply(reply: dict) -> dict:
-    content = reply.get("content", {})
-    if content.get("status") != "ok":
-        raise ForkUnavailable(f"kernel refused the snapshot request: "
-                              f"{content.get('ename')}: {content.get('evalue')}")
-    ue = content.get("user_expressions", {}).get("jda", {})
-    if ue.get("status") != "ok":
-        raise ForkUnavailable(f"cannot fork this kernel: {ue.get('ename')}: {ue.get('evalue')}")
-    return json.loads(ast.literal_eval(ue["data"]["text/plain"]))
+@contextlib.contextmanager
+def _fork_request(timeout: float):
+    """The root request's failures, as the reason fork copies are unavailable."""
+    try:
+        yield
+    except rpc.KernelTimeout as e:
+        raise ForkUnavailable(f"kernel did not answer the snapshot request in {timeout:g} s"
+                              ) from e
+    except rpc.KernelRPCError as e:
+        raise ForkUnavailable(f"cannot fork this kernel: {e}") from e
 
 
 _SWEPT: dict[str, float] = {}
@@ -524,6 +519,8 @@ def _sweep_once(every_s: float = 60.0) -> None:
 class SnapshotTree:
     """All kernel copies of one search; closing it ends every process."""
 
+    kind: Literal["fork"] = "fork"
+    fallback_reason: str | None = None  # a fork tree is never a fallback
     max_processes: ClassVar[int] = 64  # live snapshot processes per client process
     _global_live: ClassVar[set[int]] = set()
     _global_pending: ClassVar[int] = 0  # forks in flight
@@ -594,15 +591,9 @@ class SnapshotTree:
         the request's reply is consumed from the shell channel.
         """
         limits = limits or Limits()
-        expr = _root_expression(notebook_dir, scratch, limits)
-        try:
-            reply = await kc.execute("", silent=True, store_history=False,
-                                     user_expressions={"jda": expr}, allow_stdin=False,
-                                     reply=True, timeout=timeout)
-        except (TimeoutError, asyncio.TimeoutError) as e:
-            raise ForkUnavailable(f"kernel did not answer the snapshot request in {timeout:g} s"
-                                  ) from e
-        info = _parse_root_reply(reply)
+        with _fork_request(timeout):
+            info = await rpc.acall(kc, _root_expression(notebook_dir, scratch, limits),
+                                   timeout=timeout)
         return await asyncio.to_thread(cls._connect, info, notebook_dir, scratch, limits,
                                        max_live, memory_budget)
 
@@ -613,19 +604,13 @@ class SnapshotTree:
                              timeout: float = 60.0) -> "SnapshotTree":
         """Same as ``from_kernel_client`` for a ``BlockingKernelClient``."""
         limits = limits or Limits()
-        expr = _root_expression(notebook_dir, scratch, limits)
-        try:
-            reply = kc.execute("", silent=True, store_history=False,
-                               user_expressions={"jda": expr}, allow_stdin=False,
-                               reply=True, timeout=timeout)
-        except TimeoutError as e:
-            raise ForkUnavailable(f"kernel did not answer the snapshot request in {timeout:g} s"
-                                  ) from e
-        return cls._connect(_parse_root_reply(reply), notebook_dir, scratch, limits, max_live,
-                            memory_budget)
+        with _fork_request(timeout):
+            info = rpc.call(kc, _root_expression(notebook_dir, scratch, limits), timeout=timeout)
+        return cls._connect(info, notebook_dir, scratch, limits, max_live, memory_budget)
 
     @classmethod
-    def _connect(cls, info: dict, notebook_dir, scratch, limits, max_live, memory_budget):
+    def _connect(cls, info: str, notebook_dir, scratch, limits, max_live, memory_budget):
+        info = json.loads(info)
         if info.get("version") != PROTOCOL_VERSION:
             raise ForkUnavailable(f"snapshot protocol mismatch: {info.get('version')}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -769,30 +754,23 @@ class SnapshotTree:
         return fork_server._REAPER.exit_status(pid)
 
     def _pick_victim(self, protect: Snapshot | None) -> Snapshot | None:
-        """The least useful idle leaf: lowest priority, then least recently used."""
+        """The least useful idle leaf (a copy's children are its forks: killing
+        it kills them) outside ``protect``'s path."""
         protected = set()
         n = protect
         while n is not None:
             protected.add(n)
             n = n.parent
         with self._lock:
-            leaves = [n for n in self._live.values()
-                      if n.parent is not None and n not in protected and not n.pinned
-                      and not n.busy and not any(c.is_live for c in n.children)]
-        leaves.sort(key=lambda n: (n.priority, n.last_used))
-        return leaves[0] if leaves else None
+            leaves = [n for n in self._live.values() if n.parent is not None
+                      and n not in protected and not any(c.is_live for c in n.children)]
+        return _tree.pick_victim(leaves)
 
     def _evict(self, node: Snapshot) -> bool:
-        if not node._lock.acquire(blocking=False):
-            return False
-        try:
-            if not node.is_live:
-                return False
-            node._kill("evicted")
+        if _tree.evict(node):
             self.evictions += 1
             return True
-        finally:
-            node._lock.release()
+        return False
 
     def _reserve_slot(self, protect: Snapshot) -> None:
         """Make room for one more process, evicting leaves if a cap is hit."""

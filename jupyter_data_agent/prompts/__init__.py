@@ -1,4 +1,5 @@
-"""Prompt building (ARCADE layout), few-shot exemplars, and output parsing."""
+"""Prompt building (ARCADE cells; JUPITER's ReAct turns in ``react``), few-shot exemplars,
+output parsing, and final answers (``answers``)."""
 
 from .arcade import (
     CELL_HEADER,

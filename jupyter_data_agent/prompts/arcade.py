@@ -36,11 +36,15 @@ Choices:
   are generic, the user's cells are specific to the task), then the oldest
   notebook cells. Schema, problem and preamble are never dropped; when they
   alone exceed the budget they are kept and ``over_budget`` is set.
-- Outputs are off by default (``include_outputs=False``): ARCADE prompts
-  carry the notebook's code and text, the schema block already says what
-  the data looks like, and outputs are the costliest tokens. When on, they
-  follow the code of their cell as ``# Output: ...`` / ``# Error: ...``
-  comment lines.
+- Outputs (``outputs=``): ``"active"`` (default) shows only the active
+  cell's outputs and error — ARCADE prompts carry the notebook's code and
+  text, the schema block already says what the data looks like and outputs
+  are the costliest tokens, but "fix this cell" and "explain this cell" are
+  about what that one cell printed and raised. ``"all"`` shows every cell's,
+  ``"none"`` none. Outputs follow the code of their cell as ``# Output:``
+  comment lines; an error as ``# Error: <ename>: <evalue>`` and the
+  traceback's last lines. The active cell is pinned: left-truncation drops
+  every other cell first, as it never drops the schema or the intent.
 - Cells of turns the user rejected are left out: they are known-wrong code.
   Empty cells and raw cells are left out.
 """
@@ -49,10 +53,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ..context.model import Cell, NotebookContext, Turn
 from ..context.notebook import truncate_text
-from ..llm.base import ChatMessage, Prompt
+from ..llm.base import Capabilities, ChatMessage, Prompt
 from .exemplars import EXEMPLARS, Exemplar
 
 CELL_HEADER = "# In[ ]:"
@@ -61,6 +66,8 @@ SOLUTION_PREAMBLE = "# Solution: Let's solve this problem step-by-step."
 STEP_PREFIX = "# Step 1:"
 
 CountTokens = Callable[[str], int]
+#: Which cells' outputs the prompt shows (search.options.PromptPolicy.outputs).
+OutputsMode = Literal["none", "active", "all"]
 
 SYSTEM_PROMPT = (
     "You are a data science pair programmer working inside the user's Jupyter notebook. "
@@ -82,6 +89,24 @@ CHAT_INSTRUCTION = (
     "`# Step N: <explanation>` comment before each step, and nothing outside the block."
 )
 
+# Explain answers in words: the code-writing rules above would make it
+# return a cell, so it has a system prompt and an instruction of its own.
+EXPLAIN_SYSTEM_PROMPT = (
+    "You are a data science pair programmer working inside the user's Jupyter notebook. "
+    "The user asks you about a cell of the notebook. Answer in Markdown prose for a data "
+    "scientist: what the cell does, what its output shows, and, if it raised an error, what "
+    "the error means, its most likely cause in this notebook and how to fix it.\n"
+    "Rules:\n"
+    "- Write prose, not a new cell: no full code listing; quote at most a short expression "
+    "in backticks.\n"
+    "- Be concise: a few short paragraphs or bullet points.\n"
+    "- Rely on the notebook, its outputs and the DataFrames shown; say when something you "
+    "would need is not visible."
+)
+EXPLAIN_INSTRUCTION = "Answer in Markdown prose, not code."
+# Completion models continue a comment block, as ARCADE writes markdown cells.
+EXPLAIN_PREAMBLE = "# Explanation (in words, not code):"
+
 
 @dataclass
 class BuiltPrompt:
@@ -98,6 +123,24 @@ class BuiltPrompt:
     dropped_exemplars: int = 0
     over_budget: bool = False
     prefix: str = ""
+
+    @property
+    def text(self) -> str:
+        """The prompt as one text (chat messages as ``[role]`` sections), for logs and results."""
+        if self.prompt.text is not None:
+            return self.prompt.text
+        return "\n\n".join(f"[{m.role}]\n{m.content}" for m in self.prompt.messages or ())
+
+
+def wants_chat(api_mode: str, capabilities: Capabilities) -> bool:
+    """Which builder to use: what ``api_mode`` asks for when the backend has
+    it, otherwise the one API it has; chat when both are there and "auto"
+    (instruction-tuned models follow the reply rules better in chat)."""
+    if api_mode == "chat" or not capabilities.completion:
+        return True
+    if api_mode == "completion" or not capabilities.chat:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------
@@ -118,13 +161,28 @@ def comment_lines(text: str, first_prefix: str = "# ") -> str:
     return "\n".join(out)
 
 
+def uncomment_lines(text: str) -> str:
+    """The inverse of :func:`comment_lines` for a completion that continued a
+    comment block: the leading comment lines as text, up to the first line
+    of code (a model that drifts into a cell has stopped explaining)."""
+    out = []
+    for line in text.strip("\n").splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        out.append(stripped[2:] if stripped.startswith("# ") else stripped[1:])
+    return "\n".join(out).strip()
+
+
 def problem_block(intent: str) -> str:
     return comment_lines(intent.strip(), "# Problem: ")
 
 
 def _outputs_block(cell: Cell, output_chars: int) -> str:
+    """``# Output:`` lines, then per error ``# Error: ename: evalue`` and the
+    traceback's last lines (each part cut to ``output_chars``; a traceback
+    keeps its end, where it failed)."""
     plain = "\n".join(o.text.rstrip("\n") for o in cell.outputs if o.output_type != "error" and o.text.strip())
-    errors = [o.text.strip() for o in cell.outputs if o.output_type == "error" and o.text.strip()]
     parts = []
     if plain:
         plain = truncate_text(plain, output_chars)[0]
@@ -132,12 +190,17 @@ def _outputs_block(cell: Cell, output_chars: int) -> str:
             parts.append("# Output:\n" + comment_lines(plain))
         else:
             parts.append("# Output: " + plain.strip())
-    for err in errors:
-        parts.append(comment_lines(truncate_text(err, output_chars)[0], "# Error: "))
+    for err in cell.outputs:
+        if err.output_type != "error" or not (err.text.strip() or err.traceback.strip()):
+            continue
+        parts.append(comment_lines(truncate_text(err.text.strip(), output_chars)[0], "# Error: "))
+        if err.traceback.strip():
+            tb = truncate_text(err.traceback.strip("\n"), output_chars, tail=True)[0]
+            parts.append("# Traceback (last lines):\n" + comment_lines(tb))
     return "\n".join(parts)
 
 
-def render_cell(cell: Cell, include_outputs: bool = False, output_chars: int = 200) -> str:
+def render_cell(cell: Cell, with_outputs: bool = False, output_chars: int = 200) -> str:
     """One cell's text in the prompt, or "" when the cell is left out."""
     if cell.cell_type == "markdown":
         return comment_lines(cell.source) if cell.source.strip() else ""
@@ -146,7 +209,7 @@ def render_cell(cell: Cell, include_outputs: bool = False, output_chars: int = 2
     code = cell.source.strip("\n").rstrip()
     if not code.strip():
         return ""
-    if include_outputs and cell.outputs:
+    if with_outputs and cell.outputs:
         outs = _outputs_block(cell, output_chars)
         if outs:
             code = f"{code}\n{outs}"
@@ -168,20 +231,42 @@ def _context_cells(context: NotebookContext) -> list[Cell]:
 class _Unit:
     cell: Cell
     text: str
+    # The active cell shown with its outputs: never dropped by truncation.
+    pinned: bool = False
 
 
-def _units(context: NotebookContext, include_outputs: bool, output_chars: int) -> list[_Unit]:
+def _units(context: NotebookContext, outputs: OutputsMode, output_chars: int) -> list[_Unit]:
     """The cells that will be rendered, oldest first: the truncation units."""
+    if outputs not in ("none", "active", "all"):
+        raise ValueError(f"outputs must be 'none', 'active' or 'all', not {outputs!r}")
     turns = _turns_by_id(context)
+    active = context.active_cell() if outputs != "none" else None
     units = []
-    for cell in _context_cells(context):
+    for i, cell in enumerate(_context_cells(context)):
+        is_active = active is not None and i == active.index
         turn = turns.get(cell.turn_id or "")
-        if turn is not None and turn.status == "rejected":
+        # The user's own pick overrides the rejection of the turn it came from.
+        if turn is not None and turn.status == "rejected" and not is_active:
             continue
-        text = render_cell(cell, include_outputs, output_chars)
+        text = render_cell(cell, outputs == "all" or is_active, output_chars)
         if text:
-            units.append(_Unit(cell, text))
+            units.append(_Unit(cell, text, pinned=is_active))
     return units
+
+
+def _kept(units: Sequence[_Unit], drop: int) -> list[_Unit]:
+    """``units`` without the ``drop`` oldest unpinned ones."""
+    kept = []
+    for u in units:
+        if drop and not u.pinned:
+            drop -= 1
+            continue
+        kept.append(u)
+    return kept
+
+
+def _droppable(units: Sequence[_Unit]) -> int:
+    return sum(not u.pinned for u in units)
 
 
 def _notebook_blocks(units: Sequence[_Unit], turns: dict[str, Turn]) -> list[str]:
@@ -199,11 +284,11 @@ def _notebook_blocks(units: Sequence[_Unit], turns: dict[str, Turn]) -> list[str
 
 
 def linearize(
-    context: NotebookContext, *, include_outputs: bool = False, output_chars: int = 200
+    context: NotebookContext, *, outputs: OutputsMode = "active", output_chars: int = 200
 ) -> list[str]:
     """The notebook part of the prompt as cell blocks (no schema, no intent);
     for callers that extend a prompt, e.g. a search appending executed steps."""
-    return _notebook_blocks(_units(context, include_outputs, output_chars), _turns_by_id(context))
+    return _notebook_blocks(_units(context, outputs, output_chars), _turns_by_id(context))
 
 
 def _exemplar_blocks(ex: Exemplar) -> list[str]:
@@ -292,33 +377,38 @@ def build_prompt(
     count_tokens: CountTokens | None = None,
     budget: int | None = None,
     exemplars: bool | Sequence[Exemplar] = False,
-    include_outputs: bool = False,
+    outputs: OutputsMode = "active",
     output_chars: int = 200,
+    preamble: str = SOLUTION_PREAMBLE,
+    prefix: str = STEP_PREFIX,
 ) -> BuiltPrompt:
     """Completion prompt ending in ``# Step 1:``; see the module doc for layout.
 
     ``schema`` is the formatted ``# Schema of Dataframes:`` block ("" for
     none). ``budget`` is the number of prompt tokens allowed (context window
-    minus generation length) as measured by ``count_tokens``.
+    minus generation length) as measured by ``count_tokens``. ``outputs``
+    says whose outputs are shown, each cut to ``output_chars``. The last
+    cell is ``preamble`` then ``prefix``, which the model continues
+    (Explain passes ``EXPLAIN_PREAMBLE`` and ``"#"``).
     """
     intent = _check_intent(intent)
     count = count_tokens or _rough_tokens
     exs = _resolve_exemplars(exemplars)
-    units = _units(context, include_outputs, output_chars)
+    units = _units(context, outputs, output_chars)
     turns = _turns_by_id(context)
     tail = ([schema.strip()] if schema.strip() else []) + [
         problem_block(intent),
-        f"{SOLUTION_PREAMBLE}\n{STEP_PREFIX}",
+        f"{preamble}\n{prefix}",
     ]
 
     def render(drop_ex: int, drop_cells: int) -> str:
         blocks: list[str] = []
         for ex in exs[drop_ex:]:
             blocks.extend(_exemplar_blocks(ex))
-        blocks.extend(_notebook_blocks(units[drop_cells:], turns))
+        blocks.extend(_notebook_blocks(_kept(units, drop_cells), turns))
         return join_cells(blocks + tail)
 
-    fit = _fit(len(exs), len(units), lambda e, c: count(render(e, c)), budget)
+    fit = _fit(len(exs), _droppable(units), lambda e, c: count(render(e, c)), budget)
     text = render(fit.dropped_exemplars, fit.dropped_cells)
     return BuiltPrompt(
         prompt=Prompt(text=text),
@@ -327,7 +417,7 @@ def build_prompt(
         truncated=bool(fit.dropped_cells or fit.dropped_exemplars),
         dropped_exemplars=fit.dropped_exemplars,
         over_budget=fit.over_budget,
-        prefix=STEP_PREFIX,
+        prefix=prefix,
     )
 
 
@@ -342,7 +432,7 @@ def _fence(text: str, lang: str = "python") -> str:
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
 
-def _chat_request(notebook: str | None, schema: str, intent: str) -> str:
+def _chat_request(notebook: str | None, schema: str, intent: str, instruction: str = CHAT_INSTRUCTION) -> str:
     parts = []
     if notebook:
         parts.append(
@@ -352,7 +442,7 @@ def _chat_request(notebook: str | None, schema: str, intent: str) -> str:
     if schema.strip():
         parts.append("DataFrames in the kernel right now:\n\n" + _fence(schema.strip()))
     parts.append(f"Problem: {intent}")
-    parts.append(CHAT_INSTRUCTION)
+    parts.append(instruction)
     return "\n\n".join(parts)
 
 
@@ -364,22 +454,24 @@ def build_chat_prompt(
     count_tokens: CountTokens | None = None,
     budget: int | None = None,
     exemplars: bool | Sequence[Exemplar] = False,
-    include_outputs: bool = False,
+    outputs: OutputsMode = "active",
     output_chars: int = 200,
     system: str = SYSTEM_PROMPT,
+    instruction: str = CHAT_INSTRUCTION,
 ) -> BuiltPrompt:
     """The same linearized notebook for chat models.
 
     Messages: system (role and rules); per exemplar a user request and an
     assistant reply with one fenced cell; then the user request with the
     notebook (fenced), the schema block (fenced), the problem and the
-    one-cell instruction. Tokens are the sum over message contents
-    (chat-template overhead is the backend's margin to keep).
+    ``instruction`` (by default: one cell). Tokens are the sum over message
+    contents (chat-template overhead is the backend's margin to keep).
+    ``outputs`` and truncation work as in :func:`build_prompt`.
     """
     intent = _check_intent(intent)
     count = count_tokens or _rough_tokens
     exs = _resolve_exemplars(exemplars)
-    units = _units(context, include_outputs, output_chars)
+    units = _units(context, outputs, output_chars)
     turns = _turns_by_id(context)
 
     def messages(drop_ex: int, drop_cells: int) -> list[ChatMessage]:
@@ -387,13 +479,14 @@ def build_chat_prompt(
         for ex in exs[drop_ex:]:
             msgs.append(ChatMessage("user", _chat_request(None, ex.schema, ex.intent.strip())))
             msgs.append(ChatMessage("assistant", _fence(ex.solution.strip())))
-        blocks = _notebook_blocks(units[drop_cells:], turns)
-        msgs.append(ChatMessage("user", _chat_request(join_cells(blocks) if blocks else None, schema, intent)))
+        blocks = _notebook_blocks(_kept(units, drop_cells), turns)
+        notebook = join_cells(blocks) if blocks else None
+        msgs.append(ChatMessage("user", _chat_request(notebook, schema, intent, instruction)))
         return msgs
 
     fit = _fit(
         len(exs),
-        len(units),
+        _droppable(units),
         lambda e, c: sum(count(m.content) for m in messages(e, c)),
         budget,
     )
@@ -411,10 +504,14 @@ def build_chat_prompt(
 __all__ = [
     "CELL_HEADER",
     "CELL_SEP",
+    "EXPLAIN_INSTRUCTION",
+    "EXPLAIN_PREAMBLE",
+    "EXPLAIN_SYSTEM_PROMPT",
     "SOLUTION_PREAMBLE",
     "STEP_PREFIX",
     "SYSTEM_PROMPT",
     "BuiltPrompt",
+    "OutputsMode",
     "build_chat_prompt",
     "build_prompt",
     "comment_lines",
@@ -422,4 +519,6 @@ __all__ = [
     "linearize",
     "problem_block",
     "render_cell",
+    "uncomment_lines",
+    "wants_chat",
 ]

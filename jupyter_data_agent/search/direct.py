@@ -6,13 +6,15 @@ import time
 
 from ..prompts import UnparsableOutput
 from .base import Event, RunContext, SearchResult, SearchStats, TurnRequest
-from .generate import execute, finish, plan_prompt, repair, sample_candidates
+from .generate import execute, finish, options, plan_prompt, repair, sample_candidates
+from .options import DirectOptions
 
 
 class DirectStrategy:
     name = "direct"
 
     def run(self, request: TurnRequest, ctx: RunContext) -> SearchResult:
+        opts = options(request, DirectOptions)
         started = time.monotonic()
         stats = SearchStats()
         plan = plan_prompt(request, ctx)
@@ -24,7 +26,7 @@ class DirectStrategy:
             )
         chosen = candidates[0]
         result = execute(chosen, ctx, stats)
-        if result is not None and not result.ok and request.repair:
+        if result is not None and not result.ok and opts.repair:
             fixed = repair(chosen, request, ctx, plan, stats)
             if fixed is not None and fixed.ok:
                 candidates.append(fixed)

@@ -8,9 +8,8 @@ about containers, headers and index but strict about values.
 
 Rules, applied in order by :func:`outputs_match` (prediction, reference):
 
-1. Normalisation: value handles (below) are rebuilt; numpy scalars become
-   Python values (``np.datetime64`` -> ``pd.Timestamp``); a float NaN
-   becomes ``0.0``.  Inside arrays, Series, frames and value lists every
+1. Normalisation: numpy scalars become Python values (``np.datetime64`` ->
+   ``pd.Timestamp``); a float NaN becomes ``0.0``.  Inside arrays, Series, frames and value lists every
    missing marker (NaN, None, pd.NA, NaT) counts as 0, since pandas uses
    them interchangeably; a bare scalar ``None`` still only equals ``None``
    (a cell that produced nothing is not the answer 0).
@@ -43,81 +42,26 @@ Rules, applied in order by :func:`outputs_match` (prediction, reference):
 
 Everything else, and any exception raised while comparing, is ``False``.
 :func:`outputs_match` is asymmetric (rule 6); :func:`equivalent` requires a
-match both ways and is what :func:`cluster` uses.
-
-Value handle format (JSON-able; produced by :func:`to_handle`, read by
-:func:`from_handle`).  A *cell* is a JSON primitive (``null``, bool, int,
-finite float, str) kept as is, or, for anything else (NaN, timestamps,
-tuples, nested containers ...), a nested handle object.  Inside ``data``,
-``items``, ``keys``, ``values``, ``columns``, ``index`` and ``name`` a JSON
-object is therefore always a handle.
-
-- scalars: ``{"type": "int"|"float"|"bool"|"str", "value": v}``; a
-  non-finite float has ``value`` ``"nan"``, ``"inf"`` or ``"-inf"``; a capped
-  str adds ``"truncated": true``.  ``{"type": "complex", "value": [re, im]}``;
-  ``{"type": "Timestamp"|"Timedelta"|"date", "value": iso_string}``.
-- ``{"type": "NoneType"}``, ``{"type": "NA"}`` (``pd.NA``), ``{"type": "NaT"}``.
-- ``{"type": "list"|"tuple"|"set"|"frozenset", "items": [cell...],
-  "length": n, "truncated": bool}``.
-- ``{"type": "dict", "keys": [cell...], "values": [cell...], "length": n,
-  "truncated": bool}``.
-- ``{"type": "ndarray", "dtype": "float64", "shape": [2, 3], "data": [cell...],
-  "truncated": bool}``: ``data`` is *flat*, C order; rebuilt 1-D when
-  truncated.
-- ``{"type": "Series", "name": cell, "dtype": "int64", "index": [cell...],
-  "data": [cell...], "shape": [n], "truncated": bool}``.
-- ``{"type": "DataFrame", "columns": [cell...], "dtypes": ["int64", ...],
-  "index": [cell...], "data": [[cell...], ...], "shape": [rows, cols],
-  "truncated": bool}``: ``data`` is row-major.
-- ``{"type": "Index", "name": cell, "dtype": str, "data": [cell...],
-  "length": n, "truncated": bool}``.
-- ``{"type": "object", "class": "module.QualName", "repr": str}``: anything
-  else; rebuilt as :class:`OpaqueValue` (equal only to the same class+repr).
-
-``index`` is omitted for a default ``RangeIndex``; tuple labels rebuild a
-MultiIndex and ``index_names`` (optional) names index levels.  ``shape`` /
-``length`` always give the *full* size; ``truncated`` is ``true`` on every
-container at or above a cut.  ``max_cells`` bounds the total number of
-leaf cells across the whole value.  Comparisons of truncated values only see
-the kept prefix, so callers that care should check ``truncated``.
+match both ways and is what :func:`cluster` uses. :func:`majority` is the one
+self-consistency pick (``vote``, ``mcts``, the ARCADE benchmark).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import numbers
 import warnings
-from dataclasses import dataclass
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = [
-    "ATOL",
-    "RTOL",
-    "OpaqueValue",
-    "outputs_match",
-    "equivalent",
-    "cluster",
-    "largest_cluster",
-    "to_handle",
-    "from_handle",
-    "is_handle",
-]
+__all__ = ["ATOL", "RTOL", "cluster", "equivalent", "majority", "outputs_match"]
 
 ATOL = 1e-5
 RTOL = 1e-5
 _MAX_DEPTH = 40
-
-
-@dataclass(frozen=True)
-class OpaqueValue:
-    """Stand-in for an object a handle could only describe by its repr."""
-
-    cls: str
-    repr: str
 
 
 # --------------------------------------------------------------------------
@@ -125,11 +69,6 @@ class OpaqueValue:
 
 
 def _normalize(x: Any) -> Any:
-    if isinstance(x, dict) and is_handle(x):
-        try:
-            x = from_handle(x)
-        except Exception:  # a dict that merely looks like a handle
-            return x
     if isinstance(x, np.datetime64):
         return pd.Timestamp(x)
     if isinstance(x, np.timedelta64):
@@ -457,24 +396,19 @@ def equivalent(a: object, b: object) -> bool:
     return outputs_match(a, b) and outputs_match(b, a)
 
 
-def cluster(values: Sequence[object]) -> list[list[int]]:
-    """Group indices of equivalent values; largest group first.
+def cluster(values: Sequence[object], same: Callable[[Any, Any], bool] = equivalent
+            ) -> list[list[int]]:
+    """Group indices of equal values (``same``); largest group first.
 
     Fuzzy equivalence is not transitive, so grouping is greedy and
     deterministic: each value joins the first existing group whose first
     member it is equivalent to.  Ties in size go to the group that appeared
     first.
     """
-    vals = []
-    for v in values:  # rebuild handles once, not once per comparison
-        try:
-            vals.append(_normalize(v))
-        except Exception:
-            vals.append(v)
     groups: list[list[int]] = []
-    for i, v in enumerate(vals):
+    for i, v in enumerate(values):
         for g in groups:
-            if equivalent(vals[g[0]], v):
+            if same(values[g[0]], v):
                 g.append(i)
                 break
         else:
@@ -482,358 +416,12 @@ def cluster(values: Sequence[object]) -> list[list[int]]:
     return sorted(groups, key=lambda g: (-len(g), g[0]))
 
 
-def largest_cluster(values: Sequence[object]) -> list[int]:
-    """Indices of the largest equivalence group ([] for no values)."""
-    groups = cluster(values)
-    return groups[0] if groups else []
+def majority(answers: Sequence[object], same: Callable[[Any, Any], bool] = equivalent
+             ) -> list[list[int]]:
+    """Self-consistency: the groups of equal answers, the winner first.
 
-
-# --------------------------------------------------------------------------
-# value handles
-
-_SCALAR_TYPES = {"int", "float", "bool", "str", "complex", "Timestamp", "Timedelta", "date"}
-_HANDLE_KEYS: dict[str, tuple[set[str], set[str]]] = {
-    # type: (required keys, optional keys)
-    **{t: ({"value"}, {"truncated"}) for t in _SCALAR_TYPES},
-    "NoneType": (set(), set()),
-    "NA": (set(), set()),
-    "NaT": (set(), set()),
-    **{t: ({"items"}, {"length", "truncated"}) for t in ("list", "tuple", "set", "frozenset")},
-    "dict": ({"keys", "values"}, {"length", "truncated"}),
-    "ndarray": ({"data"}, {"dtype", "shape", "truncated"}),
-    "Series": ({"data"}, {"name", "dtype", "index", "index_names", "shape", "truncated"}),
-    "DataFrame": ({"columns", "data"}, {"dtypes", "index", "index_names", "shape", "truncated"}),
-    "Index": ({"data"}, {"name", "dtype", "length", "truncated"}),
-    "object": ({"repr"}, {"class"}),
-}
-
-
-def is_handle(obj: object) -> bool:
-    """Whether ``obj`` has exactly the shape of a value handle.
-
-    Strict on keys so that ordinary result dicts are not mistaken for
-    handles when values are compared.
+    ``None`` (a candidate that raised or showed nothing) never votes: two
+    silent cells must not out-vote the one that computed the answer.
     """
-    if not isinstance(obj, dict):
-        return False
-    t = obj.get("type")
-    if not isinstance(t, str) or t not in _HANDLE_KEYS:
-        return False
-    required, optional = _HANDLE_KEYS[t]
-    keys = set(obj) - {"type"}
-    return required <= keys and keys <= required | optional
-
-
-class _Budget:
-    def __init__(self, cells: int, max_str: int) -> None:
-        self.cells = max(int(cells), 0)
-        self.max_str = max_str
-        self.cut = False
-
-    def take(self, n: int = 1) -> int:
-        got = min(n, self.cells)
-        self.cells -= got
-        if got < n:
-            self.cut = True
-        return got
-
-
-def _float_value(x: float) -> float | str:
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
-
-
-def _cell(x: Any, budget: _Budget, depth: int) -> Any:
-    if isinstance(x, np.generic) and not isinstance(x, (np.datetime64, np.timedelta64)):
-        x = x.item()
-    if x is None or isinstance(x, (bool, int)):
-        return x
-    if isinstance(x, float) and math.isfinite(x):
-        return x
-    if isinstance(x, str) and len(x) <= budget.max_str:
-        return x
-    return _handle(x, budget, depth + 1)
-
-
-def _labels(idx: pd.Index, budget: _Budget, depth: int, n: int | None = None) -> list:
-    vals = list(idx[:n] if n is not None else idx)
-    return [_cell(v, budget, depth) for v in vals]
-
-
-def _handle(obj: Any, budget: _Budget, depth: int) -> dict:
-    if isinstance(obj, np.datetime64):
-        obj = pd.Timestamp(obj)
-    elif isinstance(obj, np.timedelta64):
-        obj = pd.Timedelta(obj)
-    elif isinstance(obj, np.generic):
-        obj = obj.item()
-
-    if depth > _MAX_DEPTH:
-        budget.cut = True
-        return _opaque(obj)
-    if obj is None:
-        return {"type": "NoneType"}
-    if obj is pd.NA:
-        return {"type": "NA"}
-    if obj is pd.NaT:
-        return {"type": "NaT"}
-    if isinstance(obj, bool):
-        return {"type": "bool", "value": obj}
-    if isinstance(obj, int):
-        return {"type": "int", "value": int(obj)}
-    if isinstance(obj, float):
-        return {"type": "float", "value": _float_value(float(obj))}
-    if isinstance(obj, complex):
-        return {"type": "complex", "value": [_float_value(obj.real), _float_value(obj.imag)]}
-    if isinstance(obj, str):
-        if len(obj) > budget.max_str:
-            budget.cut = True
-            return {"type": "str", "value": obj[: budget.max_str], "truncated": True}
-        return {"type": "str", "value": obj}
-    if isinstance(obj, (pd.Timestamp, _dt.datetime)):
-        return {"type": "Timestamp", "value": pd.Timestamp(obj).isoformat()}
-    if isinstance(obj, (pd.Timedelta, _dt.timedelta)):
-        return {"type": "Timedelta", "value": pd.Timedelta(obj).isoformat()}
-    if isinstance(obj, _dt.date):
-        return {"type": "date", "value": obj.isoformat()}
-
-    outer_cut = budget.cut
-    budget.cut = False
-    try:
-        h = _container_handle(obj, budget, depth)
-    finally:
-        cut = budget.cut
-        budget.cut = outer_cut or cut
-    if h is None:
-        return _opaque(obj)
-    h["truncated"] = cut
-    return h
-
-
-def _container_handle(obj: Any, budget: _Budget, depth: int) -> dict | None:
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        items = list(obj)
-        kept = []
-        for v in items:
-            if budget.take() == 0:
-                break
-            kept.append(_cell(v, budget, depth))
-        return {"type": type(obj).__name__ if type(obj) in (list, tuple, set, frozenset)
-                else "list", "items": kept, "length": len(items)}
-    if isinstance(obj, dict):
-        keys, values = [], []
-        for k, v in obj.items():
-            if budget.take() == 0:
-                break
-            keys.append(_cell(k, budget, depth))
-            values.append(_cell(v, budget, depth))
-        return {"type": "dict", "keys": keys, "values": values, "length": len(obj)}
-    if isinstance(obj, np.ndarray):
-        flat = obj.ravel()
-        n = budget.take(flat.size)
-        return {
-            "type": "ndarray",
-            "dtype": str(obj.dtype),
-            "shape": list(obj.shape),
-            "data": [_cell(v, budget, depth) for v in flat[:n].tolist()]
-            if obj.dtype.kind not in "mM"
-            else [_cell(v, budget, depth) for v in flat[:n]],
-        }
-    if isinstance(obj, pd.DataFrame):
-        rows, cols = obj.shape
-        avail = budget.cells
-        kcols = min(cols, avail)
-        krows = rows if cols == 0 else (min(rows, avail // kcols) if kcols else 0)
-        budget.take(krows * kcols)
-        if krows < rows or kcols < cols:
-            budget.cut = True
-        sub = obj.iloc[:krows, :kcols]
-        h: dict[str, Any] = {
-            "type": "DataFrame",
-            "columns": _labels(sub.columns, budget, depth),
-            "dtypes": [str(t) for t in sub.dtypes],
-            "data": [
-                [_cell(v, budget, depth) for v in row]
-                for row in sub.itertuples(index=False, name=None)
-            ],
-            "shape": [rows, cols],
-        }
-        _add_index(h, sub.index, budget, depth)
-        return h
-    if isinstance(obj, pd.Series):
-        n = budget.take(len(obj))
-        sub = obj.iloc[:n]
-        h = {
-            "type": "Series",
-            "name": _cell(obj.name, budget, depth),
-            "dtype": str(obj.dtype),
-            "data": [_cell(v, budget, depth) for v in sub.tolist()],
-            "shape": [len(obj)],
-        }
-        _add_index(h, sub.index, budget, depth)
-        return h
-    if isinstance(obj, pd.Index):
-        n = budget.take(len(obj))
-        return {
-            "type": "Index",
-            "name": _cell(obj.name, budget, depth),
-            "dtype": str(obj.dtype),
-            "data": _labels(obj, budget, depth, n),
-            "length": len(obj),
-        }
-    return None
-
-
-def _add_index(h: dict, idx: pd.Index, budget: _Budget, depth: int) -> None:
-    if not _default_index(idx):
-        h["index"] = _labels(idx, budget, depth)
-    if any(n is not None for n in idx.names):
-        h["index_names"] = [_cell(n, budget, depth) for n in idx.names]
-
-
-def _opaque(obj: Any) -> dict:
-    cls = type(obj)
-    try:
-        text = repr(obj)
-    except Exception:
-        text = f"<unrepresentable {cls.__qualname__}>"
-    return {"type": "object", "class": f"{cls.__module__}.{cls.__qualname__}", "repr": text[:2000]}
-
-
-def to_handle(obj: object, max_cells: int = 10000, max_str: int = 10000) -> dict:
-    """A JSON-able, size-capped description of ``obj`` (see module docstring).
-
-    Kernel results cross a process boundary as JSON; capping keeps a huge
-    frame from flooding the wire while ``truncated`` says the copy is partial.
-    """
-    budget = _Budget(max_cells, max_str)
-    h = _handle(obj, budget, 0)
-    if budget.cut and "truncated" in _HANDLE_KEYS[h["type"]][1]:
-        h["truncated"] = True
-    return h
-
-
-def _uncell(c: Any) -> Any:
-    if isinstance(c, dict):
-        return from_handle(c)
-    return c
-
-
-def _unfloat(v: Any) -> float:
-    if isinstance(v, str):
-        return float(v)  # "nan", "inf", "-inf"
-    return float(v)
-
-
-def _build_index(labels: list, names: list | None) -> pd.Index:
-    vals = [_uncell(v) for v in labels]
-    if vals and all(isinstance(v, tuple) for v in vals):
-        return pd.MultiIndex.from_tuples(vals, names=names)
-    idx = pd.Index(vals, dtype=object) if not vals else pd.Index(vals)
-    if names:
-        idx.name = names[0]
-    return idx
-
-
-def _astype(values: Any, dtype: str | None) -> Any:
-    if not dtype:
-        return values
-    try:
-        return values.astype(dtype)
-    except Exception:
-        return values
-
-
-def from_handle(handle: dict) -> object:
-    """Rebuild a pandas/numpy/Python value from a handle.
-
-    Raises ``ValueError`` for something that is not a handle; missing
-    optional keys fall back to defaults so hand-written handles work.
-    """
-    if not isinstance(handle, dict) or "type" not in handle:
-        raise ValueError("not a value handle: expected a dict with a 'type' key")
-    t = handle["type"]
-    try:
-        if t == "NoneType":
-            return None
-        if t == "NA":
-            return pd.NA
-        if t == "NaT":
-            return pd.NaT
-        if t in _SCALAR_TYPES:
-            v = handle["value"]
-            if t == "int":
-                return int(v)
-            if t == "float":
-                return _unfloat(v)
-            if t == "bool":
-                return bool(v)
-            if t == "str":
-                return str(v)
-            if t == "complex":
-                return complex(_unfloat(v[0]), _unfloat(v[1]))
-            if t == "Timestamp":
-                return pd.Timestamp(v)
-            if t == "Timedelta":
-                return pd.Timedelta(v)
-            if t == "date":
-                return _dt.date.fromisoformat(v)
-        if t in ("list", "tuple", "set", "frozenset"):
-            items = [_uncell(c) for c in handle["items"]]
-            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[t](items)
-        if t == "dict":
-            return {_uncell(k): _uncell(v) for k, v in zip(handle["keys"], handle["values"])}
-        if t == "ndarray":
-            data = [_uncell(c) for c in handle["data"]]
-            dtype = handle.get("dtype")
-            arr = np.array(data, dtype=object)
-            if dtype:
-                try:
-                    arr = arr.astype(dtype)
-                except Exception:
-                    arr = np.array(data) if data else arr
-            else:
-                arr = np.array(data)
-            shape = handle.get("shape")
-            if shape is not None and not handle.get("truncated") and math.prod(shape) == arr.size:
-                arr = arr.reshape(shape)
-            return arr
-        if t == "Series":
-            data = [_uncell(c) for c in handle["data"]]
-            names = handle.get("index_names")
-            index = (
-                _build_index(handle["index"], names) if "index" in handle else None
-            )
-            s = pd.Series(data, index=index, name=_uncell(handle.get("name")),
-                          dtype=object if not data else None)
-            if index is None and names:
-                s.index.name = names[0]
-            return _astype(s, handle.get("dtype"))
-        if t == "DataFrame":
-            columns = _build_index(handle["columns"], None)
-            rows = [[_uncell(c) for c in row] for row in handle["data"]]
-            ncols = len(columns)
-            df = pd.DataFrame(rows, columns=range(ncols)) if rows else pd.DataFrame(
-                index=range(0), columns=range(ncols))
-            df.columns = columns
-            if "index" in handle:
-                df.index = _build_index(handle["index"], handle.get("index_names"))
-            elif handle.get("index_names"):
-                df.index.name = handle["index_names"][0]
-            for i, dtype in enumerate(handle.get("dtypes") or []):
-                if i < ncols:
-                    df.isetitem(i, _astype(df.iloc[:, i], dtype))
-            return df
-        if t == "Index":
-            idx = _build_index(handle["data"], None)
-            idx = _astype(idx, handle.get("dtype"))
-            idx.name = _uncell(handle.get("name"))
-            return idx
-        if t == "object":
-            return OpaqueValue(str(handle.get("class", "")), str(handle["repr"]))
-    except (KeyError, TypeError, IndexError) as e:
-        raise ValueError(f"malformed {t!r} handle: {e}") from e
-    raise ValueError(f"unknown handle type {t!r}")
+    voters = [i for i, a in enumerate(answers) if a is not None]
+    return [[voters[j] for j in g] for g in cluster([answers[i] for i in voters], same)]

@@ -9,10 +9,12 @@ the root copy so siblings never see each other's changes.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..kernel.results import ExecResult
-from ..llm.base import ChatMessage, Completion, Prompt, SamplingParams
+from ..llm.base import Backend, ChatMessage, Completion, Prompt, SamplingParams
 from ..prompts import (
     BuiltPrompt,
     UnparsableOutput,
@@ -21,10 +23,56 @@ from ..prompts import (
     parse_output,
     stop_sequences,
 )
+from ..prompts.react import Task, build_task
 from .base import Candidate, RunContext, SearchResult, SearchStats, TurnRequest
+from .options import PromptPolicy
 
-DEFAULT_MAX_PROMPT_TOKENS = 3000
-DEFAULT_MAX_NEW_TOKENS = 512
+O = TypeVar("O")
+
+
+def options(request: TurnRequest, kind: type[O], **overrides) -> O:
+    """``request.options`` as the strategy's own model, with validated overrides
+    (a strategy given another strategy's options is a caller's bug: say so)."""
+    opts = request.options
+    if not isinstance(opts, kind):
+        raise ValueError(f"{kind.__name__} expected, got options of the "
+                         f"{getattr(opts, 'strategy', type(opts).__name__)!r} strategy")
+    return kind.model_validate({**opts.model_dump(), **overrides}) if overrides else opts
+
+
+def use_chat(backend: Backend, policy: PromptPolicy) -> bool:
+    """Chat messages unless the policy or the backend calls for a completion prompt."""
+    caps = backend.capabilities
+    if policy.api_mode == "chat" or not caps.completion:
+        return True
+    return policy.api_mode != "completion" and caps.chat
+
+
+def sampling(request: TurnRequest, n: int, *, stop: Sequence[str] = (), seed_offset: int = 0,
+             temperature: float | None = None) -> SamplingParams:
+    """The one sampling rule: ``temperature_for(n)`` unless the strategy fixes it;
+    a seed makes a run reproducible, offset per model call."""
+    s = request.sampling
+    return SamplingParams(n=n, temperature=s.temperature_for(n) if temperature is None else temperature,
+                          max_tokens=s.max_new_tokens, stop=tuple(stop), logprobs=True,
+                          seed=None if s.seed is None else s.seed + seed_offset)
+
+
+def prompt_text(prompt: Prompt) -> str:
+    """A prompt as one text, for the result and the logs."""
+    if prompt.text is not None:
+        return prompt.text
+    return "\n\n".join(f"[{m.role}]\n{m.content}" for m in prompt.messages or ())
+
+
+def jupiter_task(request: TurnRequest, backend: Backend) -> Task:
+    """The ReAct/MCTS task message; its notebook gets half the prompt budget
+    (the steps need the rest)."""
+    p, t = request.prompt, request.task
+    return build_task(request.intent, request.context, count_tokens=backend.count_tokens,
+                      budget=p.max_prompt_tokens // 2, schema=request.schema,
+                      constraints=t.constraints, format=t.format, files=t.files,
+                      outputs=p.outputs, output_chars=p.output_chars)
 
 
 @dataclass
@@ -32,49 +80,19 @@ class PromptPlan:
     built: BuiltPrompt
     chat: bool
 
-    @property
-    def text(self) -> str:
-        p = self.built.prompt
-        if p.text is not None:
-            return p.text
-        return "\n\n".join(f"[{m.role}]\n{m.content}" for m in p.messages or ())
-
-
-def use_chat(ctx: RunContext, request: TurnRequest) -> bool:
-    mode = request.options.get("api_mode", "auto")
-    caps = ctx.backend.capabilities
-    if mode == "chat" or not caps.completion:
-        return True
-    if mode == "completion" or not caps.chat:
-        return False
-    return True
-
 
 def plan_prompt(request: TurnRequest, ctx: RunContext) -> PromptPlan:
-    chat = use_chat(ctx, request)
+    chat = use_chat(ctx.backend, request.prompt)
     builder = build_chat_prompt if chat else build_prompt
-    built = builder(
-        request.context,
-        request.intent,
-        schema=request.schema,
-        count_tokens=ctx.backend.count_tokens,
-        budget=request.options.get("max_prompt_tokens", DEFAULT_MAX_PROMPT_TOKENS),
-        exemplars=request.exemplars,
-    )
+    p = request.prompt
+    built = builder(request.context, request.intent, schema=request.schema,
+                    count_tokens=ctx.backend.count_tokens, budget=p.max_prompt_tokens,
+                    exemplars=p.exemplars, outputs=p.outputs, output_chars=p.output_chars)
     return PromptPlan(built, chat)
 
 
-def sampling(request: TurnRequest, n: int, *, stop: bool) -> SamplingParams:
-    temperature = request.temperature
-    if temperature is None:
-        temperature = 0.7 if n > 1 else 0.2
-    return SamplingParams(
-        n=n,
-        temperature=temperature,
-        max_tokens=request.max_new_tokens or DEFAULT_MAX_NEW_TOKENS,
-        stop=stop_sequences() if stop else (),
-        logprobs=True,
-    )
+def _sampling(request: TurnRequest, plan: PromptPlan, n: int) -> SamplingParams:
+    return sampling(request, n, stop=() if plan.chat else stop_sequences())
 
 
 def to_candidate(completion: Completion, plan: PromptPlan) -> Candidate | None:
@@ -96,7 +114,7 @@ def sample_candidates(
     """Sample ``n`` completions; returns the parsable candidates and how many were not."""
     ctx.check_cancelled()
     ctx.progress(f"asking the model for {n} candidate{'s' if n > 1 else ''}", samples=n)
-    completions = ctx.backend.generate(plan.built.prompt, sampling(request, n, stop=not plan.chat))
+    completions = ctx.backend.generate(plan.built.prompt, _sampling(request, plan, n))
     stats.count_call(completions)
     candidates = [c for c in (to_candidate(x, plan) for x in completions) if c is not None]
     return candidates, len(completions) - len(candidates)
@@ -156,7 +174,7 @@ def repair(
     ctx.check_cancelled()
     ctx.progress("the candidate raised an error; asking the model to fix it")
     prompt = repair_prompt(plan, candidate)
-    completions = ctx.backend.generate(prompt, sampling(request, 1, stop=not plan.chat))
+    completions = ctx.backend.generate(prompt, _sampling(request, plan, 1))
     stats.count_call(completions)
     fixed = to_candidate(completions[0], plan) if completions else None
     if fixed is None:
@@ -184,5 +202,5 @@ def finish(
         stats=stats,
         protections=ctx.protections,
         strategy=name,
-        prompt=plan.text,
+        prompt=prompt_text(plan.built.prompt),
     )

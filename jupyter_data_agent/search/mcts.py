@@ -19,14 +19,16 @@ other's changes and no cell is ever re-run). One iteration (Algorithm 1):
    ancestor (N += 1, W += v), so Q = W / N.
 
 Defaults follow the paper: K = 3, depth <= 10, <= 40 iterations, <= 3
-execution errors per path (the third error ends the path), temperature 0.7;
+execution errors per path (the third error ends the path), the K candidates
+sampled at ``SamplingPolicy.sample_temperature`` (0.7);
 ``c_puct`` = 0 at inference (the value estimator leads), 1.25 in collection
 mode (a ``reward_fn``) or without an estimator. The prior P is the softmax of
 the candidates' mean token log-probabilities over the siblings (uniform where
 the backend reports none).
 
 Every answer is kept. The result is the majority answer over equivalent
-answers (``select="vote"``, ties to the higher value) or the answer with
+answers (``equivalence.majority`` with ``same_answer``; ``select="vote"``,
+ties to the higher value) or the answer with
 the highest value (``select="value"``). Early stop: as soon as one answer
 holds at least ``max(early_stop_votes, early_stop_fraction * answers)``
 votes (default: at least 3 votes and at least 2/3 of all answers), more
@@ -57,55 +59,20 @@ from typing import Any
 
 from ..kernel.results import ExecResult, OutputItem
 from ..prompts import Step, UnparsableOutput
+from ..prompts.answers import same_answer
 from ..prompts.arcade import comment_lines
+from ..prompts.react import (INVALID_OBSERVATION, STOP, ParsedStep, fit_messages,
+                             format_observation, history_messages, parse_reply, step_comment_code,
+                             to_prompt)
 from .base import (Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep,
                    TurnRequest)
-from .jupiter_prompt import (INVALID_OBSERVATION, SEARCH_TEMPERATURE, ParsedStep, Task,
-                             fit_messages, format_observation, history_messages, parse_reply,
-                             same_answer, sampling, step_comment_code, to_prompt, use_chat)
+from .equivalence import majority
+from .generate import jupiter_task, options, prompt_text, sampling, use_chat
+from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
 from .value import NodeState, ValueEstimator, ZeroValue, resolve_estimator
 
 RewardFn = Callable[[str | None], float]
-DEFAULT_PROMPT_TOKENS = 6000
-
-
-@dataclass
-class MCTSConfig:
-    k: int = 3
-    max_depth: int = 10
-    iterations: int = 40
-    max_errors: int = 3
-    temperature: float = SEARCH_TEMPERATURE
-    c_puct: float | None = None  # None: 0 at inference, 1.25 when collecting or without a value
-    select: str = "vote"  # vote | value
-    early_stop: bool = True
-    early_stop_votes: int = 3
-    early_stop_fraction: float = 2 / 3
-    time_budget_s: float | None = None
-    token_budget: int | None = None
-    failure_value: float = -1.0
-    observation_chars: int = 2000
-    workers: int | None = None
-    trajectory_path: str | None = None
-
-    @classmethod
-    def from_request(cls, request: TurnRequest, **overrides: Any) -> "MCTSConfig":
-        opts = request.options or {}
-        cfg = cls()
-        if request.samples and request.samples > 1:
-            cfg.k = request.samples
-        if request.budget:
-            cfg.iterations = int(request.budget)
-        for name in cfg.__dataclass_fields__:
-            if name in opts and opts[name] is not None:
-                setattr(cfg, name, type(getattr(cfg, name))(opts[name])
-                        if getattr(cfg, name) is not None else opts[name])
-        for name, v in overrides.items():
-            if v is not None:
-                setattr(cfg, name, v)
-        cfg.k = max(1, int(cfg.k))
-        return cfg
 
 
 @dataclass(eq=False)
@@ -171,16 +138,9 @@ class AnswerGroup:
 
 def group_answers(nodes: list[Node]) -> list[AnswerGroup]:
     """Equivalent answers vote together; most votes first, then value, then age."""
-    groups: list[AnswerGroup] = []
-    for n in nodes:
-        for g in groups:
-            if same_answer(g.answer, n.answer):
-                g.nodes.append(n)
-                break
-        else:
-            groups.append(AnswerGroup(n.answer, [n]))
-    order = {id(g): i for i, g in enumerate(groups)}
-    return sorted(groups, key=lambda g: (-g.votes, -g.value, order[id(g)]))
+    groups = [AnswerGroup(nodes[g[0]].answer, [nodes[i] for i in g])
+              for g in majority([n.answer for n in nodes], same_answer)]
+    return sorted(groups, key=lambda g: (-g.votes, -g.value))  # stable: then age
 
 
 def priors(logprobs: list[float | None]) -> list[float]:
@@ -214,7 +174,7 @@ class IterationTiming:
 class MCTSSearch:
     """One search: the node tree, its processes and its statistics."""
 
-    def __init__(self, request: TurnRequest, ctx: RunContext, cfg: MCTSConfig,
+    def __init__(self, request: TurnRequest, ctx: RunContext, cfg: MCTSOptions,
                  estimator: ValueEstimator, reward_fn: RewardFn | None) -> None:
         if ctx.executor is None:
             raise ValueError("The mcts strategy runs every step in a kernel copy, and none is "
@@ -224,9 +184,8 @@ class MCTSSearch:
         self.reward_fn = reward_fn
         self.c_puct = cfg.c_puct if cfg.c_puct is not None else (
             1.25 if reward_fn is not None or isinstance(estimator, ZeroValue) else 0.0)
-        self.task = Task.from_request(request)
-        self.chat = use_chat(ctx.backend, request)
-        self.prompt_budget = (request.options or {}).get("max_prompt_tokens", DEFAULT_PROMPT_TOKENS)
+        self.task = jupiter_task(request, ctx.backend)
+        self.chat = use_chat(ctx.backend, request.prompt)
         self.search_id = uuid.uuid4().hex[:12]
         self.root = Node("root", None, 0, snapshot=ctx.executor)
         self.nodes: list[Node] = [self.root]
@@ -338,12 +297,10 @@ class MCTSSearch:
         self.ctx.check_cancelled()
         t0 = time.perf_counter()
         prompt = to_prompt(fit_messages(self.messages(leaf), self.ctx.backend.count_tokens,
-                                        self.prompt_budget), self.chat)
-        params = sampling(self.request, self.cfg.k, self.cfg.temperature,
-                          seed=self.stats.model_calls)
-        if not self.first_prompt:
-            self.first_prompt = prompt.text if prompt.text is not None else "\n\n".join(
-                f"[{m.role}]\n{m.content}" for m in prompt.messages)
+                                        self.request.prompt.max_prompt_tokens), self.chat)
+        params = sampling(self.request, self.cfg.k, stop=STOP, seed_offset=self.stats.model_calls,
+                          temperature=self.request.sampling.sample_temperature)
+        self.first_prompt = self.first_prompt or prompt_text(prompt)
         t1 = time.perf_counter()
         t.prompt = t1 - t0
         completions = self.ctx.backend.generate(prompt, params)
@@ -605,8 +562,8 @@ class MCTSSearch:
             best = node
         return best
 
-    def records(self, task_id: str | None = None) -> list[TrajectoryRecord]:
-        task_id = task_id or (self.request.options or {}).get("task_id")
+    def records(self) -> list[TrajectoryRecord]:
+        task_id = self.request.task.task_id
         out = []
         for n in self.nodes:
             out.append(TrajectoryRecord(
@@ -623,24 +580,26 @@ class MCTSSearch:
 
 
 class MCTSStrategy:
-    """JUPITER's MCTS; ``reward_fn`` switches to trajectory collection (c_puct 1.25)."""
+    """JUPITER's MCTS; ``reward_fn`` switches to trajectory collection (c_puct 1.25).
+
+    ``value`` is an estimator (or its spec) that replaces ``MCTSOptions.value``;
+    ``overrides`` replace fields of the request's ``MCTSOptions``.
+    """
 
     name = "mcts"
 
     def __init__(self, *, reward_fn: RewardFn | None = None, value: Any = None,
-                 **config: Any) -> None:
+                 **overrides: Any) -> None:
         self.reward_fn = reward_fn
         self.value = value
-        self.config = config
+        self.overrides = overrides
         self.last_search: MCTSSearch | None = None
 
     def run(self, request: TurnRequest, ctx: RunContext) -> SearchResult:
-        opts = request.options or {}
-        cfg = MCTSConfig.from_request(request, **self.config)
-        spec = self.value if self.value is not None else opts.get("value", opts.get("value_model"))
-        estimator = resolve_estimator(spec, ctx.backend)
-        reward_fn = self.reward_fn or opts.get("reward_fn")
-        search = MCTSSearch(request, ctx, cfg, estimator, reward_fn)
+        cfg = options(request, MCTSOptions, **self.overrides)
+        estimator = resolve_estimator(self.value if self.value is not None else cfg.value,
+                                      ctx.backend)
+        search = MCTSSearch(request, ctx, cfg, estimator, self.reward_fn)
         self.last_search = search
         return search.run()
 
@@ -648,7 +607,6 @@ class MCTSStrategy:
 __all__ = [
     "AnswerGroup",
     "IterationTiming",
-    "MCTSConfig",
     "MCTSSearch",
     "MCTSStrategy",
     "Node",

@@ -73,7 +73,7 @@ class VoteOptions(_Model):
     label: ClassVar[str] = "Vote"
     summary: ClassVar[str] = "Several candidates, run and voted on by their outputs."
     strategy: Literal["vote"] = "vote"
-    samples: int = Field(4, ge=1, le=64)
+    samples: int = Field(5, ge=1, le=64)
     repair: bool = True
 
 

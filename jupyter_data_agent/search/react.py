@@ -2,12 +2,12 @@
 
 The model sees JUPITER's task prompt (question, constraints, output format,
 local files; in the product also the notebook and its DataFrames) and
-answers one step at a time at temperature 0.2; each action runs in a child
+answers one step at a time at the one-candidate temperature; each action runs in a child
 copy forked from the previous step's copy, so state accumulates like in a
 notebook while every earlier state stays intact (for the UI, and for a
 search that wants to branch later). Past the live-process cap the newest
 copy is reused instead of forked. It ends with ``Final Answer:`` (or
-JUPITER's ``Formatted answer:``) or after at most 25 turns.
+JUPITER's ``Formatted answer:``) or after ``ReactOptions.max_turns`` turns.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from typing import Any
 from ..kernel.results import ExecResult
 from ..prompts import Step
 from ..prompts.arcade import comment_lines
+from ..prompts.react import (INVALID_OBSERVATION, STOP, ParsedStep, fit_messages,
+                             format_observation, history_messages, parse_reply, step_comment_code,
+                             to_prompt)
 from .base import (Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep,
                    TurnRequest)
-from .jupiter_prompt import (INVALID_OBSERVATION, MAX_TURNS, REACT_TEMPERATURE, ParsedStep, Task,
-                             fit_messages, format_observation, history_messages, parse_reply,
-                             sampling, step_comment_code, to_prompt, use_chat)
+from .generate import jupiter_task, options, prompt_text, sampling, use_chat
+from .options import ReactOptions
 from .trajectories import TrajectoryRecord, path_histories, write_jsonl
-
 
 
 def exec_cancellable(snapshot: Any, code: str, ctx: RunContext, pool) -> ExecResult:
@@ -41,30 +42,27 @@ def exec_cancellable(snapshot: Any, code: str, ctx: RunContext, pool) -> ExecRes
 
 
 class ReactStrategy:
-    """One trajectory; ``reward_fn(answer)`` and ``options["trajectory_path"]``
-    export it as training records (one visit per step, Q = the reward)."""
+    """One trajectory; ``reward_fn(answer)`` and ``ReactOptions.trajectory_path``
+    export it as training records (one visit per step, Q = the reward);
+    ``overrides`` replace fields of the request's ``ReactOptions``."""
 
     name = "react"
 
-    def __init__(self, *, max_turns: int | None = None, reward_fn=None) -> None:
-        self.max_turns = max_turns
+    def __init__(self, *, reward_fn=None, **overrides: Any) -> None:
         self.reward_fn = reward_fn
+        self.overrides = overrides
 
     def run(self, request: TurnRequest, ctx: RunContext) -> SearchResult:
         if ctx.executor is None:
             raise ValueError("The react strategy runs every step in a kernel copy, and none is "
                              "available here (--no-exec, or the kernel cannot be forked).")
+        opts = options(request, ReactOptions, **self.overrides)
         started = time.monotonic()
-        opts = request.options or {}
-        turns = int(self.max_turns or opts.get("max_turns") or min(request.budget or MAX_TURNS,
-                                                                     MAX_TURNS))
-        obs_chars = int(opts.get("observation_chars") or 2000)
-        prompt_budget = opts.get("max_prompt_tokens", 6000)
-        task = Task.from_request(request)
-        chat = use_chat(ctx.backend, request)
+        task = jupiter_task(request, ctx.backend)
+        chat = use_chat(ctx.backend, request.prompt)
         stats = SearchStats()
         tree = getattr(ctx.executor, "tree", None)
-        window = int(opts.get("max_copies") or max(1, (getattr(tree, "max_live", 10) or 10) - 2))
+        window = opts.max_copies or max(1, (getattr(tree, "max_live", 10) or 10) - 2)
         lineage: list[Any] = []
         current = ctx.executor
         steps: list[TraceStep] = []
@@ -75,17 +73,16 @@ class ReactStrategy:
         raw_last = ""
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="jda-react")
         try:
-            for turn in range(1, turns + 1):
+            for turn in range(1, opts.max_turns + 1):
                 ctx.check_cancelled()
                 prompt = to_prompt(fit_messages(history_messages(task, history),
-                                                ctx.backend.count_tokens, prompt_budget), chat)
-                if not first_prompt:
-                    first_prompt = prompt.text if prompt.text is not None else "\n\n".join(
-                        f"[{m.role}]\n{m.content}" for m in prompt.messages)
+                                                ctx.backend.count_tokens,
+                                                request.prompt.max_prompt_tokens), chat)
+                first_prompt = first_prompt or prompt_text(prompt)
                 ctx.progress(f"step {turn}: asking the model", iterations=turn, nodes=len(lineage),
                              turn=turn)
                 completions = ctx.backend.generate(
-                    prompt, sampling(request, 1, REACT_TEMPERATURE, seed=turn))
+                    prompt, sampling(request, 1, stop=STOP, seed_offset=turn))
                 stats.count_call(completions)
                 stats.iterations = turn
                 ctx.check_cancelled()
@@ -110,7 +107,7 @@ class ReactStrategy:
                 result = exec_cancellable(current, p.code, ctx, pool)
                 stats.executions += 1
                 status = result.status if result.status in ("ok", "error", "timeout") else "died"
-                obs = format_observation(result, obs_chars)
+                obs = format_observation(result, opts.observation_chars)
                 steps.append(TraceStep(p.thought, p.code, obs, status))
                 results.append(result)
                 history.append((p.message(), obs))
@@ -141,11 +138,10 @@ class ReactStrategy:
         )
         stats.nodes = len(steps)
         stats.wall_time_s = time.monotonic() - started
-        reward_fn = self.reward_fn or opts.get("reward_fn")
-        if reward_fn is not None:
-            candidate.meta["reward"] = float(reward_fn(answer))
-        if opts.get("trajectory_path"):
-            write_jsonl(opts["trajectory_path"], records(candidate, opts.get("task_id")))
+        if self.reward_fn is not None:
+            candidate.meta["reward"] = float(self.reward_fn(answer))
+        if opts.trajectory_path:
+            write_jsonl(opts.trajectory_path, records(candidate, request.task.task_id))
         ctx.events(Event("candidate", "trajectory finished", {"index": 0, "candidate": candidate}))
         return SearchResult(chosen=candidate, candidates=[candidate], stats=stats,
                             protections=ctx.protections, strategy=self.name, prompt=first_prompt,

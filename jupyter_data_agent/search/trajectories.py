@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -140,24 +140,9 @@ def export_decisions(path: str | os.PathLike, decisions: Iterable[tuple[Any, boo
     return write_jsonl(path, records)
 
 
-# ------------------------------------------------------------------ rewards
-
-def dabench_reward(labels: Sequence[tuple[str, str]], qid: object = None) -> Callable[[str | None], float]:
-    """Collection-mode reward: +1 when every ``@name[value]`` is right, else -1."""
-    from ..bench.dabench_score import score_question
-
-    def reward(answer: str | None) -> float:
-        if not answer:
-            return -1.0
-        return 1.0 if score_question(qid, answer, labels).correct else -1.0
-
-    return reward
-
-
 __all__ = [
     "FORMAT",
     "TrajectoryRecord",
-    "dabench_reward",
     "decision_records",
     "export_decisions",
     "path_histories",

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..llm.base import Backend, Prompt, SamplingParams
+from ..prompts.answers import well_formed
 from .base import SearchStats, TraceStep
-from .jupiter_prompt import well_formed
 
 ENV_VALUE_MODEL = "JUPYTER_DATA_AGENT_VALUE_MODEL"
 ERROR_STATUSES = frozenset({"error", "timeout", "died"})
@@ -211,10 +211,6 @@ def resolve_estimator(spec: Any, backend: Backend | None = None) -> ValueEstimat
                      "directory of a trained value model (jupyter-data-agent train-value).")
 
 
-def is_learned(estimator: ValueEstimator) -> bool:
-    return getattr(estimator, "learned", False)
-
-
 __all__ = [
     "ENV_VALUE_MODEL",
     "HeuristicValue",
@@ -222,7 +218,6 @@ __all__ = [
     "NodeState",
     "ValueEstimator",
     "ZeroValue",
-    "is_learned",
     "load_value_model",
     "resolve_estimator",
 ]

@@ -187,7 +187,6 @@ class ValueModel:
     """A loaded value model; also a :class:`~.value.ValueEstimator`."""
 
     name = "value-model"
-    learned = True
 
     def __init__(self, network: ValueNetwork, tokenizer, config: ValueModelConfig,
                  device: str = "cpu") -> None:

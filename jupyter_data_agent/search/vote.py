@@ -1,7 +1,7 @@
 """``vote``: N samples, each executed; the answer of the largest cluster wins.
 
 Self-consistency as in ARCADE: candidates whose outputs are equivalent
-(fuzzy matching) vote together; errors do not vote.
+(fuzzy matching) vote together; errors and silent cells do not vote.
 """
 
 from __future__ import annotations
@@ -10,31 +10,30 @@ import time
 
 from ..prompts import UnparsableOutput
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
-from .equivalence import cluster
-from .generate import execute, finish, plan_prompt, repair, sample_candidates
+from .equivalence import majority
+from .generate import execute, finish, options, plan_prompt, repair, sample_candidates
+from .options import VoteOptions
 from .values import exec_output
 
 
 def vote(candidates: list[Candidate]) -> Candidate | None:
-    """Pick from the largest cluster of equivalent error-free outputs; set support."""
-    voters = [c for c in candidates if c.result is not None and c.result.ok]
-    if not voters:
-        return None
-    groups = cluster([exec_output(c.result) for c in voters])
+    """The first of the largest group of equal outputs (``majority``); sets support."""
+    groups = majority([exec_output(c.result) for c in candidates])
     for group in groups:
         for i in group:
-            voters[i].support = len(group)
-    return voters[groups[0][0]] if groups else None
+            candidates[i].support = len(group)
+    return candidates[groups[0][0]] if groups else None
 
 
 class VoteStrategy:
     name = "vote"
 
     def run(self, request: TurnRequest, ctx: RunContext) -> SearchResult:
+        opts = options(request, VoteOptions)
         started = time.monotonic()
         stats = SearchStats()
         plan = plan_prompt(request, ctx)
-        n = max(1, request.samples)
+        n = opts.samples
         candidates, unparsable = sample_candidates(request, ctx, plan, n, stats)
         if not candidates:
             raise UnparsableOutput(
@@ -46,7 +45,7 @@ class VoteStrategy:
                          candidate=i)
             result = execute(candidate, ctx, stats)
             ctx.events(Event("candidate", f"candidate {i + 1} ran", {"index": i, "candidate": candidate}))
-            if result is not None and not result.ok and request.repair:
+            if result is not None and not result.ok and opts.repair:
                 fixed = repair(candidate, request, ctx, plan, stats)
                 if fixed is not None:
                     candidates.append(fixed)

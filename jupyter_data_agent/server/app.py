@@ -11,7 +11,7 @@ import asyncio
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Dict, Enum, Float, Instance, Int
+from traitlets import Enum, Float, Instance, Int
 
 from ..config import DataAgent, Settings, resolve_settings
 from .handlers import CancelHandler, ConfigHandler, JobEventsHandler, JobHandler, TurnsHandler
@@ -19,14 +19,6 @@ from .jobs import JobLimits, JobManager
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
-
-DEFAULT_STRATEGY_DEFAULTS = {
-    "direct": {"samples": 1},
-    "vote": {"samples": 5},
-    "react": {"budget": 10},
-    "mcts": {"samples": 3, "budget": 40},
-}
-
 
 class DataAgentExtension(ExtensionApp):
     name = "jupyter_data_agent"
@@ -67,15 +59,6 @@ class DataAgentExtension(ExtensionApp):
     snapshot_timeout_s = Float(60.0, help="Seconds allowed to fork the kernel into a copy.").tag(
         config=True
     )
-    snapshot_limits = Dict(
-        help="Resource limits of kernel copies (kernel.results.Limits fields, e.g. "
-        "{'timeout_s': 60, 'cpu_s': 60, 'deny_network': True})."
-    ).tag(config=True)
-    strategy_defaults = Dict(
-        default_value=DEFAULT_STRATEGY_DEFAULTS,
-        help="Per-strategy defaults for options the request leaves out "
-        "(samples, temperature, budget; other keys go to the strategy as options).",
-    ).tag(config=True)
     job_owner_scope = Enum(
         ["auto", "user", "server"],
         default_value="auto",
@@ -89,9 +72,6 @@ class DataAgentExtension(ExtensionApp):
 
         self.agent_settings = resolve_settings(self.config)
         SnapshotTree.max_processes = max(1, self.max_total_snapshot_processes)
-        defaults = {k: dict(v) for k, v in DEFAULT_STRATEGY_DEFAULTS.items()}
-        for name, values in (self.strategy_defaults or {}).items():
-            defaults.setdefault(name, {}).update(values or {})
         limits = JobLimits(
             max_concurrent_jobs=max(1, self.max_concurrent_jobs),
             max_pending_jobs=max(0, self.max_pending_jobs),
@@ -101,8 +81,6 @@ class DataAgentExtension(ExtensionApp):
             kernel_wait_notice_s=self.kernel_wait_notice_s,
             kernel_wait_timeout_s=self.kernel_wait_timeout_s,
             snapshot_timeout_s=self.snapshot_timeout_s,
-            snapshot_limits=dict(self.snapshot_limits),
-            strategy_defaults=defaults,
         )
         self.jobs = JobManager(
             settings=self.agent_settings,
@@ -119,7 +97,6 @@ class DataAgentExtension(ExtensionApp):
             "public_limits": {
                 "max_samples": self.max_samples,
                 "max_concurrent_jobs": limits.max_concurrent_jobs,
-                "strategy_defaults": defaults,
             },
         }
         self.log.info(

@@ -21,8 +21,10 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..config import Settings
 from ..llm.scrub import MASK, redact_url
+from ..search.options import STRATEGIES, strategy_catalog
 from .models import (
     API_VERSION,
+    AgentConfig,
     CancelReply,
     JobPoll,
     TurnAccepted,
@@ -31,7 +33,6 @@ from .models import (
 )
 
 AUTH_RESOURCE = "jupyter_data_agent"
-KNOWN_STRATEGIES = ("direct", "vote", "react", "mcts")
 
 # Providers whose users are sessions of one person holding the server's token
 # or password: their anonymous names change per browser session or per request.
@@ -43,7 +44,7 @@ def available_strategies() -> list[str]:
     from ..search import get_strategy
 
     names = []
-    for name in KNOWN_STRATEGIES:
+    for name in STRATEGIES:
         try:
             get_strategy(name)
         except (ValueError, ImportError):
@@ -131,13 +132,19 @@ class AgentAPIHandler(_AgentMixin, APIHandler):
 
 
 class ConfigHandler(AgentAPIHandler):
-    """The active backend and model, for the front end. Never holds a secret."""
+    """The active backend and model, and the strategies to offer, for the front end.
+
+    Never holds a secret. ``strategies`` is the one catalog (name, label,
+    summary, in order) the sidebar builds its chooser from;
+    ``capabilities.strategies`` says which of them this server can run.
+    """
 
     @tornado.web.authenticated
     @authorized
     def get(self) -> None:
         settings = self.agent_settings
         body = {"version": API_VERSION, **public_settings(settings)}
+        body["strategies"] = strategy_catalog()
         body["capabilities"] = {
             "strategies": available_strategies(),
             "chat": settings.api_mode != "completion",
@@ -146,7 +153,8 @@ class ConfigHandler(AgentAPIHandler):
         }
         body["limits"] = dict(self.agent_state.get("public_limits", {}))
         # The configured secrets, wherever they hide (extra options, a URL path).
-        self.finish(json.dumps(self.jobs.scrub.json(body)))
+        reply = AgentConfig.model_validate(self.jobs.scrub.json(body))
+        self.finish(reply.model_dump_json())
 
 
 class TurnsHandler(AgentAPIHandler):

@@ -22,7 +22,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jupyter_core.utils import ensure_async
@@ -31,7 +31,8 @@ from tornado import web
 from ..config import Settings
 from ..context.model import NotebookContext
 from ..context.turns import new_turn_id
-from ..kernel.policy import Confinement, decide
+from ..kernel.policy import Confinement
+from ..turn import Copies, TurnAsk, resolve
 from ..llm.base import BackendError
 from ..llm.scrub import Scrubber
 from .models import API_VERSION, TurnRequestModel
@@ -54,8 +55,6 @@ class JobLimits:
     kernel_wait_timeout_s: float = 600.0
     schema_time_limit_s: float = 2.0
     snapshot_timeout_s: float = 60.0
-    snapshot_limits: dict[str, Any] = field(default_factory=dict)
-    strategy_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class Job:
@@ -90,10 +89,20 @@ class Job:
         return self.status in TERMINAL
 
     def emit(self, type_: str, message: str = "", data: dict | None = None) -> dict | None:
-        """Append and broadcast one event; nothing is added after a terminal one."""
+        """Validate, append and broadcast one event; nothing is added after a terminal one.
+
+        Every event goes through the wire model (``turn.events.JobEvent``),
+        secrets scrubbed first. One the contract does not allow is never
+        sent: the turn ends with an error event that says so, and this
+        raises ``MalformedEvent`` (a bug in the server fails loudly).
+        """
+        from pydantic import ValidationError
+
+        from ..turn.events import MalformedEvent, validate_event
+
         if self.finished:
             return None
-        event = self._scrub.json({
+        raw = self._scrub.json({
             "version": API_VERSION,
             "job_id": self.id,
             "seq": len(self.events) + 1,
@@ -101,6 +110,15 @@ class Job:
             "message": message,
             "data": data or {},
         })
+        try:
+            event = validate_event(raw)
+        except ValidationError as exc:
+            fault = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or type_}: {e['msg']}"
+                for e in exc.errors(include_url=False, include_input=False)[:4])
+            detail = f"a malformed {type_!r} event ({fault})"
+            self._refuse(detail)
+            raise MalformedEvent(f"job {self.id}: {detail}") from exc
         self.events.append(event)
         for listener in list(self.listeners):
             try:
@@ -108,6 +126,15 @@ class Job:
             except Exception:  # a broken socket must not break the job
                 log.debug("event listener failed", exc_info=True)
         return event
+
+    def _refuse(self, detail: str) -> None:
+        """End the turn on a server bug: an error event instead of what was refused."""
+        log.error("jupyter_data_agent: turn %s refused to send %s", self.id, detail)
+        self.cancel_event.set()  # the search has nowhere to send its results
+        self.emit("error", self._scrub.text(f"The server produced {detail}; this is a bug in "
+                                            f"jupyter-data-agent."), {"state": "error"})
+        self.status = "error"
+        self.finished_at = time.time()
 
     def progress(self, message: str, **data: Any) -> None:
         self.emit("progress", message, data)
@@ -140,13 +167,14 @@ class Job:
         """Forward a search ``Event``; candidates go out whole, or at the end."""
         from ..search import Candidate
 
+        if self.finished:
+            return
         data = dict(event.data or {})
         if event.kind == "candidate":
             candidate = data.get("candidate")
             index = data.get("index")
             if isinstance(candidate, Candidate):
-                self._streamed.append(candidate)
-                self.emit("candidate", event.message, {"index": index, "candidate": candidate.to_json()})
+                self._send_candidate(candidate, index, event.message)
             else:
                 # Strategies that only send the index: the candidate itself
                 # follows as a `candidate` event just before `done`.
@@ -155,19 +183,54 @@ class Job:
         kind = event.kind if event.kind in ("progress", "log") else "log"
         self.emit(kind, event.message, data)
 
+    def _send_candidate(self, candidate: Any, index: Any, message: str = "") -> None:
+        """One ``candidate`` event; each candidate once, each index once.
+
+        ``self._streamed`` holds ``(index, candidate)`` of every one sent, so
+        ``done`` can name the chosen one by the index the browser has.
+        """
+        if any(candidate is c for _, c in self._streamed):
+            return
+        taken = {i for i, _ in self._streamed}
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0 or index in taken:
+            index = next(i for i in range(len(taken) + 1) if i not in taken)
+        self._streamed.append((index, candidate))
+        self.emit("candidate", message or f"candidate {index + 1}",
+                  {"index": index, "candidate": candidate.to_json()})
+
     def send_remaining_candidates(self, result: Any) -> None:
+        """Candidates of ``result`` no event carried yet, at their place in its list where free."""
         for index, candidate in enumerate(result.candidates):
-            if any(candidate is s for s in self._streamed):
-                continue
-            self._streamed.append(candidate)
-            self.emit("candidate", f"candidate {index + 1}", {"index": index, "candidate": candidate.to_json()})
+            self._send_candidate(candidate, index)
 
     def complete(self, result: Any, confinement: Confinement) -> None:
-        """The final ``done`` event, after every candidate has been sent."""
+        """The final ``done`` event, after every candidate has been sent.
+
+        ``done`` refers to those candidate events (their count and the index
+        of the chosen one); it never repeats a candidate.
+        """
+        from dataclasses import asdict
+
         self.send_remaining_candidates(result)
-        self.finish("done", "done", "The turn is complete.",
-                    {"result": result.to_json(), "turn_id": self.turn_id,
-                     "confinement": confinement.to_json()})
+        if self.finished:
+            return
+        sent = sorted(i for i, _ in self._streamed)
+        if sent != list(range(len(sent))):
+            self._refuse(f"candidate events with indices {sent} (not 0..{len(sent) - 1})")
+            return
+        chosen = next((i for i, c in self._streamed if c is result.chosen), None)
+        self.finish("done", "done", "The turn is complete.", {
+            "result": {
+                "strategy": result.strategy or self.request.strategy,
+                "answer": result.answer,
+                "chosen": chosen,
+                "candidates": len(sent),
+                "stats": asdict(result.stats),
+                "protections": result.protections.to_json() if result.protections else None,
+            },
+            "turn_id": self.turn_id,
+            "confinement": confinement.to_json(),
+        })
 
 
 class _Rejected(Exception):
@@ -216,7 +279,17 @@ class JobManager:
                                  f"endpoint to answer; try again in a moment.")
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.limits.max_concurrent_jobs))
+        try:
+            spec = resolve(self.settings, TurnAsk(
+                intent=request.intent, strategy=request.strategy, samples=request.options.samples,
+                budget=request.options.budget, temperature=request.options.temperature,
+                execute=request.options.use_live_state,
+                no_exec_reason="live kernel state is off for this turn"))
+        except ValueError as exc:
+            raise _Rejected(400, str(exc)) from None
         job = Job(owner, request, context, self.scrub)
+        job.spec = spec
+        job.copies = None
         self.jobs[job.id] = job
         job.task = asyncio.ensure_future(self._run(job))
         return job
@@ -302,10 +375,9 @@ class JobManager:
 
     async def _run_in_slot(self, job: Job) -> None:
         from ..llm.factory import create_backend
-        from ..search import RunContext, TurnRequest, get_strategy
+        from ..turn import run_turn
 
-        request = job.request
-        strategy = get_strategy(request.strategy)
+        spec = job.spec
         job.phase = "loading_model"
         job.progress("Preparing the model.", state="loading_model", backend=self.settings.backend)
         backend = await asyncio.to_thread(create_backend, self.settings)
@@ -313,30 +385,9 @@ class JobManager:
         schema = await self._live_state(job)
         if job.finished:
             return
-        confinement = await self._confine(job)
+        copies = await self._open_copies(job, None) if job.copies is None else job.copies
         if job.finished:
             return
-
-        settings = self.settings
-        defaults = dict(self.limits.strategy_defaults.get(request.strategy) or {})
-        opts = request.options
-        samples = opts.samples or int(defaults.get("samples") or 1)
-        temperature = opts.temperature if opts.temperature is not None else defaults.get("temperature")
-        if temperature is None:
-            temperature = settings.sample_temperature if samples > 1 else settings.temperature
-        budget = opts.budget or defaults.get("budget")
-        turn = TurnRequest(
-            intent=request.intent,
-            context=job.context,
-            schema=schema,
-            samples=samples,
-            temperature=float(temperature),
-            max_new_tokens=settings.max_new_tokens,
-            exemplars=settings.exemplars,
-            budget=int(budget) if budget is not None else None,
-            options={"max_prompt_tokens": settings.max_prompt_tokens, "api_mode": settings.api_mode,
-                     **{k: v for k, v in defaults.items() if k not in ("samples", "temperature", "budget")}},
-        )
         loop = asyncio.get_running_loop()
 
         def sink(event: Any) -> None:
@@ -347,21 +398,15 @@ class JobManager:
             except RuntimeError:  # the loop is gone (server stopped)
                 pass
 
-        tree = job.tree  # None unless the policy lets candidates run
-        ctx = RunContext(
-            backend=backend,
-            executor=tree.root if tree is not None else None,
-            events=sink,
-            cancel=job.cancel_event,
-            protections=tree.protections if tree is not None else None,
-        )
         job.phase = "searching"
-        job.progress(f"Running the {request.strategy} strategy.", state="searching",
-                     strategy=request.strategy)
-        result = await self._in_worker(job, strategy.run, turn, ctx)
+        job.progress(f"Running the {spec.strategy} strategy.", state="searching",
+                     strategy=spec.strategy)
+        result = await self._in_worker(job, lambda: run_turn(
+            spec, job.context, backend, schema=schema, copies=copies, events=sink,
+            cancel=job.cancel_event))
         if job.finished:
             return
-        job.complete(result, confinement)
+        job.complete(result, copies.confinement)
 
     def _in_worker(self, job: Job, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
         """Run ``fn`` in a daemon thread of its own; cancelling the future abandons it.
@@ -397,24 +442,53 @@ class JobManager:
         thread.start()
         return future
 
-    async def _confine(self, job: Job) -> Confinement:
-        """Apply the confinement policy to the job's copies; one event says the outcome.
+    async def _open_copies(self, job: Job, kc: Any) -> Copies:
+        """Fork the kernel through ``kc`` (else replay its cells, else none); one event says
+        what the confinement policy made of it.
 
-        Under ``require`` copies missing a layer are closed here, so the
-        strategy generates candidates without running them.
+        The fork runs on this loop (the client is async); the rest, replay
+        included, in a thread. ``job.tree`` is set for ``cancel`` to close.
         """
-        tree = job.tree
-        protections = tree.protections if tree is not None else None
-        if protections is None:
-            why = job.no_copy_reason if tree is None else "the kernel copy reported no protections"
-            confinement = decide(None, self.settings.confinement,
-                                 unavailable=why or "no kernel copy could be made")
-        else:
-            confinement = decide(protections, self.settings.confinement)
-        if not confinement.execute:
-            await self._close_tree(job)
-        job.progress(confinement.message, state="confinement", confinement=confinement.to_json())
-        return confinement
+        from ..kernel.snapshot import SnapshotTree
+        from ..turn import open_copies, replay_cells
+
+        loop = asyncio.get_running_loop()
+        notebook_dir = self._notebook_dir(job.request.notebook_path)
+
+        def fork(limits: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(SnapshotTree.from_kernel_client(
+                kc, notebook_dir=notebook_dir, limits=limits,
+                max_live=self.limits.max_snapshot_processes,
+                timeout=self.limits.snapshot_timeout_s), loop).result()
+
+        job.phase = "forking"
+        job.tree_ready.clear()
+        try:
+            copies = await asyncio.to_thread(
+                open_copies, job.spec.copies, fork=fork if kc is not None else None,
+                replay=replay_cells(job.context) if kc is not None else None,
+                notebook_dir=notebook_dir, unavailable=job.no_copy_reason)
+        finally:
+            job.tree_ready.set()
+        job.copies = copies
+        job.tree = copies.tree
+        if job.finished:  # cancelled meanwhile: cancel() is waiting on tree_ready to close it
+            return copies
+        if copies.tree is not None:
+            if copies.tree.kind == "replay":
+                job.log(f"The kernel could not be forked ({self.scrub.text(copies.fallback)}): "
+                        "candidates run in a separate kernel that re-ran the notebook's cells.",
+                        state="replay_fallback")
+            protections = copies.tree.protections
+            job.progress("A copy of the kernel is ready.", state="kernel_copy_ready",
+                         protections=protections.to_json() if protections else None)
+        elif copies.fallback and job.spec.copies.mode != "none":
+            job.log(f"Candidates will not be run before you see them: "
+                    f"{self.scrub.text(copies.fallback)}.", state="no_kernel_copy")
+        confinement = copies.confinement
+        job.progress(self.scrub.text(confinement.message), state="confinement",
+                     confinement=confinement.to_json())
+        return copies
 
     # -- live kernel state -----------------------------------------------------------
     async def _live_state(self, job: Job) -> str:
@@ -422,7 +496,6 @@ class JobManager:
         request = job.request
         job.no_copy_reason = "no kernel copy could be made"
         if not request.options.use_live_state:
-            job.no_copy_reason = "live kernel state is off for this turn"
             job.log("Live kernel state is off for this turn: the model sees the notebook text "
                     "only and candidates are not run before you see them.", state="no_live_state")
             return ""
@@ -448,9 +521,8 @@ class JobManager:
         kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
         try:
             answered, schema = await self._inspect(job, km, kc)
-            if not answered or job.finished:
-                return schema
-            await self._open_tree(job, kc)
+            if answered and not job.finished:
+                await self._open_copies(job, kc)
             return schema
         finally:
             kc.stop_channels()
@@ -506,33 +578,6 @@ class JobManager:
                      state="schema_ready", frames=names)
         return True, schema_block(frames) if frames else ""
 
-    async def _open_tree(self, job: Job, kc: Any) -> None:
-        from ..kernel.results import Limits
-        from ..kernel.snapshot import SnapshotError, SnapshotTree
-
-        job.phase = "forking"
-        job.tree_ready.clear()
-        try:
-            limits = Limits.from_json(self.limits.snapshot_limits)
-            tree = await SnapshotTree.from_kernel_client(
-                kc, notebook_dir=self._notebook_dir(job.request.notebook_path), limits=limits,
-                max_live=self.limits.max_snapshot_processes, timeout=self.limits.snapshot_timeout_s,
-            )
-        except (SnapshotError, OSError) as exc:
-            job.no_copy_reason = f"no kernel copy could be made ({self.scrub.text(str(exc))})"
-            job.log(f"Candidates will not be run before you see them: {job.no_copy_reason}.",
-                    state="no_kernel_copy")
-            return
-        finally:
-            job.tree_ready.set()
-        job.tree = tree
-        if job.finished:  # cancelled meanwhile: cancel() is waiting on tree_ready to close it
-            return
-        protections = tree.protections
-        # Whether candidates may run in it is the policy's call (_confine), said next.
-        job.progress("A copy of the kernel is ready.", state="kernel_copy_ready",
-                     protections=protections.to_json() if protections else None)
-
     async def _close_tree(self, job: Job) -> None:
         """Close the job's tree; every caller waits for the same close to finish."""
         if job.close_task is None:
@@ -562,8 +607,6 @@ class JobManager:
         from ..prompts import UnparsableOutput
 
         if isinstance(exc, (BackendError, UnparsableOutput)):
-            text = str(exc)
-        elif isinstance(exc, ValueError) and "strategy" in str(exc):
             text = str(exc)
         else:
             text = f"The turn failed: {type(exc).__name__}: {exc}"

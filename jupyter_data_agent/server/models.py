@@ -1,23 +1,40 @@
-"""Wire models of the server API, version 1 (mirrored by ``src/models.ts``).
+"""Wire models of the server API, version 1: requests, replies and (from turn/events.py) events.
 
-One module so the TypeScript side has a single place to follow. Requests are
-validated strictly (unknown top-level and option fields are refused, so a
-typo in the front end fails loudly instead of being ignored); cells are
-nbformat v4 JSON and keep whatever extra fields nbformat allows.
-Replies are plain dicts built from these models with ``model_dump()``.
+One module so the TypeScript side has a single place to follow: its types
+(``src/wire.ts``) are generated from :func:`wire_schema`, committed as
+``src/wire.schema.json``; ``python -m jupyter_data_agent.server.models
+--schema`` prints it and a test checks the committed file is current.
+Requests are validated strictly (unknown top-level and option fields are
+refused, so a typo in the front end fails loudly instead of being ignored);
+cells are nbformat v4 JSON and keep whatever extra fields nbformat allows.
+Replies are plain dicts built from these models.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
+import sys
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import GenerateJsonSchema
 
-API_VERSION = 1
+from ..turn.events import API_VERSION, JobEvent, StrategyName
 
-StrategyName = Literal["direct", "vote", "react", "mcts"]
-EventType = Literal["progress", "candidate", "log", "done", "error"]
+__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "JobEvent", "JobPoll", "JobState",
+           "NotebookCell", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
+           "TurnRequestModel", "validation_message", "wire_schema"]
+
 JobState = Literal["running", "done", "error", "cancelled"]
 
 MAX_INTENT_CHARS = 20_000
@@ -53,7 +70,7 @@ class NotebookCell(BaseModel):
 class TurnRequestModel(BaseModel):
     """Body of ``POST turns``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", title="TurnRequest")
 
     version: Literal[1]
     notebook_path: str = Field(default="", max_length=4096)
@@ -104,51 +121,70 @@ class TurnRequestModel(BaseModel):
         }
 
 
-class TurnAccepted(BaseModel):
+class _Reply(BaseModel):
+    """What the server sends: every field is present, defaults included."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+class TurnAccepted(_Reply):
     """Reply of ``POST turns`` (202)."""
 
-    version: int = API_VERSION
+    version: Literal[1] = API_VERSION
     job_id: str
-    turn_id: str
+    turn_id: str  # the id the turn is stored under (also in the ``done`` event)
 
 
-class JobEvent(BaseModel):
-    """One message of a job's event stream (websocket frame or poll item).
+class JobPoll(_Reply):
+    """Reply of ``GET jobs/<id>?after=<seq>``: the same events the websocket sends."""
 
-    ``candidate`` data: ``{index, candidate: Candidate.to_json()}``;
-    ``done`` data: ``{result: SearchResult.to_json(), turn_id, confinement}``;
-    ``progress`` data may hold ``state`` (``queued``, ``waiting_for_kernel``,
-    ``inspecting_kernel``, ``kernel_copy_ready``, ``no_kernel``...); once per
-    turn, before the search, ``state: "confinement"`` with ``confinement``:
-    ``kernel.policy.Confinement.to_json()`` (``{policy, status, execute,
-    message, layers: [{name, on, detail}], missing}``), the same dict as in
-    ``done``;
-    ``error`` data: ``{state: "error" | "cancelled"}``.
-    """
-
-    version: int = API_VERSION
-    job_id: str
-    seq: int
-    type: EventType
-    message: str = ""
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-class JobPoll(BaseModel):
-    """Reply of ``GET jobs/<id>?after=<seq>``."""
-
-    version: int = API_VERSION
+    version: Literal[1] = API_VERSION
     job_id: str
     status: JobState
     events: list[JobEvent]
 
 
-class CancelReply(BaseModel):
+class CancelReply(_Reply):
     """Reply of ``POST jobs/<id>/cancel``: the job's status afterwards."""
 
-    version: int = API_VERSION
+    version: Literal[1] = API_VERSION
     job_id: str
     status: JobState
+
+
+class StrategyInfo(_Reply):
+    """One strategy the sidebar may offer (``search.options.strategy_catalog``)."""
+
+    name: StrategyName
+    label: str  # in words a data scientist uses ("Agent" for react)
+    summary: str
+
+
+class Capabilities(_Reply):
+    model_config = ConfigDict(extra="allow")
+
+    strategies: list[StrategyName]  # the ones this server can run now
+    chat: bool
+    live_state: bool
+    events: Literal["websocket"]
+
+
+class AgentConfig(_Reply):
+    """Reply of ``GET config``: the public settings (never a secret) and what the server offers.
+
+    Further ``Settings.public()`` fields come along as extra keys.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    version: Literal[1] = API_VERSION
+    backend: str
+    model: str
+    base_url: str | None
+    api_key_set: bool
+    strategies: list[StrategyInfo]  # every strategy, in the order to offer them
+    capabilities: Capabilities
+    limits: dict[str, Any]
 
 
 def validation_message(error: ValidationError) -> str:
@@ -161,3 +197,71 @@ def validation_message(error: ValidationError) -> str:
     if more > 0:
         parts.append(f"... and {more} more")
     return "Invalid turn request: " + "; ".join(parts)
+
+
+class _NoFieldTitles(GenerateJsonSchema):
+    """Titles only on models: a title on a field would become a TypeScript type of its own."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+#: The wire's root types, by the name the TypeScript side sees; requests as
+#: the server validates them, replies and events as it sends them.
+WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
+    "TurnRequest": (TurnRequestModel, "validation"),
+    "TurnAccepted": (TurnAccepted, "serialization"),
+    "JobEvent": (JobEvent, "serialization"),
+    "JobPoll": (JobPoll, "serialization"),
+    "CancelReply": (CancelReply, "serialization"),
+    "AgentConfig": (AgentConfig, "serialization"),
+}
+
+
+def wire_schema() -> dict:
+    """One JSON Schema (draft 2020-12) for the whole API: ``$defs`` holds every type."""
+    inputs = [(name, mode, TypeAdapter(tp)) for name, (tp, mode) in WIRE_TYPES.items()]
+    schemas, top = TypeAdapter.json_schemas(inputs, ref_template="#/$defs/{model}",
+                                            schema_generator=_NoFieldTitles)
+    defs: dict[str, Any] = dict(top.get("$defs", {}))
+    properties = {}
+    for name, mode, _ in inputs:
+        schema = schemas[(name, mode)]
+        if "$ref" not in schema:  # a union: named here so it gets a type of its own
+            defs[name] = {"title": name, **schema}
+            schema = {"$ref": f"#/$defs/{name}"}
+        properties[name] = schema
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Wire",
+        "description": f"The jupyter-data-agent server API, version {API_VERSION} "
+                       f"(generated by jupyter_data_agent/server/models.py; do not edit).",
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def wire_schema_text() -> str:
+    return json.dumps(wire_schema(), indent=2, sort_keys=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="The JSON Schema of the server API.")
+    parser.add_argument("--schema", action="store_true", help="print the JSON Schema")
+    parser.add_argument("--output", "-o", help="write it to this file instead")
+    args = parser.parse_args(argv)
+    if not args.schema:
+        parser.error("nothing to do: pass --schema")
+    text = wire_schema_text()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

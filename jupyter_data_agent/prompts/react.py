@@ -1,11 +1,11 @@
 """JUPITER-style multi-turn prompts: Thought / Action / Observation / Final Answer.
 
-Shared by ``react`` (one trajectory) and ``mcts`` (a tree of them), and by
-the value model, which reads the same message history. The task message
+Shared by the ``react`` strategy (one trajectory), ``mcts`` (a tree of them)
+and the value model, which reads the same message history. The task message
 carries what JUPITER's input prompt carries — the question, its constraints,
 the required output format and the available local files — plus, in the
-product, the live notebook and the schema of its DataFrames (ARCADE: the
-schema is what the model most needs).
+product, the live notebook (ARCADE's linearization, cut by whole cells to a
+token budget) and the schema of its DataFrames (what the model most needs).
 
 Parsing is lenient about layout (markdown bold, missing labels, unfenced
 code after ``Action:``) and strict about one rule: an answer written *after*
@@ -15,22 +15,17 @@ action is run and the answer dropped; the model restates it next turn.
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
-from ..bench.dabench_score import ANSWER_PATTERN, extract_answers, is_equal
+from ..context.model import NotebookContext
 from ..kernel.results import ExecResult, strip_ansi
-from ..llm.base import Prompt, SamplingParams
-from ..prompts.arcade import linearize
-from .base import TurnRequest
+from ..llm.base import Prompt
+from .arcade import _fence, _fit, join_cells, linearize
+from .parse import _END_TOKENS, _FENCE_RE, _PY_LANGS, _looks_like_code
 
-MAX_TURNS = 25
-REACT_TEMPERATURE = 0.2
-SEARCH_TEMPERATURE = 0.7
-DEFAULT_MAX_NEW_TOKENS = 512
-DEFAULT_OBSERVATION_CHARS = 2000
 STOP = ("\nObservation:",)
 
 SYSTEM = (
@@ -46,44 +41,24 @@ SYSTEM = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Task:
     """What the first (user) message of every trajectory says."""
 
     question: str
     constraints: str = ""
     format: str = ""
-    files: list[str] = field(default_factory=list)
+    files: tuple[str, ...] = ()
     notebook: str = ""
     schema: str = ""
 
-    @classmethod
-    def from_request(cls, request: TurnRequest) -> "Task":
-        opts = request.options or {}
-        files = opts.get("files") or []
-        if isinstance(files, str):
-            files = [files]
-        notebook = ""
-        if request.context is not None and request.context.cells:
-            blocks = linearize(request.context)
-            notebook = "\n\n# In[ ]:\n".join(blocks)
-        return cls(
-            question=request.intent.strip(),
-            constraints=str(opts.get("constraints") or "").strip(),
-            format=str(opts.get("format") or "").strip(),
-            files=[str(f) for f in files],
-            notebook=notebook,
-            schema=(request.schema or "").strip(),
-        )
-
-    def message(self, *, notebook_chars: int = 6000) -> str:
+    def message(self) -> str:
         parts = []
         if self.notebook:
-            nb = self.notebook[-notebook_chars:]  # newest cells matter most
-            parts.append("The notebook so far (its cells have already run):\n```python\n"
-                         f"{nb}\n```")
+            parts.append("The notebook so far (its cells have already run):\n"
+                         + _fence(self.notebook))
         if self.schema:
-            parts.append(f"DataFrames in the kernel:\n```\n{self.schema}\n```")
+            parts.append("DataFrames in the kernel:\n" + _fence(self.schema, ""))
         parts.append(f"Task: {self.question}")
         if self.constraints:
             parts.append(f"Constraints: {self.constraints}")
@@ -94,6 +69,25 @@ class Task:
         return "\n\n".join(parts)
 
 
+def build_task(intent: str, context: NotebookContext, *, count_tokens: Callable[[str], int],
+               budget: int | None, schema: str = "", constraints: str = "", format: str = "",
+               files: Sequence[str] = (), outputs: Literal["none", "active", "all"] = "active",
+               output_chars: int = 200) -> Task:
+    """The task, its notebook cut from the left by whole cells so that the system
+    and task messages fit ``budget`` tokens (exactly counted, as for ARCADE
+    prompts); the question, schema and format always stay."""
+    task = Task(intent.strip(), constraints.strip(), format.strip(), tuple(str(f) for f in files),
+                schema=schema.strip())
+    blocks = linearize(context, outputs=outputs, output_chars=output_chars) if context.cells else []
+
+    def with_cells(drop: int) -> Task:
+        return replace(task, notebook=join_cells(blocks[drop:]) if blocks[drop:] else "")
+
+    fit = _fit(0, len(blocks), lambda _, drop: count_tokens(SYSTEM)
+               + count_tokens(with_cells(drop).message()), budget)
+    return with_cells(fit.dropped_cells)
+
+
 # ------------------------------------------------------------------ parsing
 
 _LABEL = r"^[ \t>*_#]*{}[ \t*_]*:[ \t*_]*"
@@ -101,10 +95,6 @@ _FINAL_RE = re.compile(_LABEL.format(r"(?:final[ \t]+answer|formatted[ \t]+answe
 _OBS_RE = re.compile(_LABEL.format("observation"), re.I | re.M)
 _ACTION_RE = re.compile(_LABEL.format(r"action(?:[ \t]+input)?"), re.I | re.M)
 _THOUGHT_RE = re.compile(_LABEL.format("thought"), re.I | re.M)
-_FENCE_RE = re.compile(r"^[ \t]*```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)(?:^[ \t]*```|\Z)",
-                       re.M | re.S)
-_PY_LANGS = {"", "python", "py", "python3", "ipython", "ipython3"}
-_END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|end|>", "<|eot_id|>", "</s>", "<|EOT|>")
 
 
 @dataclass
@@ -128,17 +118,8 @@ class ParsedStep:
         if self.kind == "answer":
             return f"{head}\nFinal Answer: {self.answer}"
         if self.kind == "action":
-            return f"{head}\nAction:\n```python\n{self.code}\n```"
+            return f"{head}\nAction:\n{_fence(self.code or '')}"
         return self.raw.strip() or head
-
-
-def _is_code(text: str) -> bool:
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return False
-    return any(not (isinstance(s, ast.Expr) and isinstance(s.value, (ast.Constant, ast.Name)))
-               for s in tree.body)
 
 
 def _one_line(text: str) -> str:
@@ -162,16 +143,14 @@ def parse_step(text: str) -> ParsedStep:
         rest = text[action.end():]
         stop = min([x.start() for x in (_FINAL_RE.search(rest), _THOUGHT_RE.search(rest)) if x]
                    or [len(rest)])
-        body = rest[:stop].strip()
-        if body and _is_code(body):
-            code, code_pos = body, action.start()
+        code = _looks_like_code(rest[:stop])
+        code_pos = action.start() if code else None
     answer, final_pos = None, None
     final = _FINAL_RE.search(text)
     if final is not None:
         rest = text[final.end():]
         nxt = [x.start() for x in (_THOUGHT_RE.search(rest), _ACTION_RE.search(rest)) if x]
-        ans = rest[: min(nxt)] if nxt else rest
-        ans = ans.strip().strip("*_").strip()
+        ans = (rest[: min(nxt)] if nxt else rest).strip().strip("*_").strip()
         if ans:
             answer, final_pos = ans, final.start()
     ends = [p for p in (action.start() if action else None, code_pos, final_pos) if p is not None]
@@ -185,14 +164,22 @@ def parse_step(text: str) -> ParsedStep:
     return ParsedStep(thought=thought, code=code, answer=answer, raw=raw)
 
 
+def parse_reply(text: str, chat: bool) -> ParsedStep:
+    """A reply in the prompt's mode (completion replies continue after ``Thought:``)."""
+    if not chat and not _THOUGHT_RE.match(text.lstrip()):
+        text = "Thought: " + text.lstrip(" ")
+    return parse_step(text)
+
+
 # ------------------------------------------------------------------ history
 
 INVALID_OBSERVATION = ("Your reply had neither an Action with a ```python code block nor a "
                        "Final Answer. Reply with `Thought:` and then either `Action:` and one "
                        "```python block, or `Final Answer:`.")
+OMITTED_OBSERVATION = "Observation:\n[output omitted to fit the prompt]"
 
 
-def format_observation(result: ExecResult | None, max_chars: int = DEFAULT_OBSERVATION_CHARS) -> str:
+def format_observation(result: ExecResult | None, max_chars: int = 2000) -> str:
     """A cell's outputs as the model sees them: text outputs, then the error, cut to size."""
     if result is None:
         return "(not run)"
@@ -215,24 +202,18 @@ def format_observation(result: ExecResult | None, max_chars: int = DEFAULT_OBSER
     return text
 
 
-def observation_message(observation: str) -> str:
-    return f"Observation:\n{observation}"
-
-
 def history_messages(task: Task, steps: Sequence[tuple[str, str | None]]) -> list[dict]:
     """System + task + per step the assistant message and (unless final) its observation."""
     msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.message()}]
     for assistant, observation in steps:
         msgs.append({"role": "assistant", "content": assistant})
         if observation is not None:
-            msgs.append({"role": "user", "content": observation_message(observation)})
+            msgs.append({"role": "user", "content": f"Observation:\n{observation}"})
     return msgs
 
 
-OMITTED_OBSERVATION = "Observation:\n[output omitted to fit the prompt]"
-
-
-def fit_messages(messages: Sequence[dict], count_tokens, budget: int | None) -> list[dict]:
+def fit_messages(messages: Sequence[dict], count_tokens: Callable[[str], int],
+                 budget: int | None) -> list[dict]:
     """The history within ``budget`` prompt tokens; the system and task messages always stay.
 
     Old outputs go first (oldest first; the latest observation stays whole):
@@ -268,89 +249,25 @@ def to_prompt(messages: Sequence[dict], chat: bool) -> Prompt:
     return Prompt(text="\n\n".join(m["content"] for m in messages) + "\n\nThought:")
 
 
-def parse_reply(text: str, chat: bool) -> ParsedStep:
-    """A reply in the prompt's mode (completion replies continue after ``Thought:``)."""
-    if not chat and not _THOUGHT_RE.match(text.lstrip()):
-        text = "Thought: " + text.lstrip(" ")
-    return parse_step(text)
-
-
-def sampling(request: TurnRequest, n: int, temperature: float, seed: int = 0) -> SamplingParams:
-    """``options["seed"]`` makes a search reproducible (offset per call: ``seed``)."""
-    t = request.temperature if request.temperature is not None else temperature
-    base = (request.options or {}).get("seed")
-    return SamplingParams(n=n, temperature=t, max_tokens=request.max_new_tokens or DEFAULT_MAX_NEW_TOKENS,
-                          stop=STOP, logprobs=True, seed=None if base is None else int(base) + seed)
-
-
-def use_chat(backend, request: TurnRequest) -> bool:
-    mode = (request.options or {}).get("api_mode", "auto")
-    caps = backend.capabilities
-    if mode == "chat" or not caps.completion:
-        return True
-    if mode == "completion" or not caps.chat:
-        return False
-    return True
-
-
-# ------------------------------------------------------------------ answers
-
-def expected_tags(fmt: str) -> list[str]:
-    """Answer names a DABench-style format asks for (``@name[...]``)."""
-    return [name for name, _ in ANSWER_PATTERN.findall(fmt or "")]
-
-
-def well_formed(answer: str | None, fmt: str = "") -> bool:
-    """Non-empty, and carrying every ``@name[value]`` tag the format asks for."""
-    if not answer or not answer.strip():
-        return False
-    tags = expected_tags(fmt)
-    if not tags:
-        return True
-    got = {name for name, _ in ANSWER_PATTERN.findall(answer)}
-    return all(t in got for t in tags)
-
-
-def _plain(answer: str) -> str:
-    a = " ".join(answer.strip().split()).strip("`'\"").rstrip(".").strip()
-    return a.lower()
-
-
-def same_answer(a: str, b: str) -> bool:
-    """Answers vote together when they say the same: equal ``@name[value]``
-    tags (numbers within 1e-6, whitespace ignored), else equal text up to case,
-    spacing, quotes and a final period, or equal numbers."""
-    ta, tb = extract_answers(a), extract_answers(b)
-    if ta or tb:
-        return ta.keys() == tb.keys() and all(is_equal(ta[k].strip(), tb[k].strip()) for k in ta)
-    pa, pb = _plain(a), _plain(b)
-    return pa == pb or is_equal(pa, pb)
-
-
 def step_comment_code(steps: Sequence[tuple[str, str]]) -> str:
     """All steps as one cell, each preceded by ``# Step N: <thought>``."""
-    parts = []
-    for i, (thought, code) in enumerate(steps, 1):
-        parts.append(f"# Step {i}: {_one_line(thought) or 'next step'}\n{code.strip()}")
-    return "\n\n".join(parts)
+    return "\n\n".join(f"# Step {i}: {_one_line(thought) or 'next step'}\n{code.strip()}"
+                       for i, (thought, code) in enumerate(steps, 1))
 
 
 __all__ = [
-    "MAX_TURNS",
+    "INVALID_OBSERVATION",
+    "OMITTED_OBSERVATION",
     "STOP",
     "SYSTEM",
     "ParsedStep",
     "Task",
-    "expected_tags",
+    "build_task",
     "fit_messages",
     "format_observation",
     "history_messages",
     "parse_reply",
     "parse_step",
-    "same_answer",
-    "sampling",
     "step_comment_code",
     "to_prompt",
-    "use_chat",
-    "well_formed",
 ]

@@ -1,0 +1,75 @@
+"""Evaluate one expression in a kernel without leaving a trace.
+
+A silent ``execute_request`` with empty code carries the expression in
+``user_expressions``: no execution count, nothing in ``In``/``Out``/``_``, no
+output, no stdin, queued behind a running cell. The value comes back as its
+``repr`` and is decoded with ``ast.literal_eval`` (so the expression must
+evaluate to a literal: a str, number, list, dict...). ``call`` takes a
+``BlockingKernelClient``, ``acall`` an ``AsyncKernelClient``; replies to other
+requests on the client's shell channel are skipped, so give it a client
+nobody else reads from.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+
+class KernelRPCError(RuntimeError):
+    """The kernel could not evaluate the expression."""
+
+
+class KernelTimeout(KernelRPCError, TimeoutError):
+    """The kernel did not answer in time (busy running a cell, or dead)."""
+
+
+class KernelExpressionError(KernelRPCError):
+    """The expression raised in the kernel."""
+
+    def __init__(self, ename: str, evalue: str) -> None:
+        super().__init__(f"{ename}: {evalue}")
+        self.ename, self.evalue = ename, evalue
+
+
+def _request(expression: str, timeout: float) -> dict:
+    return dict(code="", silent=True, store_history=False, user_expressions={"r": expression},
+                allow_stdin=False, stop_on_error=False, reply=True, timeout=timeout)
+
+
+def _timeout(timeout: float) -> KernelTimeout:
+    return KernelTimeout(f"the kernel did not answer within {timeout:g} s "
+                         f"(is it busy running a cell, or dead?)")
+
+
+def _decode(reply: dict) -> Any:
+    content = reply.get("content", {})
+    if content.get("status") != "ok":
+        raise KernelExpressionError(content.get("ename", "Error"), content.get("evalue", ""))
+    ue = content.get("user_expressions", {}).get("r")
+    if not ue:
+        raise KernelRPCError("the kernel's reply carried no result (not an IPython kernel?)")
+    if ue.get("status") != "ok":
+        raise KernelExpressionError(ue.get("ename", "Error"), ue.get("evalue", ""))
+    try:
+        return ast.literal_eval(ue["data"]["text/plain"])
+    except (KeyError, ValueError, SyntaxError, TypeError) as e:
+        raise KernelRPCError(f"could not decode the kernel's answer: {e}") from e
+
+
+def call(kc, expression: str, *, timeout: float) -> Any:
+    """The value of ``expression`` in the kernel of a blocking client."""
+    try:
+        reply = kc.execute(**_request(expression, timeout))
+    except TimeoutError:
+        raise _timeout(timeout) from None
+    return _decode(reply)
+
+
+async def acall(kc, expression: str, *, timeout: float) -> Any:
+    """The value of ``expression`` in the kernel of an async client."""
+    try:
+        reply = await kc.execute(**_request(expression, timeout))
+    except TimeoutError:  # jupyter_client raises the builtin one
+        raise _timeout(timeout) from None
+    return _decode(reply)

@@ -1,0 +1,76 @@
+"""The one interface of a search's kernel copies, and what both trees share.
+
+A copy tree is either a fork tree (``snapshot.SnapshotTree``: processes
+forked from the user's kernel) or a replay tree (``replay.ReplayTree``:
+private kernels that re-run the notebook's cells, where fork is unavailable).
+Both cap their live copies at ``max_live`` and, at the cap, evict the least
+useful idle copy; a node remembers the cells run since its parent, so an
+evicted copy is rebuilt by replaying them when it is used again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, Protocol, TypeVar, runtime_checkable
+
+from .results import ExecResult, Protections
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """One copy of the kernel's state: run a cell in it, copy it, end it."""
+
+    def exec(self, code: str) -> ExecResult: ...
+
+    def fork(self) -> "Executor": ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class CopyTree(Protocol):
+    """All copies of one search; ``close`` ends every process it started."""
+
+    kind: Literal["fork", "replay"]
+    fallback_reason: str | None  # why a replay tree stands in for a fork tree
+    protections: Protections | None
+    max_live: int
+    root: Executor
+
+    def live(self) -> list: ...
+
+    def close(self) -> None: ...
+
+
+N = TypeVar("N")
+
+
+def lineage(node) -> list[str]:
+    """Every cell from the root to ``node``'s state, in order (an ancestor's
+    cells run after the fork that led here do not count)."""
+    segments, n, limit = [], node, None
+    while n is not None:
+        segments.append(n.cells if limit is None else n.cells[:limit])
+        limit = n.parent_len
+        n = n.parent
+    return [c for seg in reversed(segments) for c in seg]
+
+
+def pick_victim(candidates: Iterable[N]) -> N | None:
+    """The least useful idle copy: lowest priority (the search sets it), then
+    least recently used; pinned and busy copies are never chosen."""
+    idle = [n for n in candidates if not n.pinned and not n.busy]  # type: ignore[attr-defined]
+    return min(idle, key=lambda n: (n.priority, n.last_used), default=None)  # type: ignore[attr-defined]
+
+
+def evict(node) -> bool:
+    """End an idle live copy (its cells stay: it can be rebuilt); False if busy or gone."""
+    if not node._lock.acquire(blocking=False):
+        return False
+    try:
+        if not node.is_live:
+            return False
+        node._kill("evicted")
+        return True
+    finally:
+        node._lock.release()

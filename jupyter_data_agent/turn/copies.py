@@ -1,0 +1,105 @@
+"""Kernel copies for one turn: fork, else replay, else none; then the confinement policy.
+
+Entry points differ only in how they fork (the magic forks its own kernel,
+the server a kernel it holds a client of, a benchmark a kernel it started):
+they pass that as ``fork``. Everything after is the same: the replay
+fallback where fork is refused, and the policy that decides whether
+candidates may run in what was made.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..context.model import NotebookContext
+from ..kernel.policy import Confinement, decide
+from ..kernel.results import Limits, Protections
+from .spec import CopyPolicy
+
+if TYPE_CHECKING:
+    from ..kernel.tree import CopyTree
+
+log = logging.getLogger(__name__)
+
+#: How an entry point forks its kernel: limits in, a tree of copies out (or an error).
+Fork = Callable[[Limits], "CopyTree"]
+
+
+@dataclass
+class Copies:
+    """The copies a turn may run candidates in (``tree`` None: none may run)."""
+
+    tree: CopyTree | None
+    confinement: Confinement
+    # Why the fork tree was not used (the replay fallback, or no copies at all).
+    fallback: str = ""
+    # The copy candidates fork from, when not the tree's root (a benchmark's notebook state).
+    root: Any = None
+
+    @property
+    def executor(self) -> Any:
+        if self.tree is None:
+            return None
+        return self.root if self.root is not None else self.tree.root
+
+    @property
+    def protections(self) -> Protections | None:
+        return self.tree.protections if self.tree is not None else None
+
+    def close(self) -> None:
+        tree, self.tree = self.tree, None
+        if tree is not None:
+            tree.close()
+
+
+def replay_cells(context: NotebookContext) -> list[str]:
+    """The notebook's executed code cells in execution order, agent cells left out."""
+    from ..context.notebook import agent_intent
+
+    ran = [c for c in context.cells if c.cell_type == "code" and c.execution_count is not None
+           and c.source.strip() and agent_intent(c.source) is None]
+    return [c.source for c in sorted(ran, key=lambda c: c.execution_count or 0)]
+
+
+def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] | None = None,
+                notebook_dir: str | None = None, unavailable: str = "") -> Copies:
+    """Copies per ``policy``: ``fork``, else a replay kernel running ``replay``, else none.
+
+    ``unavailable`` says why the caller has no way to fork (no kernel). The
+    confinement policy then decides: under ``require`` a tree missing a layer
+    is closed here, and candidates are generated but not run.
+    """
+    limits = policy.kernel_limits()
+    reasons: list[str] = []
+    tree: CopyTree | None = None
+    if policy.mode == "none":
+        reasons.append(policy.reason or "kernel copies are off for this turn")
+    if policy.mode in ("auto", "fork"):
+        if fork is None:
+            reasons.append(unavailable or "no kernel to copy")
+        else:
+            try:
+                tree = fork(limits)
+            except Exception as error:  # fork refused, not POSIX, no snapshot server...
+                log.debug("fork failed", exc_info=True)
+                reasons.append(f"no kernel copy could be made ({error})")
+    if tree is None and policy.mode in ("auto", "replay") and replay is not None:
+        from ..kernel.replay import ReplayTree
+
+        try:
+            tree = ReplayTree.start(list(replay), notebook_dir=notebook_dir, limits=limits,
+                                    max_live=policy.max_live)
+            tree.fallback_reason = "; ".join(reasons) or "replay asked for"
+        except Exception as error:  # a cell that fails to replay, a kernel that does not start
+            log.debug("replay fallback failed", exc_info=True)
+            reasons.append(f"the replay fallback failed ({error})")
+    why = "; ".join(reasons)
+    confinement = decide(tree.protections if tree is not None else None, policy.confinement,
+                         "" if tree is not None else why or "no kernel copy could be made")
+    if tree is not None and not confinement.execute:
+        tree.close()
+        tree = None
+    return Copies(tree, confinement, why)

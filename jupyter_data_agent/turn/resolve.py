@@ -1,0 +1,85 @@
+"""Every default of a turn, once: settings + an entry point's ask -> a TurnSpec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config import Settings
+from ..search.options import (OPTIONS_BY_STRATEGY, STRATEGIES, PromptPolicy, SamplingPolicy,
+                              strategy_options)
+from .spec import CopyPolicy, TurnAsk, TurnSpec, check_limits
+
+# The entry points' two generic knobs, per strategy: which option each one sets.
+KNOBS: dict[str, dict[str, str]] = {
+    "vote": {"samples": "samples"},
+    "react": {"budget": "max_turns"},
+    "mcts": {"samples": "k", "budget": "iterations"},
+}
+
+
+def strategy_name(ask: TurnAsk) -> str:
+    """The asked strategy; without one, several samples mean a vote."""
+    name = ask.strategy or ("vote" if (ask.samples or 1) > 1 else "direct")
+    if name not in OPTIONS_BY_STRATEGY:
+        raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
+    return name
+
+
+def _options(name: str, settings: Settings, ask: TurnAsk):
+    knobs = {option: getattr(ask, knob) for knob, option in KNOBS.get(name, {}).items()
+             if getattr(ask, knob) is not None}
+    fields: dict[str, Any] = {**settings.strategy_defaults.get(name, {}), **knobs, **ask.options,
+                              "strategy": name}
+    try:
+        return strategy_options(fields)
+    except ValidationError as error:
+        raise ValueError(f"Invalid {name} options: {short_errors(error)}") from None
+
+
+def short_errors(error: ValidationError) -> str:
+    """Field and reason of each problem, without the (possibly large) input."""
+    parts = []
+    for item in error.errors(include_url=False, include_input=False)[:8]:
+        loc = ".".join(str(p) for p in item.get("loc", ()) if p not in OPTIONS_BY_STRATEGY)
+        parts.append(f"{loc or 'options'}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def check_settings(settings: Settings) -> None:
+    """Fail at start-up, naming the key, on a typo in ``strategy_defaults`` or ``snapshot_limits``."""
+    check_limits(settings.snapshot_limits)
+    for name in settings.strategy_defaults:
+        _options(strategy_name(TurnAsk(intent="-", strategy=name)), settings, TurnAsk(intent="-"))
+
+
+def resolve(settings: Settings, ask: TurnAsk) -> TurnSpec:
+    """The turn the product runs for ``ask``; the magic, server and benchmarks all call this."""
+    name = strategy_name(ask)
+    options = _options(name, settings, ask)
+    temperature = settings.temperature if ask.temperature is None else ask.temperature
+    sample_temperature = settings.sample_temperature if ask.temperature is None else ask.temperature
+    execute = ask.execute and name != "explain"
+    return TurnSpec(
+        intent=ask.intent,
+        options=options,
+        prompt=PromptPolicy(
+            max_prompt_tokens=settings.max_prompt_tokens,
+            api_mode=settings.api_mode,
+            exemplars=settings.exemplars if ask.exemplars is None else ask.exemplars,
+        ),
+        sampling=SamplingPolicy(
+            temperature=temperature,
+            sample_temperature=sample_temperature,
+            max_new_tokens=settings.max_new_tokens,
+            seed=ask.seed,
+        ),
+        task=ask.task,
+        copies=CopyPolicy(
+            mode="auto" if execute else "none",
+            confinement=settings.confinement,
+            limits=settings.snapshot_limits,
+            reason=ask.no_exec_reason or ("" if execute else "this strategy runs no code"),
+        ),
+    )

@@ -1,0 +1,95 @@
+"""The one turn pipeline: resolve, open_copies and run_turn, as every entry point calls them."""
+
+from __future__ import annotations
+
+import pytest
+from traitlets.config import Config
+
+from jupyter_data_agent.config import Settings, resolve_settings
+from jupyter_data_agent.context.model import Cell, NotebookContext
+from jupyter_data_agent.search.options import STRATEGIES, MCTSOptions, VoteOptions
+from jupyter_data_agent.turn import CopyPolicy, TurnAsk, open_copies, replay_cells, resolve
+
+SETTINGS = Settings(backend="openai", temperature=0.1, sample_temperature=0.9, max_new_tokens=77)
+
+
+def test_every_default_comes_from_the_settings_once():
+    spec = resolve(SETTINGS, TurnAsk(intent="q"))
+    assert spec.strategy == "direct" and spec.sampling.temperature_for(1) == 0.1
+    assert spec.sampling.max_new_tokens == 77 and spec.prompt.outputs == "active"
+    vote = resolve(SETTINGS, TurnAsk(intent="q", samples=3))
+    assert vote.options == VoteOptions(samples=3) and vote.sampling.temperature_for(3) == 0.9
+    fixed = resolve(SETTINGS, TurnAsk(intent="q", strategy="vote", temperature=0.0))
+    assert fixed.sampling.temperature_for(5) == 0.0 and fixed.options.samples == 5
+    mcts = resolve(SETTINGS, TurnAsk(intent="q", strategy="mcts", samples=2, budget=9))
+    assert mcts.options == MCTSOptions(k=2, iterations=9)
+    react = resolve(SETTINGS, TurnAsk(intent="q", strategy="react", budget=4))
+    assert react.options.max_turns == 4
+
+
+def test_configured_strategy_defaults_and_overrides():
+    settings = Settings(backend="openai", strategy_defaults={"mcts": {"k": 4, "iterations": 8}})
+    spec = resolve(settings, TurnAsk(intent="q", strategy="mcts", budget=3))
+    assert (spec.options.k, spec.options.iterations) == (4, 3)
+
+
+@pytest.mark.parametrize("ask, words", [
+    (TurnAsk(intent="q", strategy="mcts", options={"itrations": 3}), ["itrations", "mcts"]),
+    (TurnAsk(intent="q", strategy="vote", options={"samples": 0}), ["samples", "greater"]),
+    (TurnAsk(intent="q", strategy="fast"), ["'fast'", ", ".join(STRATEGIES)]),
+])
+def test_a_typo_is_an_error_that_names_it(ask, words):
+    with pytest.raises(ValueError) as error:
+        resolve(SETTINGS, ask)
+    assert all(w in str(error.value) for w in words), str(error.value)
+
+
+@pytest.mark.parametrize("trait, value, word", [
+    ("strategy_defaults", {"mcts": {"itrations": 3}}, "itrations"),
+    ("strategy_defaults", {"fastest": {}}, "fastest"),
+    ("snapshot_limits", {"timeot_s": 3}, "timeot_s"),
+])
+def test_a_typo_in_a_dict_trait_fails_at_start(tmp_path, trait, value, word):
+    config = Config({"DataAgent": {trait: value}})
+    with pytest.raises(ValueError, match=word):
+        resolve_settings(config, env={}, dirs=[str(tmp_path)])
+
+
+def test_explain_runs_no_code_and_no_exec_says_why():
+    assert resolve(SETTINGS, TurnAsk(intent="q", strategy="explain")).copies.mode == "none"
+    spec = resolve(SETTINGS, TurnAsk(intent="q", execute=False, no_exec_reason="--no-exec"))
+    copies = open_copies(spec.copies, fork=lambda limits: pytest.fail("must not fork"))
+    assert copies.tree is None and not copies.confinement.execute
+    assert "--no-exec" in copies.confinement.message
+
+
+def test_replay_cells_are_the_executed_code_in_order():
+    context = NotebookContext(cells=[
+        Cell("code", "b = a + 1", execution_count=3), Cell("markdown", "# title"),
+        Cell("code", "a = 1", execution_count=1), Cell("code", "never_run()"),
+        Cell("code", "%%agent\nplot it", execution_count=2)])
+    assert replay_cells(context) == ["a = 1", "b = a + 1"]
+
+
+def test_fork_refused_falls_back_to_a_replay_kernel(tmp_path):
+    """Where fork is refused, candidates run in a kernel that re-ran the notebook."""
+
+    def refuse(limits):
+        raise OSError("fork is not allowed here")
+
+    copies = open_copies(CopyPolicy(confinement="warn", max_live=2), fork=refuse,
+                         replay=["x = 41"], notebook_dir=str(tmp_path))
+    try:
+        assert copies.tree is not None and copies.tree.kind == "replay"
+        assert "fork is not allowed here" in copies.fallback
+        child = copies.executor.fork()
+        assert child.exec("x + 1").value.value == 42
+        child.close()
+    finally:
+        copies.close()
+
+
+def test_without_a_kernel_nothing_runs_and_the_reason_is_given():
+    copies = open_copies(CopyPolicy(), fork=None, unavailable="the notebook has no running kernel")
+    assert copies.tree is None and copies.executor is None
+    assert "no running kernel" in copies.confinement.message
