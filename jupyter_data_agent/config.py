@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, replace
+from typing import Literal
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode
 from traitlets.config import Config, Configurable
-from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader, ConfigFileNotFound
+from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
 from .kernel.policy import check_policy
 
@@ -98,7 +99,7 @@ class Settings:
     model: str = ""
     base_url: str = ""
     api_key: str = field(default="", repr=False)
-    api_mode: str = "auto"
+    api_mode: Literal["auto", "chat", "completion"] = "auto"
     device: str = "auto"
     dtype: str = "auto"
     max_prompt_tokens: int = 3000
@@ -110,7 +111,7 @@ class Settings:
     exemplars: bool = True
     vllm_args: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict)
-    confinement: str = "require"
+    confinement: Literal["require", "warn"] = "require"
     strategy_defaults: dict = field(default_factory=dict)
     snapshot_limits: dict = field(default_factory=dict)
 

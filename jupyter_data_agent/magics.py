@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
-
 from pydantic import ValidationError
 
 from .config import resolve_settings

@@ -1,23 +1,28 @@
 /**
  * Job events -> what the panel shows for one request. Pure, so the stream
- * handling (ordering, duplicates, the final result replacing the streamed
- * candidates) is tested without a server or a DOM.
+ * handling (ordering, duplicates, `done` naming a candidate already sent)
+ * is tested without a server or a DOM.
+ *
+ * The server validates every event against the wire models before it sends
+ * it (src/wire.ts is generated from them), so the reducer reads them as
+ * typed. Candidates arrive only as `candidate` events, each at its index;
+ * `done` carries their count and the index of the chosen one.
  */
-import {
-  ICandidate,
-  IConfinement,
-  IJobEvent,
-  ISearchResult,
-  JobStatus,
-  parseCandidate,
-  parseConfinement
-} from './models';
+import { JobStatus } from './models';
+import type {
+  AnswerVotes,
+  Candidate,
+  Confinement,
+  DoneResult,
+  JobEvent,
+  ProgressData
+} from './wire';
 
 export type JobViewStatus = 'starting' | 'running' | JobStatus;
 
 export interface IProgressLine {
   seq: number;
-  type: IJobEvent['type'];
+  type: JobEvent['type'];
   message: string;
 }
 
@@ -25,7 +30,7 @@ export interface ISearchProgress {
   iterations?: number;
   nodes?: number;
   best_value?: number | null;
-  answers?: { answer: string; votes: number }[];
+  answers?: AnswerVotes[];
 }
 
 export interface IJobView {
@@ -37,13 +42,17 @@ export interface IJobView {
   message: string;
   waitingForKernel: boolean;
   search: ISearchProgress | null;
-  candidates: ICandidate[];
-  result: ISearchResult | null;
-  /** Index into `candidates` the strategy chose, if any. */
+  /** The candidates received, in the order of their index on the server. */
+  candidates: Candidate[];
+  /** The server's index of each entry of `candidates`. */
+  candidateIndex: number[];
+  /** The outcome from `done`: strategy, answer, chosen index, count, stats. */
+  result: DoneResult | null;
+  /** Position in `candidates` of the one the strategy chose, if any. */
   chosen: number | null;
   turnId: string | null;
   /** The verdict on this turn's kernel copies, once the server sent it. */
-  confinement: IConfinement | null;
+  confinement: Confinement | null;
   error: string | null;
 }
 
@@ -60,6 +69,7 @@ export function initialJob(jobId: string | null = null): IJobView {
     waitingForKernel: false,
     search: null,
     candidates: [],
+    candidateIndex: [],
     result: null,
     chosen: null,
     turnId: null,
@@ -69,63 +79,71 @@ export function initialJob(jobId: string | null = null): IJobView {
 }
 
 export function isFinished(job: IJobView): boolean {
-  return job.status === 'done' || job.status === 'error' || job.status === 'cancelled';
-}
-
-function parseResult(raw: unknown): ISearchResult | null {
-  if (!raw || typeof raw !== 'object') {
-    return null;
-  }
-  const data = raw as Record<string, any>;
-  const candidates = (Array.isArray(data.candidates) ? data.candidates : [])
-    .map(parseCandidate)
-    .filter((c: ICandidate | null): c is ICandidate => c !== null);
-  const chosen =
-    typeof data.chosen === 'number' && data.chosen >= 0 && data.chosen < candidates.length
-      ? data.chosen
-      : null;
-  return {
-    strategy: String(data.strategy ?? ''),
-    answer: typeof data.answer === 'string' ? data.answer : null,
-    chosen,
-    candidates,
-    stats: { ...(data.stats ?? {}) },
-    protections: data.protections ?? null
-  };
+  return (
+    job.status === 'done' ||
+    job.status === 'error' ||
+    job.status === 'cancelled'
+  );
 }
 
 function searchProgress(
   previous: ISearchProgress | null,
-  data: Record<string, any>
+  data: ProgressData
 ): ISearchProgress | null {
-  const keys = ['iterations', 'nodes', 'best_value', 'answers'];
-  if (!keys.some(k => k in data)) {
+  const { iterations, nodes, best_value, answers } = data;
+  if (
+    iterations === undefined &&
+    nodes === undefined &&
+    best_value === undefined &&
+    answers === undefined
+  ) {
     return previous;
   }
   const next: ISearchProgress = { ...(previous ?? {}) };
-  if (typeof data.iterations === 'number') {
-    next.iterations = data.iterations;
+  if (typeof iterations === 'number') {
+    next.iterations = iterations;
   }
-  if (typeof data.nodes === 'number') {
-    next.nodes = data.nodes;
+  if (typeof nodes === 'number') {
+    next.nodes = nodes;
   }
-  if ('best_value' in data) {
-    next.best_value = typeof data.best_value === 'number' ? data.best_value : null;
+  if (best_value !== undefined) {
+    next.best_value = best_value;
   }
-  if (Array.isArray(data.answers)) {
-    next.answers = data.answers
-      .filter((a: any) => a && typeof a === 'object')
-      .map((a: any) => ({ answer: String(a.answer ?? ''), votes: Number(a.votes) || 0 }));
+  if (answers) {
+    next.answers = answers;
   }
   return next;
 }
 
+/** Put `candidate` at server index `index`, keeping the list in index order. */
+function placeCandidate(
+  state: IJobView,
+  index: number,
+  candidate: Candidate
+): Pick<IJobView, 'candidates' | 'candidateIndex'> {
+  const candidates = state.candidates.slice();
+  const candidateIndex = state.candidateIndex.slice();
+  const at = candidateIndex.indexOf(index);
+  if (at >= 0) {
+    candidates[at] = candidate;
+  } else {
+    let pos = candidateIndex.findIndex(i => i > index);
+    pos = pos < 0 ? candidateIndex.length : pos;
+    candidates.splice(pos, 0, candidate);
+    candidateIndex.splice(pos, 0, index);
+  }
+  return { candidates, candidateIndex };
+}
+
 /** Apply one event. Events at or below `lastSeq` (replays) change nothing. */
-export function reduceJob(state: IJobView, event: IJobEvent): IJobView {
-  if (typeof event.seq !== 'number' || event.seq <= state.lastSeq || isFinished(state)) {
+export function reduceJob(state: IJobView, event: JobEvent): IJobView {
+  if (
+    typeof event.seq !== 'number' ||
+    event.seq <= state.lastSeq ||
+    isFinished(state)
+  ) {
     return state;
   }
-  const data = event.data && typeof event.data === 'object' ? event.data : {};
   const next: IJobView = {
     ...state,
     jobId: state.jobId ?? event.job_id ?? null,
@@ -138,54 +156,47 @@ export function reduceJob(state: IJobView, event: IJobEvent): IJobView {
       { seq: event.seq, type: event.type, message: event.message }
     ].slice(-MAX_PROGRESS_LINES);
   }
-  if ((event.type === 'progress' || event.type === 'log') && data.state === 'confinement') {
-    // Once per turn, before candidates run (or are shown unrun).
-    next.confinement = parseConfinement(data.confinement) ?? state.confinement;
-  }
   switch (event.type) {
-    case 'progress':
+    case 'progress': {
+      const data = event.data;
       next.message = event.message || state.message;
       next.waitingForKernel = data.state === 'waiting_for_kernel';
       next.search = searchProgress(state.search, data);
-      break;
-    case 'candidate': {
-      const candidate = parseCandidate(data.candidate);
-      if (candidate) {
-        const index =
-          typeof data.index === 'number' && data.index >= 0
-            ? data.index
-            : state.candidates.length;
-        const candidates = state.candidates.slice();
-        candidates[index] = candidate;
-        // A sparse array would break rendering; holes come from out-of-order indices.
-        next.candidates = Array.from(candidates, c => c).filter(
-          (c): c is ICandidate => !!c
-        );
+      if (data.state === 'confinement' && data.confinement) {
+        // Once per turn, before candidates run (or are shown unrun).
+        next.confinement = data.confinement;
       }
-      next.waitingForKernel = false;
       break;
     }
+    case 'candidate':
+      Object.assign(
+        next,
+        placeCandidate(state, event.data.index, event.data.candidate)
+      );
+      next.waitingForKernel = false;
+      break;
     case 'log':
       break;
     case 'done': {
-      const result = parseResult(data.result);
+      const result = event.data.result;
       next.status = 'done';
       next.waitingForKernel = false;
       next.message = event.message || 'Done';
       next.result = result;
-      if (result) {
-        // The final list is authoritative (ranked, deduplicated, scored).
-        next.candidates = result.candidates;
-        next.chosen = result.chosen;
-      }
-      next.turnId = typeof data.turn_id === 'string' && data.turn_id ? data.turn_id : state.turnId;
+      // `chosen` is the server's index of a candidate event already received.
+      const at =
+        result.chosen === null
+          ? -1
+          : state.candidateIndex.indexOf(result.chosen);
+      next.chosen = at >= 0 ? at : null;
+      next.turnId = event.data.turn_id || state.turnId;
       // The final verdict wins over the streamed one.
-      next.confinement = parseConfinement(data.confinement) ?? state.confinement;
+      next.confinement = event.data.confinement ?? state.confinement;
       break;
     }
     case 'error':
       next.waitingForKernel = false;
-      if (data.state === 'cancelled') {
+      if (event.data.state === 'cancelled') {
         // A stop the user asked for is not a failure.
         next.status = 'cancelled';
         next.error = null;
@@ -201,7 +212,11 @@ export function reduceJob(state: IJobView, event: IJobEvent): IJobView {
 }
 
 /** The stream ended without a done/error event (cancelled, or lost). */
-export function endJob(state: IJobView, status: JobStatus, reason?: string): IJobView {
+export function endJob(
+  state: IJobView,
+  status: JobStatus,
+  reason?: string
+): IJobView {
   if (isFinished(state)) {
     return state;
   }
@@ -214,7 +229,7 @@ export function endJob(state: IJobView, status: JobStatus, reason?: string): IJo
     status,
     waitingForKernel: false,
     error,
-    message: status === 'cancelled' ? 'Stopped' : error ?? ''
+    message: status === 'cancelled' ? 'Stopped' : (error ?? '')
   };
 }
 

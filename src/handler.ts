@@ -2,16 +2,17 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 
-import {
-  IAgentConfig,
-  IJobEvent,
-  IJobPoll,
-  ITurnAccepted,
-  ITurnRequest,
-  JobStatus
-} from './models';
+import { JobStatus } from './models';
+import type {
+  AgentConfig,
+  CancelReply,
+  JobEvent,
+  JobPoll,
+  TurnAccepted,
+  TurnRequest
+} from './wire';
 
-export type { IAgentConfig } from './models';
+export type { AgentConfig } from './wire';
 
 /** Namespace of every server endpoint of the extension. */
 export const API_NAMESPACE = 'jupyter-data-agent';
@@ -32,48 +33,49 @@ export async function requestAPI<T>(
   try {
     response = await ServerConnection.makeRequest(requestUrl, init, settings);
   } catch (error) {
-    throw new ServerConnection.NetworkError(error as any);
+    throw new ServerConnection.NetworkError(error as TypeError);
   }
   const text = await response.text();
-  let data: any = text;
+  let data: unknown = text;
   if (text.length > 0) {
     try {
       data = JSON.parse(text);
-    } catch (error) {
+    } catch {
       // Not JSON: keep the text so the error below can show it.
     }
   }
   if (!response.ok) {
-    throw new ServerConnection.ResponseError(
-      response,
-      (data && data.message) || String(data)
-    );
+    const message =
+      data && typeof data === 'object' && 'message' in data
+        ? String(data.message)
+        : String(data);
+    throw new ServerConnection.ResponseError(response, message);
   }
   return data as T;
 }
 
-export function getConfig(): Promise<IAgentConfig> {
-  return requestAPI<IAgentConfig>('config');
+export function getConfig(): Promise<AgentConfig> {
+  return requestAPI<AgentConfig>('config');
 }
 
-export function startTurn(body: ITurnRequest): Promise<ITurnAccepted> {
-  return requestAPI<ITurnAccepted>('turns', {
+export function startTurn(body: TurnRequest): Promise<TurnAccepted> {
+  return requestAPI<TurnAccepted>('turns', {
     method: 'POST',
     body: JSON.stringify(body)
   });
 }
 
-export function cancelJob(jobId: string): Promise<{ status: JobStatus }> {
-  return requestAPI<{ status: JobStatus }>(
+export function cancelJob(jobId: string): Promise<CancelReply> {
+  return requestAPI<CancelReply>(
     URLExt.join('jobs', encodeURIComponent(jobId), 'cancel'),
     { method: 'POST', body: '{}' }
   );
 }
 
-export function pollJob(jobId: string, after: number): Promise<IJobPoll> {
+export function pollJob(jobId: string, after: number): Promise<JobPoll> {
   const path = URLExt.join('jobs', encodeURIComponent(jobId));
   // Without `after` the server sends every event: no guess about where seq starts.
-  return requestAPI<IJobPoll>(after >= 0 ? `${path}?after=${after}` : path);
+  return requestAPI<JobPoll>(after >= 0 ? `${path}?after=${after}` : path);
 }
 
 /** The events socket URL, with the token appended the way kernels do it. */
@@ -100,7 +102,7 @@ export namespace JobStream {
   export interface IOptions {
     jobId: string;
     /** Every event once, in `seq` order. */
-    onEvent: (event: IJobEvent) => void;
+    onEvent: (event: JobEvent) => void;
     /** The job ended (done, error, cancelled) or the stream gave up. */
     onEnd?: (status: JobStatus, reason?: string) => void;
     settings?: ServerConnection.ISettings;
@@ -133,14 +135,14 @@ export class JobStream implements IDisposable {
       socket = new this._settings.WebSocket(
         eventsUrl(this._options.jobId, this._settings)
       );
-    } catch (error) {
+    } catch {
       void this._poll();
       return;
     }
     this._socket = socket;
     socket.onmessage = msg => {
       try {
-        this._deliver(JSON.parse(String(msg.data)) as IJobEvent);
+        this._deliver(JSON.parse(String(msg.data)) as JobEvent);
       } catch (error) {
         console.warn('jupyter-data-agent: bad event', error);
       }
@@ -170,7 +172,7 @@ export class JobStream implements IDisposable {
     }
   }
 
-  private _deliver(event: IJobEvent): void {
+  private _deliver(event: JobEvent): void {
     if (this._disposed || this._ended || typeof event?.seq !== 'number') {
       return;
     }

@@ -9,11 +9,17 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
 
+// The sidebar, its sessions and the config request are set up at activation:
+// nothing here can wait for a lazy import.
+/* eslint-disable jupyter/prefer-lazy-imports */
 import { getConfig } from './handler';
-import { IAgentConfig, Strategy } from './models';
+import { EXPLAIN, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
 import { DEFAULT_SETTINGS, IAgentSettings, NotebookSession } from './session';
+/* eslint-enable jupyter/prefer-lazy-imports */
+import type { AgentConfig } from './wire';
 
 const PLUGIN_ID = 'jupyter-data-agent:plugin';
 
@@ -32,6 +38,9 @@ export namespace CommandIDs {
   export const stop = 'jupyter-data-agent:stop';
 }
 
+/** What the command palette and the API learn about a command's arguments: none. */
+const NO_ARGS = { args: { type: 'object', properties: {} } };
+
 const agentIcon = new LabIcon({
   name: 'jupyter-data-agent:icon',
   svgstr:
@@ -42,16 +51,19 @@ const agentIcon = new LabIcon({
 });
 
 /** Render the server's public model configuration as a small table. */
-function configTable(config: IAgentConfig): HTMLElement {
+function configTable(config: AgentConfig): HTMLElement {
   const table = document.createElement('table');
   table.className = 'jp-DataAgent-configTable';
-  const strategies = config.capabilities?.strategies;
+  const available = config.capabilities.strategies;
+  const strategies = config.strategies
+    .filter(s => available.includes(s.name))
+    .map(s => s.label);
   const rows: [string, string][] = [
     ['Backend', config.backend],
     ['Model', config.model || '(default)'],
     ['Endpoint', config.base_url || '—'],
     ['API key', config.api_key_set ? 'set on the server' : 'not set'],
-    ['Strategies', Array.isArray(strategies) ? strategies.join(', ') : '—']
+    ['Strategies', strategies.length ? strategies.join(', ') : '—']
   ];
   for (const [label, value] of rows) {
     const row = table.insertRow();
@@ -61,16 +73,23 @@ function configTable(config: IAgentConfig): HTMLElement {
   return table;
 }
 
-function readSettings(settings: ISettingRegistry.ISettings | null): IAgentSettings {
+function readSettings(
+  settings: ISettingRegistry.ISettings | null
+): IAgentSettings {
   if (!settings) {
     return { ...DEFAULT_SETTINGS };
   }
   const get = <T>(key: keyof IAgentSettings, fallback: T): T => {
     const value = settings.get(key).composite;
-    return value === undefined || value === null ? fallback : (value as unknown as T);
+    return value === undefined || value === null
+      ? fallback
+      : (value as unknown as T);
   };
   return {
-    defaultStrategy: get<Strategy>('defaultStrategy', DEFAULT_SETTINGS.defaultStrategy),
+    defaultStrategy: get<Strategy>(
+      'defaultStrategy',
+      DEFAULT_SETTINGS.defaultStrategy
+    ),
     samples: get('samples', DEFAULT_SETTINGS.samples),
     budget: get('budget', DEFAULT_SETTINGS.budget),
     insertMode: get('insertMode', DEFAULT_SETTINGS.insertMode),
@@ -117,14 +136,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.shell.add(sidebar, 'right', { rank: 600 });
     restorer?.add(sidebar, PANEL_ID);
 
-    // Offer only what the server runs; a failure leaves every strategy offered
-    // (a request then fails with the server's own explanation).
+    // The strategy chooser is built from the server's one catalog; until it
+    // answers (or if it cannot), the current strategy alone is offered and a
+    // request fails with the server's own explanation.
     getConfig()
       .then(config => {
-        const strategies = config.capabilities?.strategies;
-        sidebar.strategies = Array.isArray(strategies) ? strategies : null;
+        sidebar.strategies = {
+          catalog: config.strategies,
+          available: config.capabilities.strategies
+        };
+        app.commands.notifyCommandChanged();
       })
-      .catch(reason => console.warn('jupyter-data-agent: no server config', reason));
+      .catch(reason =>
+        console.warn('jupyter-data-agent: no server config', reason)
+      );
+    const canRun = (name: Strategy) =>
+      !sidebar.strategies || sidebar.strategies.available.includes(name);
 
     const sessionFor = (panel: NotebookPanel | null): NotebookSession | null =>
       (panel && sessions.get(panel)) ?? null;
@@ -155,7 +182,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       sidebar.session = sessionFor(panel);
       app.commands.notifyCommandChanged();
     });
-    tracker.activeCellChanged.connect(() => app.commands.notifyCommandChanged());
+    tracker.activeCellChanged.connect(() =>
+      app.commands.notifyCommandChanged()
+    );
 
     const openPanel = () => {
       app.shell.activateById(sidebar.id);
@@ -163,17 +192,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
       requestAnimationFrame(() => sidebar.focusInput());
     };
 
-    const activeCellId = () => tracker.currentWidget?.content.activeCell?.model.id ?? null;
+    const activeCellId = () =>
+      tracker.currentWidget?.content.activeCell?.model.id ?? null;
 
     const { commands } = app;
     commands.addCommand(CommandIDs.showConfig, {
+      describedBy: NO_ARGS,
       label: 'Data Agent: Show Model Configuration',
       execute: async () => {
         try {
           const config = await getConfig();
           await showDialog({
             title: 'Data Agent',
-            body: { node: configTable(config) } as any,
+            body: new Widget({ node: configTable(config) }),
             buttons: [Dialog.okButton()]
           });
         } catch (error) {
@@ -186,12 +217,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     commands.addCommand(CommandIDs.open, {
+      describedBy: NO_ARGS,
       label: 'Data Agent: Open Chat',
       caption: 'Ask the Data Agent about the current notebook',
       icon: agentIcon,
       execute: openPanel
     });
     commands.addCommand(CommandIDs.askCell, {
+      describedBy: NO_ARGS,
       label: 'Ask about this cell',
       caption: 'Ask the Data Agent a question about the active cell',
       icon: agentIcon,
@@ -206,35 +239,48 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     commands.addCommand(CommandIDs.explainCell, {
+      describedBy: NO_ARGS,
       label: 'Explain this cell',
-      caption: 'Ask the Data Agent to explain the active cell',
-      isEnabled: () => !!current() && !!activeCellId() && !current()!.running,
+      caption:
+        'Ask the Data Agent to explain the active cell (an answer in words)',
+      isEnabled: () =>
+        !!current() &&
+        !!activeCellId() &&
+        !current()?.running &&
+        canRun(EXPLAIN),
       execute: () => {
         const session = current();
         if (!session) {
           return;
         }
         openPanel();
-        // An explanation is read in the panel; no code to place.
+        // The cell (source, outputs, error) goes as the active one; the answer
+        // is Markdown read in the panel, and no cell is inserted.
         void session.send({
           intent: 'Explain this cell',
           cellId: activeCellId(),
-          strategy: 'direct',
+          strategy: EXPLAIN,
           autoInsert: false
         });
       }
     });
     commands.addCommand(CommandIDs.fixCell, {
+      describedBy: NO_ARGS,
       label: 'Fix the error in this cell',
-      caption: 'The error output is sent as context; the fix comes back as a suggestion',
-      isEnabled: () => !!current() && hasError(tracker.currentWidget) && !current()!.running,
+      caption:
+        'The error output is sent as context; the fix comes back as a suggestion',
+      isEnabled: () =>
+        !!current() && hasError(tracker.currentWidget) && !current()?.running,
       execute: () => {
         const session = current();
         if (!session) {
           return;
         }
         openPanel();
-        void session.send({ intent: 'Fix the error in this cell', cellId: activeCellId() });
+        void session.send({
+          intent: 'Fix the error in this cell',
+          cellId: activeCellId()
+        });
       }
     });
 
@@ -243,6 +289,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       run: (session: NotebookSession, turnId: string) => unknown
     ) => ({
       label,
+      describedBy: NO_ARGS,
       isEnabled: () => !!current()?.suggestions.currentTurn(),
       execute: async () => {
         const session = current();
@@ -258,7 +305,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     );
     commands.addCommand(
       CommandIDs.acceptAndRun,
-      onSuggestion('Accept Suggestion and Run', (s, id) => s.suggestions.acceptAndRun(id))
+      onSuggestion('Accept Suggestion and Run', (s, id) =>
+        s.suggestions.acceptAndRun(id)
+      )
     );
     commands.addCommand(
       CommandIDs.reject,
@@ -273,11 +322,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
       onSuggestion('Previous Candidate', (s, id) => s.suggestions.cycle(id, -1))
     );
     commands.addCommand(CommandIDs.undo, {
+      describedBy: NO_ARGS,
       label: 'Undo Last Suggestion Action',
       isEnabled: () => !!current(),
       execute: () => current()?.suggestions.undo()
     });
     commands.addCommand(CommandIDs.stop, {
+      describedBy: NO_ARGS,
       label: 'Stop the Running Request',
       isEnabled: () => !!current()?.running,
       execute: () => current()?.stop()
@@ -310,7 +361,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
           loaded.changed.connect(apply);
         })
         .catch(reason => {
-          console.error('Failed to load settings for jupyter-data-agent.', reason);
+          console.error(
+            'Failed to load settings for jupyter-data-agent.',
+            reason
+          );
         });
     }
     console.log('JupyterLab extension jupyter-data-agent is activated!');

@@ -5,7 +5,8 @@
  * front end is read by the prompt builder (prior turns) and the trainer
  * (decisions), and the other way round.
  */
-import { IConfinement, parseConfinement } from './models';
+import { parseConfinement } from './models';
+import type { Confinement } from './wire';
 
 export const METADATA_KEY = 'jupyter_data_agent';
 export const METADATA_VERSION = 1;
@@ -28,7 +29,7 @@ export interface ITurn {
    */
   explanations?: string[];
   strategy?: string;
-  confinement?: IConfinement;
+  confinement?: Confinement;
 }
 
 export interface INotebookAgentMetadata {
@@ -78,7 +79,11 @@ export function parseTurn(raw: unknown): ITurn | null {
     candidates: asStringList(data.candidates),
     created: typeof data.created === 'number' ? data.created : null,
     ...(Array.isArray(data.explanations)
-      ? { explanations: data.explanations.map(e => (typeof e === 'string' ? e : '')) }
+      ? {
+          explanations: data.explanations.map(e =>
+            typeof e === 'string' ? e : ''
+          )
+        }
       : {}),
     ...(typeof data.strategy === 'string' ? { strategy: data.strategy } : {}),
     ...(confinement ? { confinement } : {})
@@ -143,7 +148,11 @@ export function readCellTag(
   const status = STATUSES.includes(raw.status as TurnStatus)
     ? (raw.status as TurnStatus)
     : 'pending';
-  return { turn_id: asString(raw.turn_id), intent: asString(raw.intent), status };
+  return {
+    turn_id: asString(raw.turn_id),
+    intent: asString(raw.intent),
+    status
+  };
 }
 
 /** Seconds since the epoch, as Python's time.time() writes `created`. */

@@ -46,11 +46,7 @@ const BAR_CLASS = 'jp-DataAgent-suggestionBar';
 
 /** What the cell toolbar asks the controller to do. */
 export type SuggestionAction =
-  | 'accept'
-  | 'acceptAndRun'
-  | 'reject'
-  | 'next'
-  | 'previous';
+  'accept' | 'acceptAndRun' | 'reject' | 'next' | 'previous';
 
 /** The small toolbar on the first cell of a suggestion. */
 class SuggestionBar extends Widget {
@@ -68,7 +64,12 @@ class SuggestionBar extends Widget {
     this._count.className = 'jp-DataAgent-suggestionCount';
     const buttons = document.createElement('span');
     buttons.className = 'jp-DataAgent-suggestionButtons';
-    const make = (action: SuggestionAction, text: string, title: string, cls = '') => {
+    const make = (
+      action: SuggestionAction,
+      text: string,
+      title: string,
+      cls = ''
+    ) => {
       const button = document.createElement('button');
       button.type = 'button';
       button.className = `jp-Button jp-mod-styled jp-mod-small jp-DataAgent-${action} ${cls}`;
@@ -87,9 +88,24 @@ class SuggestionBar extends Widget {
     };
     this._prev = make('previous', '‹', 'Previous candidate (Alt+P)');
     this._next = make('next', '›', 'Next candidate (Alt+N)');
-    make('accept', 'Accept', 'Keep this code (Ctrl+Shift+Enter)', 'jp-mod-accept');
-    make('acceptAndRun', 'Accept & Run', 'Keep and run it (Alt+Shift+Enter)', 'jp-mod-accept');
-    make('reject', 'Reject', 'Remove the suggestion (Ctrl+Shift+Backspace)', 'jp-mod-reject');
+    make(
+      'accept',
+      'Accept',
+      'Keep this code (Ctrl+Shift+Enter)',
+      'jp-mod-accept'
+    );
+    make(
+      'acceptAndRun',
+      'Accept & Run',
+      'Keep and run it (Alt+Shift+Enter)',
+      'jp-mod-accept'
+    );
+    make(
+      'reject',
+      'Reject',
+      'Remove the suggestion (Ctrl+Shift+Backspace)',
+      'jp-mod-reject'
+    );
     head.append(label, this._count, buttons);
     this._explanation = document.createElement('div');
     this._explanation.className = 'jp-DataAgent-suggestionExplanation';
@@ -185,7 +201,11 @@ export class SuggestionController implements IDisposable {
     if (tag && this._states.get(tag.turn_id)?.status === 'suggested') {
       return tag.turn_id;
     }
-    return this._lastTouched.filter(id => this._states.get(id)?.status === 'suggested').pop() ?? null;
+    return (
+      this._lastTouched
+        .filter(id => this._states.get(id)?.status === 'suggested')
+        .pop() ?? null
+    );
   }
 
   /** Store (or update) a turn in notebook metadata. */
@@ -259,7 +279,9 @@ export class SuggestionController implements IDisposable {
       start >= 0
         ? { afterId: start > 0 ? cells[start - 1].getId() : null, index: start }
         : undefined;
-    const ok = this._run(reject(state, { sources: this._sources(state), anchor }));
+    const ok = this._run(
+      reject(state, { sources: this._sources(state), anchor })
+    );
     if (ok && anchor) {
       // Back to the cell the suggestion hung from, as before the insert.
       const notebook = this.panel.content;
@@ -335,7 +357,10 @@ export class SuggestionController implements IDisposable {
       index = this.panel.content.activeCellIndex;
     }
     if (index < 0 || index >= cells.length) {
-      return { afterId: cells.length ? cells[cells.length - 1].getId() : null, index: cells.length };
+      return {
+        afterId: cells.length ? cells[cells.length - 1].getId() : null,
+        index: cells.length
+      };
     }
     return { afterId: cells[index].getId(), index: index + 1 };
   }
@@ -344,10 +369,15 @@ export class SuggestionController implements IDisposable {
    * Apply the changes and record the decision as one undoable step: the
    * notebook's own undo (z / Ctrl+Z) then reverts exactly this operation.
    */
-  private _apply(changes: CellChange[], state: ISuggestionState, decision: TurnStatus | null): void {
+  private _apply(
+    changes: CellChange[],
+    state: ISuggestionState,
+    decision: TurnStatus | null
+  ): void {
     const model = this.panel.model!;
     const shared = model.sharedModel;
-    const undoManager = (shared as any).undoManager as { stopCapturing?: () => void } | undefined;
+    const undoManager = (shared as any).undoManager as
+      { stopCapturing?: () => void } | undefined;
     // `shared.cells` is only refreshed when the transaction ends, so
     // positions are tracked here while the changes are applied.
     const order = shared.cells.map(c => c.getId());
@@ -367,7 +397,10 @@ export class SuggestionController implements IDisposable {
   private _applyOne(
     change: CellChange,
     order: string[],
-    byId: Map<string, { setSource(s: string): void; setMetadata(k: string, v: any): void }>
+    byId: Map<
+      string,
+      { setSource(s: string): void; setMetadata(k: string, v: any): void }
+    >
   ): void {
     const shared = this.panel.model!.sharedModel;
     switch (change.op) {
@@ -388,14 +421,18 @@ export class SuggestionController implements IDisposable {
       case 'insert': {
         const after = change.afterId ? order.indexOf(change.afterId) : -1;
         const at =
-          after >= 0 ? after + 1 : Math.max(0, Math.min(change.index, order.length));
+          after >= 0
+            ? after + 1
+            : Math.max(0, Math.min(change.index, order.length));
         const cell = change.cell;
         shared.insertCell(at, {
           id: cell.id,
           cell_type: cell.cell_type,
           source: cell.source,
           metadata: { [METADATA_KEY]: { ...cell.tag } },
-          ...(cell.cell_type === 'code' ? { outputs: [], execution_count: null } : {})
+          ...(cell.cell_type === 'code'
+            ? { outputs: [], execution_count: null }
+            : {})
         } as any);
         order.splice(at, 0, cell.id);
         break;
@@ -408,13 +445,13 @@ export class SuggestionController implements IDisposable {
     const existing = conversation.turns.find(t => t.turn_id === state.turnId);
     const code = state.cells.length
       ? solutionCode(state.cells)
-      : state.candidates[state.index]?.code ?? existing?.code ?? '';
+      : (state.candidates[state.index]?.code ?? existing?.code ?? '');
     const patch: Partial<ITurn> = {
       status: decision,
       code,
       cell_ids: state.cells.length
         ? state.cells.map(c => c.id)
-        : existing?.cell_ids ?? []
+        : (existing?.cell_ids ?? [])
     };
     if (decision === 'accepted') {
       this._acceptedCode.set(state.turnId, code);
@@ -467,8 +504,14 @@ export class SuggestionController implements IDisposable {
   }
 
   /** Cells tagged with a turn, by turn id, in notebook order. */
-  private _tagged(): Map<string, (IObservedCell & { cell_type: 'code' | 'markdown' })[]> {
-    const byTurn = new Map<string, (IObservedCell & { cell_type: 'code' | 'markdown' })[]>();
+  private _tagged(): Map<
+    string,
+    (IObservedCell & { cell_type: 'code' | 'markdown' })[]
+  > {
+    const byTurn = new Map<
+      string,
+      (IObservedCell & { cell_type: 'code' | 'markdown' })[]
+    >();
     const model = this.panel.model;
     if (!model) {
       return byTurn;
@@ -559,19 +602,30 @@ export class SuggestionController implements IDisposable {
   }
 
   /** Bookkeeping the user did not do: kept out of the undo history. */
-  private _writeDecisionQuietly(state: ISuggestionState, decision: TurnStatus): void {
-    const current = this.conversation.turns.find(t => t.turn_id === state.turnId);
+  private _writeDecisionQuietly(
+    state: ISuggestionState,
+    decision: TurnStatus
+  ): void {
+    const current = this.conversation.turns.find(
+      t => t.turn_id === state.turnId
+    );
     if (current?.status === decision) {
       return;
     }
-    this.panel.model!.sharedModel.transact(() => this._recordDecision(state, decision), false);
+    this.panel.model!.sharedModel.transact(
+      () => this._recordDecision(state, decision),
+      false
+    );
   }
 
   /**
    * An accepted turn whose cells no longer hold the accepted code is
    * "edited"; the edited code is stored (it is what the user wanted).
    */
-  private _checkEdited(state: ISuggestionState, observed: IObservedCell[]): boolean {
+  private _checkEdited(
+    state: ISuggestionState,
+    observed: IObservedCell[]
+  ): boolean {
     if (state.status !== 'accepted' || !observed.length) {
       return false;
     }
@@ -595,7 +649,9 @@ export class SuggestionController implements IDisposable {
     }
     const shared = this.panel.model!.sharedModel;
     shared.transact(() => {
-      this._writeConversation(updateTurn(this.conversation, state.turnId, { status, code }));
+      this._writeConversation(
+        updateTurn(this.conversation, state.turnId, { status, code })
+      );
       for (const cell of observed) {
         const index = this._indexOf(cell.id);
         if (index >= 0 && cell.status !== status) {
@@ -626,13 +682,18 @@ export class SuggestionController implements IDisposable {
     for (const cell of notebook.widgets) {
       const tag = readCellTag(cell.model.metadata);
       const state = tag ? this._states.get(tag.turn_id) : undefined;
-      const pending = !!tag && tag.status === 'pending' && state?.status === 'suggested';
+      const pending =
+        !!tag && tag.status === 'pending' && state?.status === 'suggested';
       cell.toggleClass(SUGGESTION_CLASS, pending);
       if (pending && firstOf.get(tag!.turn_id) === cell.model.id) {
         let bar = this._bars.get(cell);
         if (!bar || bar.isDisposed) {
           const turnId = tag!.turn_id;
-          bar = new SuggestionBar(action => void this._onBarAction(turnId, action));
+          // Owned by this._bars: disposed when its suggestion goes.
+          // eslint-disable-next-line jupyter/require-disposable-ownership
+          bar = new SuggestionBar(
+            action => void this._onBarAction(turnId, action)
+          );
           (cell.layout as PanelLayout).insertWidget(0, bar);
           this._bars.set(cell, bar);
         }
@@ -648,7 +709,10 @@ export class SuggestionController implements IDisposable {
     }
   }
 
-  private async _onBarAction(turnId: string, action: SuggestionAction): Promise<void> {
+  private async _onBarAction(
+    turnId: string,
+    action: SuggestionAction
+  ): Promise<void> {
     switch (action) {
       case 'accept':
         this.accept(turnId);

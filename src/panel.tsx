@@ -4,7 +4,12 @@
  * so the panel follows the theme and renders outputs like the notebook.
  */
 import { PathExt } from '@jupyterlab/coreutils';
-import { OutputArea, OutputAreaModel, SimplifiedOutputArea } from '@jupyterlab/outputarea';
+import type * as nbformat from '@jupyterlab/nbformat';
+import {
+  OutputArea,
+  OutputAreaModel,
+  SimplifiedOutputArea
+} from '@jupyterlab/outputarea';
 import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
 import { HTMLSelect, ReactWidget } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
@@ -14,26 +19,39 @@ import { IJobView, isFinished } from './events';
 import { ITurn } from './metadata';
 import {
   CONFINEMENT_LABELS,
-  ICandidate,
-  IConfinement,
+  EXPLAIN,
   LAYER_LABELS,
-  STRATEGY_LABELS,
   Strategy,
   previewOutputs
 } from './models';
 import { IAgentSettings, IExchange, NotebookSession } from './session';
+import type { Candidate, Confinement, StrategyInfo } from './wire';
 
 export const PANEL_ID = 'jupyter-data-agent-panel';
 const INPUT_CLASS = 'jp-DataAgent-input';
 
-const STRATEGIES: { value: Strategy; label: string; title: string }[] = [
-  { value: 'direct', label: STRATEGY_LABELS.direct, title: 'One candidate, written step by step' },
-  { value: 'vote', label: STRATEGY_LABELS.vote, title: 'Several candidates, each executed; the most common result wins' },
-  { value: 'mcts', label: STRATEGY_LABELS.mcts, title: 'Value-guided tree search over executed steps' }
-];
+/** What the server offers (`GET config`); null until it answered. */
+export interface IServerStrategies {
+  /** Every strategy the server knows, in the order to offer them. */
+  catalog: StrategyInfo[];
+  /** The ones it can run now. */
+  available: string[];
+}
+
+/** A strategy's name in words, from the server's catalog. */
+function strategyLabel(
+  strategies: IServerStrategies | null,
+  name: string
+): string {
+  return strategies?.catalog.find(s => s.name === name)?.label ?? name;
+}
 
 /** Hosts a Lumino widget (a rendermime renderer, an output area) in React. */
-function LuminoHost(props: { make: () => Widget; deps: React.DependencyList; className?: string }) {
+function LuminoHost(props: {
+  make: () => Widget;
+  deps: React.DependencyList;
+  className?: string;
+}) {
   const ref = React.useRef<HTMLDivElement>(null);
   React.useEffect(() => {
     const host = ref.current;
@@ -73,11 +91,36 @@ function CodeBlock(props: { code: string; rendermime: IRenderMimeRegistry }) {
   );
 }
 
+/**
+ * Model-written Markdown (an explanation), rendered by JupyterLab's own
+ * Markdown renderer as untrusted data: HTML is sanitized, no script runs.
+ */
+function MarkdownBlock(props: {
+  source: string;
+  rendermime: IRenderMimeRegistry;
+  className: string;
+}) {
+  const { source, rendermime, className } = props;
+  return (
+    <LuminoHost
+      className={className}
+      deps={[source]}
+      make={() => {
+        const renderer = rendermime.createRenderer('text/markdown');
+        void renderer.renderModel(
+          new MimeModel({ data: { 'text/markdown': source }, trusted: false })
+        );
+        return renderer;
+      }}
+    />
+  );
+}
+
 /** The executed output preview, rendered like a notebook output area. */
 function OutputPreview(props: {
-  candidate: ICandidate;
+  candidate: Candidate;
   rendermime: IRenderMimeRegistry;
-  confinement: IConfinement | null;
+  confinement: Confinement | null;
 }) {
   const { candidate, rendermime, confinement } = props;
   if (confinement && !confinement.execute) {
@@ -101,8 +144,14 @@ function OutputPreview(props: {
       deps={[candidate]}
       make={() => {
         // Untrusted: HTML is sanitized, scripts do not run.
-        const model = new OutputAreaModel({ values: outputs as any, trusted: false });
-        const area: OutputArea = new SimplifiedOutputArea({ model, rendermime });
+        const model = new OutputAreaModel({
+          values: outputs as nbformat.IOutput[],
+          trusted: false
+        });
+        const area: OutputArea = new SimplifiedOutputArea({
+          model,
+          rendermime
+        });
         area.disposed.connect(() => model.dispose());
         return area;
       }}
@@ -110,7 +159,7 @@ function OutputPreview(props: {
   );
 }
 
-function resultBadge(candidate: ICandidate, executed: boolean): string {
+function resultBadge(candidate: Candidate, executed: boolean): string {
   const result = candidate.result;
   if (!result || !executed) {
     return '';
@@ -130,12 +179,12 @@ function resultBadge(candidate: ICandidate, executed: boolean): string {
 }
 
 function CandidateView(props: {
-  candidate: ICandidate;
+  candidate: Candidate;
   index: number;
   total: number;
   chosen: boolean;
   rendermime: IRenderMimeRegistry;
-  confinement: IConfinement | null;
+  confinement: Confinement | null;
 }) {
   const { candidate, rendermime, confinement } = props;
   const executed = !confinement || confinement.execute;
@@ -154,14 +203,16 @@ function CandidateView(props: {
     facts.push('repaired');
   }
   const badge = resultBadge(candidate, executed);
-  const resultStatus = executed ? candidate.result?.status ?? 'none' : 'none';
+  const resultStatus = executed ? (candidate.result?.status ?? 'none') : 'none';
   return (
     <div className="jp-DataAgent-candidate" data-index={props.index}>
       <div className="jp-DataAgent-candidateHead">
         <span className={`jp-DataAgent-status jp-mod-${resultStatus}`}>
           {badge || 'not run'}
         </span>
-        {facts.length > 0 && <span className="jp-DataAgent-facts">{facts.join(' · ')}</span>}
+        {facts.length > 0 && (
+          <span className="jp-DataAgent-facts">{facts.join(' · ')}</span>
+        )}
       </div>
       {steps.length > 0 ? (
         <ol className="jp-DataAgent-steps">
@@ -172,10 +223,16 @@ function CandidateView(props: {
           ))}
         </ol>
       ) : (
-        candidate.explanation && <p className="jp-DataAgent-explanation">{candidate.explanation}</p>
+        candidate.explanation && (
+          <p className="jp-DataAgent-explanation">{candidate.explanation}</p>
+        )
       )}
       <CodeBlock code={candidate.code} rendermime={rendermime} />
-      <OutputPreview candidate={candidate} rendermime={rendermime} confinement={confinement} />
+      <OutputPreview
+        candidate={candidate}
+        rendermime={rendermime}
+        confinement={confinement}
+      />
     </div>
   );
 }
@@ -187,12 +244,16 @@ let confinementIds = 0;
  * hover and while it has focus (a tab stop, described by the list; a tap on
  * a touch screen focuses it too). Escape hides it.
  */
-export function ConfinementBadge(props: { confinement: IConfinement }) {
+export function ConfinementBadge(props: { confinement: Confinement }) {
   const { confinement } = props;
-  const [id] = React.useState(() => `jp-DataAgent-confinement-${++confinementIds}`);
+  const [id] = React.useState(
+    () => `jp-DataAgent-confinement-${++confinementIds}`
+  );
   // Where the list goes: placed against the panel's body (not the scrolling
   // conversation, which would clip it), below the badge or above it.
-  const [place, setPlace] = React.useState<React.CSSProperties | undefined>(undefined);
+  const [place, setPlace] = React.useState<React.CSSProperties | undefined>(
+    undefined
+  );
   const wrap = React.useRef<HTMLSpanElement>(null);
   const measure = () => {
     const node = wrap.current;
@@ -269,10 +330,15 @@ export function ConfinementBadge(props: { confinement: IConfinement }) {
         style={place}
       >
         <div className="jp-DataAgent-confinementTitle">
-          Kernel copies: {label} <span className="jp-DataAgent-confinementPolicy">policy “{confinement.policy}”</span>
+          Kernel copies: {label}{' '}
+          <span className="jp-DataAgent-confinementPolicy">
+            policy “{confinement.policy}”
+          </span>
         </div>
         {confinement.message && (
-          <div className="jp-DataAgent-confinementMessage">{confinement.message}</div>
+          <div className="jp-DataAgent-confinementMessage">
+            {confinement.message}
+          </div>
         )}
         {total > 0 && (
           <ul className="jp-DataAgent-layers">
@@ -285,9 +351,17 @@ export function ConfinementBadge(props: { confinement: IConfinement }) {
                 <span className="jp-DataAgent-layerMark" aria-hidden="true">
                   {layer.on ? '✓' : '✗'}
                 </span>
-                <span className="jp-DataAgent-layerName">{LAYER_LABELS[layer.name] ?? layer.name}</span>
-                <span className="jp-DataAgent-layerState">{layer.on ? 'on' : 'off'}</span>
-                {layer.detail && <span className="jp-DataAgent-layerDetail">{layer.detail}</span>}
+                <span className="jp-DataAgent-layerName">
+                  {LAYER_LABELS[layer.name] ?? layer.name}
+                </span>
+                <span className="jp-DataAgent-layerState">
+                  {layer.on ? 'on' : 'off'}
+                </span>
+                {layer.detail && (
+                  <span className="jp-DataAgent-layerDetail">
+                    {layer.detail}
+                  </span>
+                )}
               </li>
             ))}
           </ul>
@@ -310,18 +384,25 @@ function Progress(props: { job: IJobView }) {
         </div>
       )}
       {job.waitingForKernel && running && (
-        <div className="jp-DataAgent-waiting">Waiting for the kernel to finish running…</div>
+        <div className="jp-DataAgent-waiting">
+          Waiting for the kernel to finish running…
+        </div>
       )}
       {search && (
         <div className="jp-DataAgent-search">
-          {search.iterations !== undefined && <span>iteration {search.iterations}</span>}
+          {search.iterations !== undefined && (
+            <span>iteration {search.iterations}</span>
+          )}
           {search.nodes !== undefined && <span>{search.nodes} nodes</span>}
-          {typeof search.best_value === 'number' && <span>best value {search.best_value.toFixed(2)}</span>}
+          {typeof search.best_value === 'number' && (
+            <span>best value {search.best_value.toFixed(2)}</span>
+          )}
           {search.answers && search.answers.length > 0 && (
             <ul className="jp-DataAgent-answers">
               {search.answers.map((a, i) => (
                 <li key={i}>
-                  <code>{a.answer}</code> — {a.votes} vote{a.votes === 1 ? '' : 's'}
+                  <code>{a.answer}</code> — {a.votes} vote
+                  {a.votes === 1 ? '' : 's'}
                 </li>
               ))}
             </ul>
@@ -330,7 +411,9 @@ function Progress(props: { job: IJobView }) {
       )}
       {job.progress.length > 0 && (
         <details className="jp-DataAgent-log">
-          <summary>{job.progress.length} step{job.progress.length === 1 ? '' : 's'}</summary>
+          <summary>
+            {job.progress.length} step{job.progress.length === 1 ? '' : 's'}
+          </summary>
           <ol>
             {job.progress.map(line => (
               <li key={line.seq} className={`jp-mod-${line.type}`}>
@@ -364,14 +447,18 @@ function ExchangeView(props: {
   exchange: IExchange;
   turn: ITurn | null;
   rendermime: IRenderMimeRegistry;
+  strategies: IServerStrategies | null;
 }) {
-  const { session, exchange, turn, rendermime } = props;
+  const { session, exchange, turn, rendermime, strategies } = props;
   const job = exchange.job;
   const candidates = job.candidates;
-  const suggestion = exchange.turnId ? session.suggestions.suggestion(exchange.turnId) : null;
+  const suggestion = exchange.turnId
+    ? session.suggestions.suggestion(exchange.turnId)
+    : null;
   // The panel shows what the notebook shows once the candidate is placed.
   const shown =
-    suggestion && (suggestion.status === 'suggested' || suggestion.status === 'accepted')
+    suggestion &&
+    (suggestion.status === 'suggested' || suggestion.status === 'accepted')
       ? suggestion.index
       : exchange.selected;
   const selected = Math.min(shown, Math.max(0, candidates.length - 1));
@@ -382,23 +469,44 @@ function ExchangeView(props: {
     <div className="jp-DataAgent-exchange" data-turn-id={exchange.turnId ?? ''}>
       <div className="jp-DataAgent-intent">
         <span className="jp-DataAgent-intentText">{exchange.intent}</span>
-        <span className="jp-DataAgent-chip">{STRATEGY_LABELS[exchange.strategy]}</span>
+        <span className="jp-DataAgent-chip">
+          {strategyLabel(strategies, exchange.strategy)}
+        </span>
         {confinement && <ConfinementBadge confinement={confinement} />}
       </div>
       <Progress job={job} />
-      {job.status === 'error' && <div className="jp-DataAgent-error">{job.error}</div>}
-      {job.status === 'cancelled' && <div className="jp-DataAgent-note">Stopped.</div>}
-      {job.result?.answer && (
-        <div className="jp-DataAgent-answer">
-          Answer: <strong>{job.result.answer}</strong>
-        </div>
+      {job.status === 'error' && (
+        <div className="jp-DataAgent-error">{job.error}</div>
       )}
-      {isFinished(job) && job.status === 'done' && !candidates.length && (
-        <div className="jp-DataAgent-note">No candidate came back.</div>
+      {job.status === 'cancelled' && (
+        <div className="jp-DataAgent-note">Stopped.</div>
       )}
+      {job.result?.answer &&
+        (job.result.strategy === EXPLAIN ? (
+          // Prose about the cell: read here, nothing goes into the notebook.
+          <MarkdownBlock
+            source={job.result.answer}
+            rendermime={rendermime}
+            className="jp-DataAgent-prose"
+          />
+        ) : (
+          <div className="jp-DataAgent-answer">
+            Answer: <strong>{job.result.answer}</strong>
+          </div>
+        ))}
+      {isFinished(job) &&
+        job.status === 'done' &&
+        !candidates.length &&
+        !job.result?.answer && (
+          <div className="jp-DataAgent-note">No candidate came back.</div>
+        )}
       {candidates.length > 0 && (
         <div className="jp-DataAgent-candidates">
-          <div className="jp-DataAgent-candidateBar" role="tablist" aria-label="Candidates">
+          <div
+            className="jp-DataAgent-candidateBar"
+            role="tablist"
+            aria-label="Candidates"
+          >
             {candidates.length > 1 &&
               candidates.map((c, i) => (
                 <button
@@ -416,15 +524,19 @@ function ExchangeView(props: {
               ))}
             <span className="jp-DataAgent-spacer" />
             {status && <StatusChip status={status} />}
-            {isFinished(job) && exchange.turnId && !placed && status !== 'accepted' && status !== 'edited' && (
-              <button
-                className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-insert"
-                onClick={() => session.insert(exchange, selected)}
-                title="Insert below the active cell as a suggestion"
-              >
-                Insert
-              </button>
-            )}
+            {isFinished(job) &&
+              exchange.turnId &&
+              !placed &&
+              status !== 'accepted' &&
+              status !== 'edited' && (
+                <button
+                  className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-insert"
+                  onClick={() => session.insert(exchange, selected)}
+                  title="Insert below the active cell as a suggestion"
+                >
+                  Insert
+                </button>
+              )}
             {placed && (
               <>
                 <button
@@ -457,26 +569,38 @@ function ExchangeView(props: {
 }
 
 /** A turn read back from the notebook (no live job): intent, decision, code. */
-function StoredTurnView(props: { turn: ITurn; session: NotebookSession; rendermime: IRenderMimeRegistry }) {
-  const { turn, session, rendermime } = props;
+function StoredTurnView(props: {
+  turn: ITurn;
+  session: NotebookSession;
+  rendermime: IRenderMimeRegistry;
+  strategies: IServerStrategies | null;
+}) {
+  const { turn, session, rendermime, strategies } = props;
   const suggestion = session.suggestions.suggestion(turn.turn_id);
   const status = suggestion?.status === 'suggested' ? 'suggested' : turn.status;
   const index = Math.max(0, turn.candidates.indexOf(turn.code));
   const explanation = turn.explanations?.[index];
   return (
-    <div className="jp-DataAgent-exchange jp-mod-stored" data-turn-id={turn.turn_id}>
+    <div
+      className="jp-DataAgent-exchange jp-mod-stored"
+      data-turn-id={turn.turn_id}
+    >
       <div className="jp-DataAgent-intent">
         <span className="jp-DataAgent-intentText">{turn.intent}</span>
         {turn.strategy && (
           <span className="jp-DataAgent-chip">
-            {STRATEGY_LABELS[turn.strategy as Strategy] ?? turn.strategy}
+            {strategyLabel(strategies, turn.strategy)}
           </span>
         )}
-        {turn.confinement && <ConfinementBadge confinement={turn.confinement} />}
+        {turn.confinement && (
+          <ConfinementBadge confinement={turn.confinement} />
+        )}
       </div>
       <div className="jp-DataAgent-candidateBar">
         {turn.candidates.length > 1 && (
-          <span className="jp-DataAgent-facts">{turn.candidates.length} candidates</span>
+          <span className="jp-DataAgent-facts">
+            {turn.candidates.length} candidates
+          </span>
         )}
         <span className="jp-DataAgent-spacer" />
         <StatusChip status={status} />
@@ -490,10 +614,10 @@ function StoredTurnView(props: { turn: ITurn; session: NotebookSession; rendermi
 function Composer(props: {
   session: NotebookSession;
   settings: IAgentSettings;
-  /** Strategies the server offers; null while unknown (all are offered). */
-  available: string[] | null;
+  /** Strategies the server offers; null while unknown (the current one is offered). */
+  strategies: IServerStrategies | null;
 }) {
-  const { session, settings, available } = props;
+  const { session, settings, strategies } = props;
   const [text, setText] = React.useState('');
   const [cursor, setCursor] = React.useState<number | null>(null);
   const [samples, setSamples] = React.useState(settings.samples);
@@ -525,15 +649,25 @@ function Composer(props: {
     if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
       send();
-    } else if (event.key === 'ArrowUp' && history.length && area.selectionStart === 0 && area.selectionEnd === 0) {
+    } else if (
+      event.key === 'ArrowUp' &&
+      history.length &&
+      area.selectionStart === 0 &&
+      area.selectionEnd === 0
+    ) {
       event.preventDefault();
       if (cursor === null) {
         draft.current = text;
       }
-      const next = cursor === null ? history.length - 1 : Math.max(0, cursor - 1);
+      const next =
+        cursor === null ? history.length - 1 : Math.max(0, cursor - 1);
       setCursor(next);
       setText(history[next]);
-    } else if (event.key === 'ArrowDown' && cursor !== null && area.selectionStart === area.value.length) {
+    } else if (
+      event.key === 'ArrowDown' &&
+      cursor !== null &&
+      area.selectionStart === area.value.length
+    ) {
       event.preventDefault();
       const next = cursor + 1;
       if (next >= history.length) {
@@ -582,25 +716,22 @@ function Composer(props: {
             setStrategy(value);
             session.strategy = value;
           }}
-          options={STRATEGIES.map(s => {
-            const missing = available !== null && !available.includes(s.value);
-            return {
-              value: s.value,
-              label: missing ? `${s.label} (not on this server)` : s.label,
-              title: s.title,
-              disabled: missing
-            };
-          })}
+          options={chooserOptions(strategies, strategy)}
         />
         {strategy === 'vote' && (
-          <label className="jp-DataAgent-number" title="Samples executed and voted">
+          <label
+            className="jp-DataAgent-number"
+            title="Samples executed and voted"
+          >
             samples
             <input
               type="number"
               min={1}
               max={20}
               value={samples}
-              onChange={event => setSamples(Math.max(1, Number(event.target.value) || 1))}
+              onChange={event =>
+                setSamples(Math.max(1, Number(event.target.value) || 1))
+              }
             />
           </label>
         )}
@@ -612,7 +743,9 @@ function Composer(props: {
               min={1}
               max={200}
               value={budget}
-              onChange={event => setBudget(Math.max(1, Number(event.target.value) || 1))}
+              onChange={event =>
+                setBudget(Math.max(1, Number(event.target.value) || 1))
+              }
             />
           </label>
         )}
@@ -638,8 +771,36 @@ function Composer(props: {
   );
 }
 
-function Conversation(props: { session: NotebookSession; rendermime: IRenderMimeRegistry }) {
-  const { session, rendermime } = props;
+/**
+ * The chooser's entries: every strategy of the server's catalog except
+ * Explain (a command on a cell, not a way to write code), with its label.
+ */
+function chooserOptions(
+  strategies: IServerStrategies | null,
+  current: Strategy
+) {
+  if (!strategies) {
+    return [{ value: current, label: current }];
+  }
+  return strategies.catalog
+    .filter(s => s.name !== EXPLAIN)
+    .map(s => {
+      const missing = !strategies.available.includes(s.name);
+      return {
+        value: s.name,
+        label: missing ? `${s.label} (not on this server)` : s.label,
+        title: s.summary,
+        disabled: missing
+      };
+    });
+}
+
+function Conversation(props: {
+  session: NotebookSession;
+  rendermime: IRenderMimeRegistry;
+  strategies: IServerStrategies | null;
+}) {
+  const { session, rendermime, strategies } = props;
   const items = session.timeline();
   const end = React.useRef<HTMLDivElement>(null);
   const last = items[items.length - 1];
@@ -650,8 +811,9 @@ function Conversation(props: { session: NotebookSession; rendermime: IRenderMime
   if (!items.length) {
     return (
       <div className="jp-DataAgent-empty">
-        Ask a question about this notebook. The agent reads its cells, outputs and DataFrames, runs
-        candidate code in a copy of the kernel, and offers the result as a suggested cell.
+        Ask a question about this notebook. The agent reads its cells, outputs
+        and DataFrames, runs candidate code in a copy of the kernel, and offers
+        the result as a suggested cell.
       </div>
     );
   }
@@ -665,9 +827,18 @@ function Conversation(props: { session: NotebookSession; rendermime: IRenderMime
             exchange={exchange}
             turn={turn}
             rendermime={rendermime}
+            strategies={strategies}
           />
         ) : (
-          <StoredTurnView key={turn!.turn_id} turn={turn!} session={session} rendermime={rendermime} />
+          turn && (
+            <StoredTurnView
+              key={turn.turn_id}
+              turn={turn}
+              session={session}
+              rendermime={rendermime}
+              strategies={strategies}
+            />
+          )
         )
       )}
       <div ref={end} />
@@ -702,12 +873,18 @@ export class AgentSidebar extends ReactWidget {
 
   /** Put the keyboard in the question box. */
   focusInput(): void {
-    const input = this.node.querySelector<HTMLTextAreaElement>(`.${INPUT_CLASS}`);
+    const input = this.node.querySelector<HTMLTextAreaElement>(
+      `.${INPUT_CLASS}`
+    );
     input?.focus();
   }
 
-  /** What the server can run (from GET config). */
-  set strategies(value: string[] | null) {
+  /** What the server offers and can run (from GET config). */
+  get strategies(): IServerStrategies | null {
+    return this._strategies;
+  }
+
+  set strategies(value: IServerStrategies | null) {
     this._strategies = value;
     this.update();
   }
@@ -730,14 +907,20 @@ export class AgentSidebar extends ReactWidget {
       <div className="jp-DataAgent-body">
         <div className="jp-DataAgent-header" title={session.panel.context.path}>
           <span className="jp-DataAgent-title">Data Agent</span>
-          <span className="jp-DataAgent-notebook">{PathExt.basename(session.panel.context.localPath)}</span>
+          <span className="jp-DataAgent-notebook">
+            {PathExt.basename(session.panel.context.localPath)}
+          </span>
         </div>
-        <Conversation session={session} rendermime={this._rendermime} />
+        <Conversation
+          session={session}
+          rendermime={this._rendermime}
+          strategies={this._strategies}
+        />
         <Composer
           key={session.panel.id}
           session={session}
           settings={this._settings()}
-          available={this._strategies}
+          strategies={this._strategies}
         />
       </div>
     );
@@ -748,5 +931,5 @@ export class AgentSidebar extends ReactWidget {
   }
 
   private _session: NotebookSession | null = null;
-  private _strategies: string[] | null = null;
+  private _strategies: IServerStrategies | null = null;
 }

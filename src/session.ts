@@ -7,10 +7,24 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { IJobView, endJob, initialJob, isFinished, preferredIndex, reduceJob } from './events';
+import {
+  IJobView,
+  endJob,
+  initialJob,
+  isFinished,
+  preferredIndex,
+  reduceJob
+} from './events';
 import { JobStream, cancelJob, startTurn } from './handler';
-import { ITurn, METADATA_KEY, newTurnId, nowSeconds, readCellTag } from './metadata';
-import { API_VERSION, ICandidate, ITurnOptions, Strategy } from './models';
+import {
+  ITurn,
+  METADATA_KEY,
+  newTurnId,
+  nowSeconds,
+  readCellTag
+} from './metadata';
+import { API_VERSION, Strategy } from './models';
+import type { Candidate, NotebookCell, TurnOptions } from './wire';
 import { SuggestionController } from './notebook';
 import { ISuggestionCandidate, InsertMode } from './suggestions';
 
@@ -58,7 +72,9 @@ export interface ISendOptions {
   autoInsert?: boolean;
 }
 
-export function toSuggestionCandidate(candidate: ICandidate): ISuggestionCandidate {
+export function toSuggestionCandidate(
+  candidate: Candidate
+): ISuggestionCandidate {
   return {
     code: candidate.code,
     explanation: candidate.explanation,
@@ -123,10 +139,11 @@ export class NotebookSession implements IDisposable {
     const byTurn = new Map(
       this._exchanges.filter(e => e.turnId).map(e => [e.turnId!, e])
     );
-    const items: { turn: ITurn | null; exchange: IExchange | null }[] = turns.map(turn => ({
-      turn,
-      exchange: byTurn.get(turn.turn_id) ?? null
-    }));
+    const items: { turn: ITurn | null; exchange: IExchange | null }[] =
+      turns.map(turn => ({
+        turn,
+        exchange: byTurn.get(turn.turn_id) ?? null
+      }));
     const stored = new Set(turns.map(t => t.turn_id));
     for (const exchange of this._exchanges) {
       if (!exchange.turnId || !stored.has(exchange.turnId)) {
@@ -174,7 +191,7 @@ export class NotebookSession implements IDisposable {
     this._pinned = null;
     this._changed.emit();
 
-    const opts: ITurnOptions = {};
+    const opts: TurnOptions = {};
     if (strategy === 'vote') {
       opts.samples = options.samples ?? settings.samples;
     }
@@ -190,7 +207,7 @@ export class NotebookSession implements IDisposable {
         version: API_VERSION,
         notebook_path: this.panel.context.path,
         // Unsaved edits, outputs, ids and cell metadata (prior turns) included.
-        cells: model.sharedModel.toJSON().cells as any,
+        cells: model.sharedModel.toJSON().cells as NotebookCell[],
         active_index: activeIndex,
         kernel_id: this.panel.sessionContext.session?.kernel?.id ?? null,
         intent,
@@ -206,8 +223,9 @@ export class NotebookSession implements IDisposable {
         message: 'Started'
       });
       this._follow(exchange, job_id);
-    } catch (error: any) {
-      this._update(exchange, endJob(exchange.job, 'error', error?.message ?? String(error)));
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      this._update(exchange, endJob(exchange.job, 'error', reason));
     }
   }
 
@@ -239,14 +257,21 @@ export class NotebookSession implements IDisposable {
   /** Show candidate `index` in the panel and, if placed, in the notebook. */
   select(exchange: IExchange, index: number): void {
     exchange.selected = index;
-    if (exchange.turnId && this.suggestions.suggestion(exchange.turnId)?.status === 'suggested') {
+    if (
+      exchange.turnId &&
+      this.suggestions.suggestion(exchange.turnId)?.status === 'suggested'
+    ) {
       this.suggestions.select(exchange.turnId, index);
     }
     this._changed.emit();
   }
 
   /** Place candidate `index` of an exchange as a suggestion below its cell. */
-  insert(exchange: IExchange, index: number, anchorCellId?: string | null): boolean {
+  insert(
+    exchange: IExchange,
+    index: number,
+    anchorCellId?: string | null
+  ): boolean {
     if (!exchange.turnId || !exchange.job.candidates.length) {
       return false;
     }
@@ -257,7 +282,8 @@ export class NotebookSession implements IDisposable {
       candidates: exchange.job.candidates.map(toSuggestionCandidate),
       index,
       mode: this._settings().insertMode,
-      anchorCellId: anchorCellId === undefined ? this._activeCellId() : anchorCellId
+      anchorCellId:
+        anchorCellId === undefined ? this._activeCellId() : anchorCellId
     });
     this._changed.emit();
     return ok;
@@ -333,7 +359,9 @@ export class NotebookSession implements IDisposable {
     });
     if (exchange.autoInsert) {
       const anchor =
-        this.cellIndex(exchange.anchorCellId) >= 0 ? exchange.anchorCellId : undefined;
+        this.cellIndex(exchange.anchorCellId) >= 0
+          ? exchange.anchorCellId
+          : undefined;
       this.insert(exchange, exchange.selected, anchor);
     }
     this._changed.emit();

@@ -99,12 +99,19 @@ export function emptySuggestion(
   };
 }
 
-function tagFor(state: { turnId: string; intent: string }, status: TurnStatus): ICellAgentMetadata {
+function tagFor(
+  state: { turnId: string; intent: string },
+  status: TurnStatus
+): ICellAgentMetadata {
   return { turn_id: state.turnId, intent: state.intent, status };
 }
 
 function statusToTurn(status: SuggestionStatus): TurnStatus {
-  return status === 'accepted' ? 'accepted' : status === 'rejected' ? 'rejected' : 'pending';
+  return status === 'accepted'
+    ? 'accepted'
+    : status === 'rejected'
+      ? 'rejected'
+      : 'pending';
 }
 
 /**
@@ -131,11 +138,17 @@ export function layoutCells(
         });
       }
       if (step.code.trim()) {
-        wanted.push({ cell_type: 'code', source: step.code.replace(/\s+$/, '') });
+        wanted.push({
+          cell_type: 'code',
+          source: step.code.replace(/\s+$/, '')
+        });
       }
     }
   } else {
-    wanted.push({ cell_type: 'code', source: candidate.code.replace(/\s+$/, '') });
+    wanted.push({
+      cell_type: 'code',
+      source: candidate.code.replace(/\s+$/, '')
+    });
   }
   const tag = tagFor(state, status);
   // Greedy in-order matching by type: a kept cell keeps its place and id.
@@ -149,12 +162,19 @@ export function layoutCells(
         break;
       }
     }
-    return { id: id ?? newId(), cell_type: cell.cell_type, source: cell.source, tag: { ...tag } };
+    return {
+      id: id ?? newId(),
+      cell_type: cell.cell_type,
+      source: cell.source,
+      tag: { ...tag }
+    };
   });
 }
 
 function sameTag(a: ICellAgentMetadata, b: ICellAgentMetadata): boolean {
-  return a.turn_id === b.turn_id && a.intent === b.intent && a.status === b.status;
+  return (
+    a.turn_id === b.turn_id && a.intent === b.intent && a.status === b.status
+  );
 }
 
 /**
@@ -162,7 +182,11 @@ function sameTag(a: ICellAgentMetadata, b: ICellAgentMetadata): boolean {
  * notebook order). Removals first, then in-place edits, then insertions in
  * order, each placed after its predecessor in `to` (or the anchor).
  */
-export function diffCells(from: ICellSpec[], to: ICellSpec[], anchor: IAnchor): CellChange[] {
+export function diffCells(
+  from: ICellSpec[],
+  to: ICellSpec[],
+  anchor: IAnchor
+): CellChange[] {
   const toIds = new Set(to.map(c => c.id));
   const fromById = new Map(from.map(c => [c.id, c]));
   const removals: CellChange[] = from
@@ -192,7 +216,12 @@ export function diffCells(from: ICellSpec[], to: ICellSpec[], anchor: IAnchor): 
 }
 
 function snapshot(state: ISuggestionState): ISnapshot {
-  return { status: state.status, index: state.index, anchor: state.anchor, cells: state.cells };
+  return {
+    status: state.status,
+    index: state.index,
+    anchor: state.anchor,
+    cells: state.cells
+  };
 }
 
 function transition(
@@ -221,7 +250,9 @@ export function absorbSources(
     return state;
   }
   const cells = state.cells.map(c =>
-    c.id in sources && sources[c.id] !== c.source ? { ...c, source: sources[c.id] } : c
+    c.id in sources && sources[c.id] !== c.source
+      ? { ...c, source: sources[c.id] }
+      : c
   );
   return { ...state, cells };
 }
@@ -235,14 +266,20 @@ export interface IInsertOptions {
 }
 
 /** Place candidate `index` as a suggestion (from none or rejected). */
-export function insert(state: ISuggestionState, options: IInsertOptions): ITransition {
+export function insert(
+  state: ISuggestionState,
+  options: IInsertOptions
+): ITransition {
   if (state.status === 'suggested' || state.status === 'accepted') {
     return unchanged(state);
   }
   if (!options.candidates.length) {
     return unchanged(state);
   }
-  const index = Math.max(0, Math.min(options.index, options.candidates.length - 1));
+  const index = Math.max(
+    0,
+    Math.min(options.index, options.candidates.length - 1)
+  );
   const cells = layoutCells(
     state,
     options.candidates[index],
@@ -308,8 +345,15 @@ export function accept(
     return unchanged(state);
   }
   const current = absorbSources(state, sources);
-  const cells = current.cells.map(c => ({ ...c, tag: tagFor(state, 'accepted') }));
-  return transition(current, { ...current, status: 'accepted', cells }, 'accepted');
+  const cells = current.cells.map(c => ({
+    ...c,
+    tag: tagFor(state, 'accepted')
+  }));
+  return transition(
+    current,
+    { ...current, status: 'accepted', cells },
+    'accepted'
+  );
 }
 
 /**
@@ -327,7 +371,11 @@ export function reject(
   if (observed?.anchor) {
     current = { ...current, anchor: observed.anchor };
   }
-  return transition(current, { ...current, status: 'rejected', cells: [] }, 'rejected');
+  return transition(
+    current,
+    { ...current, status: 'rejected', cells: [] },
+    'rejected'
+  );
 }
 
 /** Undo the last operation: the notebook goes back to the previous layout. */
@@ -356,18 +404,28 @@ export interface IObservedCell {
  * notebook's undo/redo re-inserting, removing or re-tagging cells, or the
  * user deleting them. Produces no cell changes; may change the decision.
  */
-export function observe(state: ISuggestionState, observed: IObservedCell[]): ITransition {
+export function observe(
+  state: ISuggestionState,
+  observed: IObservedCell[]
+): ITransition {
   const present = new Map(observed.map(c => [c.id, c]));
   const known = new Set(state.cells.map(c => c.id));
   const ours = state.cells.filter(c => present.has(c.id));
   // Cells we once owned that came back (undo of a reject, redo of an insert).
   const returned = observed.filter(c => !known.has(c.id));
-  const keep = (cells: ICellSpec[], status: SuggestionStatus, decision: TurnStatus | null) => ({
+  const keep = (
+    cells: ICellSpec[],
+    status: SuggestionStatus,
+    decision: TurnStatus | null
+  ) => ({
     state: { ...state, cells, status },
     changes: [] as CellChange[],
     decision
   });
-  const toSpec = (c: IObservedCell, cellType: ICellSpec['cell_type']): ICellSpec => ({
+  const toSpec = (
+    c: IObservedCell,
+    cellType: ICellSpec['cell_type']
+  ): ICellSpec => ({
     id: c.id,
     cell_type: cellType,
     source: c.source,
@@ -389,10 +447,18 @@ export function observe(state: ISuggestionState, observed: IObservedCell[]): ITr
     }
     const cells = refreshed(ours);
     const statuses = new Set(observed.map(c => c.status));
-    if (state.status === 'suggested' && statuses.size === 1 && statuses.has('accepted')) {
+    if (
+      state.status === 'suggested' &&
+      statuses.size === 1 &&
+      statuses.has('accepted')
+    ) {
       return keep(cells, 'accepted', 'accepted');
     }
-    if (state.status === 'accepted' && statuses.size === 1 && statuses.has('pending')) {
+    if (
+      state.status === 'accepted' &&
+      statuses.size === 1 &&
+      statuses.has('pending')
+    ) {
       return keep(cells, 'suggested', 'pending');
     }
     return keep(cells, state.status, null);
@@ -404,8 +470,14 @@ export function observe(state: ISuggestionState, observed: IObservedCell[]): ITr
   const previous = [...state.history].reverse().find(s => s.cells.length);
   const types = new Map((previous?.cells ?? []).map(c => [c.id, c.cell_type]));
   const cells = observed.map(c => toSpec(c, types.get(c.id) ?? 'code'));
-  const accepted = observed.every(c => c.status === 'accepted' || c.status === 'edited');
-  return keep(cells, accepted ? 'accepted' : 'suggested', accepted ? 'accepted' : 'pending');
+  const accepted = observed.every(
+    c => c.status === 'accepted' || c.status === 'edited'
+  );
+  return keep(
+    cells,
+    accepted ? 'accepted' : 'suggested',
+    accepted ? 'accepted' : 'pending'
+  );
 }
 
 export interface IRestoreOptions {
@@ -425,15 +497,24 @@ export interface IRestoreOptions {
 export function restore(options: IRestoreOptions): ISuggestionState {
   const pending = options.cells.some(c => c.status === 'pending');
   const code = solutionCode(
-    options.cells.map(c => ({ ...c, tag: { turn_id: options.turnId, intent: options.intent, status: c.status } }))
+    options.cells.map(c => ({
+      ...c,
+      tag: { turn_id: options.turnId, intent: options.intent, status: c.status }
+    }))
   );
-  const found = options.candidates.findIndex(c => c.code.trim() === code.trim());
+  const found = options.candidates.findIndex(
+    c => c.code.trim() === code.trim()
+  );
   return {
     turnId: options.turnId,
     intent: options.intent,
     candidates: options.candidates,
     mode: options.mode,
-    status: options.cells.length ? (pending ? 'suggested' : 'accepted') : 'none',
+    status: options.cells.length
+      ? pending
+        ? 'suggested'
+        : 'accepted'
+      : 'none',
     index: found >= 0 ? found : 0,
     anchor: options.anchor,
     cells: options.cells.map(c => ({
@@ -447,7 +528,9 @@ export function restore(options: IRestoreOptions): ISuggestionState {
 }
 
 /** The code a turn ends up with: its code cells, in order. */
-export function solutionCode(cells: { cell_type: string; source: string }[]): string {
+export function solutionCode(
+  cells: { cell_type: string; source: string }[]
+): string {
   return cells
     .filter(c => c.cell_type === 'code')
     .map(c => c.source)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass, field
 
-from jupyter_client.manager import KernelManager
+from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+
+__all__ = ["CellRun", "run_cell", "start_kernel", "stop_kernel"]
 
 
 @dataclass
@@ -34,18 +34,6 @@ class CellRun:
         return "\n".join(parts)
 
 
-def start_kernel(env: dict[str, str] | None = None, cwd: str | None = None):
-    """A python3 kernel running this interpreter, with extra environment variables."""
-    km = KernelManager(kernel_name="python3")
-    km.kernel_spec.argv[0] = sys.executable
-    full_env = {**os.environ, **(env or {})}
-    km.start_kernel(env=full_env, cwd=cwd)
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=60)
-    return km, kc
-
-
 def run_cell(kc, code: str, timeout: float = 120.0) -> CellRun:
     msg_id = kc.execute(code)
     run = CellRun(status="unknown")
@@ -71,8 +59,3 @@ def run_cell(kc, code: str, timeout: float = 120.0) -> CellRun:
     run.status = reply["content"]["status"]
     run.payload = reply["content"].get("payload", [])
     return run
-
-
-def stop_kernel(km, kc) -> None:
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)

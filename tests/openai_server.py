@@ -492,7 +492,7 @@ def _make_handler(server: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
                 return {**base, "choices": [c]}
 
             events = []
-            for i, (tokens, _) in enumerate(choices):
+            for i, _choice in enumerate(choices):
                 if chat:
                     events.append(chunk(i, "", role=True))
             for step in range(max((len(t) for t, _ in choices), default=0)):

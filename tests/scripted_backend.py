@@ -15,8 +15,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from jupyter_client import KernelManager
-
+from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import Limits
 from jupyter_data_agent.kernel.snapshot import SnapshotTree
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
@@ -128,11 +127,7 @@ class TableValue:
 
 def start_tree(cwd, *, timeout_s: float = 2.0, max_live: int = 16, setup: str = ""):
     """A real python3 kernel in ``cwd`` and a snapshot tree of it: (km, kc, tree)."""
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(cwd))
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=120)
+    km, kc = start_kernel(cwd=cwd)
     if setup:
         reply = kc.execute_interactive(setup, timeout=120)
         assert reply["content"]["status"] == "ok", reply["content"]
@@ -143,5 +138,4 @@ def start_tree(cwd, *, timeout_s: float = 2.0, max_live: int = 16, setup: str = 
 
 def stop_tree(km, kc, tree) -> None:
     tree.close()
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    stop_kernel(km, kc)

@@ -55,7 +55,8 @@ def _tiny_notebook(folder: Path) -> Path:
     ]
     for turn, (intent, ref) in enumerate(
             [("total of column a", "df['a'].sum()"),
-             ("and now its average", "df['a'].mean()")], 1):
+             ("and now its average", "df['a'].mean()"),
+             ("the total once more", "df['a'].sum()")], 1):
         c = new_code_cell(ref)
         c.metadata["jupyter_data_agent"] = {"turn": turn, "intent": intent, "reference": True}
         cells.append(c)
@@ -104,6 +105,8 @@ def test_tiny_notebook_pass_at_k_with_fuzzy_matching(tmp_path):
         # 3.0 right once; one sample raises
         "now its average": ["df['a'].mean()", "df['b'].mean()", "df['a'].median() + 1",
                             "undefined_name"],
+        # two cells that show nothing, one that answers (9)
+        "total once more": ["total = df['a'].sum()", "x = 1", "df['a'].sum()", "y = 2"],
     })
     settings = Settings(backend="openai", max_new_tokens=64, exemplars=False)
     out = tmp_path / "out"
@@ -117,12 +120,14 @@ def test_tiny_notebook_pass_at_k_with_fuzzy_matching(tmp_path):
     assert recs[1]["sc_correct"] is True
     assert recs[2]["c"] == 1 and recs[2]["pass_at_k"]["1"] == pytest.approx(0.25)
     assert recs[2]["samples"][3]["error"].startswith("NameError")
+    # The turn's pick is the product's vote: the silent majority of turn 3 does not win.
+    assert recs[3]["sc_correct"] is True and recs[3]["sc_pick"] == 2
     s = data["summary"]
-    assert s["pass_at_k"]["1"] == pytest.approx(0.375) and s["turns"] == 2
+    assert s["pass_at_k"]["1"] == pytest.approx((0.5 + 0.25 + 0.25) / 3) and s["turns"] == 3
     # the follow-up prompt carries the earlier turn and its reference solution, and the schema
     assert "total of column a" in backend.prompts[1] and "df['a'].sum()" in backend.prompts[1]
     assert "# Columns in df with example values:" in backend.prompts[0]
-    assert (out / "summary.md").is_file() and backend.calls == 2
+    assert (out / "summary.md").is_file() and backend.calls == 3
 
     again = ScriptedSamples({})
     arcade.run_suite(notebooks=nbs, data_dir=tmp_path / "data", out=out, backend=again,

@@ -9,9 +9,9 @@ import pytest
 
 from jupyter_data_agent.bench import dabench
 from jupyter_data_agent.config import Settings
-from jupyter_data_agent.turn import resolve
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 from jupyter_data_agent.search.base import Candidate, SearchResult
+from jupyter_data_agent.turn import resolve
 
 DATA = Path(__file__).parent / "data" / "dabench"  # 3 real dev tasks, vendored (see its README)
 RIGHT, WRONG, SILENT = 683, 18, 24  # real dev ids (easy, small tables): the fixture's three
@@ -166,3 +166,28 @@ def test_budget_sweep_table_and_plot(tmp_path):
     assert "| 16 | 4 | 3 | 75.00 |" in md
     dabench.plot_budget(points, tmp_path / "p.png", "t")
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+class ThreeSamples(ScriptedChat):
+    """Every call: two cells that print nothing, then the one that prints the answer."""
+
+    def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
+        self.calls += 1
+        texts = [*self.replies["silent"] * 2, self.replies["answer"]][: params.n]
+        return [Completion(t, prompt_tokens=100, completion_tokens=20) for t in texts]
+
+
+@pytest.mark.skipif(not (DATA / "questions.jsonl").is_file(), reason="DABench data not present")
+def test_vote_scores_the_products_pick_not_a_silent_majority(tmp_path):
+    """The runner goes through turn.run_turn: the pick scored is the one the product makes."""
+    questions, labels = dabench.load_tasks(DATA)
+    task = dabench.select_tasks(questions, ids=[RIGHT])[0]
+    text = ", ".join(f"@{n}[{v}]" for n, v in labels[RIGHT])
+    backend = ThreeSamples({"silent": ["```python\n# Step 1: Compute.\nx = 1\n```"],
+                            "answer": f"```python\n# Step 1: Answer.\nprint({text!r})\n```"})
+    rec = dabench.run_task(task, labels[RIGHT], strategy_name="vote", backend=backend,
+                           settings=Settings(backend="openai", exemplars=False),
+                           tables_dir=DATA / "tables", budget=3)
+    assert rec["error"] is None, rec.get("traceback")
+    assert rec["correct"] and rec["response_source"] == "output"
+    assert len(rec["result"]["candidates"]) == 3

@@ -111,6 +111,58 @@ def test_html_only_and_ansi_error():
     assert err.text == "ValueError: bad value"
 
 
+IPYTHON_TRACEBACK = [
+    "\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
+    "\x1b[0;31mKeyError\x1b[0m                                  Traceback (most recent call last)",
+    "Cell \x1b[0;32mIn[4], line 1\x1b[0m\n\x1b[0;32m----> 1\x1b[0m df[\x1b[38;5;124m'zz'\x1b[39m]\n",
+    "File ~/pandas/core/indexes/base.py:3654, in Index.get_loc(self, key)\n"
+    "   3653 except KeyError as err:\n"
+    "-> 3654     raise KeyError(key) from err\n"
+    "   3655 except TypeError:\n",
+    "\x1b[0;31mKeyError\x1b[0m: 'zz'",
+]
+
+
+def test_error_keeps_the_tracebacks_last_lines():
+    err = reduce_output(new_output("error", ename="KeyError", evalue="'zz'", traceback=IPYTHON_TRACEBACK))
+    assert err.text == "KeyError: 'zz'"
+    # Rulers, the header, context lines and the repeated error line are gone.
+    assert err.traceback == (
+        "Cell In[4], line 1\n"
+        "----> 1 df['zz']\n"
+        "File ~/pandas/core/indexes/base.py:3654, in Index.get_loc(self, key)\n"
+        "-> 3654     raise KeyError(key) from err"
+    )
+    # Cut from the left, by whole lines: the end is where it failed.
+    cut = reduce_outputs([new_output("error", ename="KeyError", evalue="'zz'", traceback=IPYTHON_TRACEBACK)],
+                         output_chars=60)[0]
+    assert cut.truncated and cut.traceback.endswith("-> 3654     raise KeyError(key) from err")
+    assert cut.traceback.startswith("...[") and "Cell In[4]" not in cut.traceback
+
+
+def test_error_is_outside_the_cell_budget():
+    noisy = [new_output("stream", name="stdout", text="row\n" * 100) for _ in range(3)]
+    outs = reduce_outputs(noisy + [new_output("error", ename="ValueError", evalue="bad", traceback=[])],
+                          output_chars=100, cell_output_chars=150)
+    assert [o.output_type for o in outs] == ["stream", "stream", "error"]
+    assert outs[1].text.endswith("[1 more output truncated]")
+    assert outs[-1].text == "ValueError: bad"
+
+
+def test_active_cell_accessor():
+    ctx = from_notebook(_nb(), active_index=4)
+    active = ctx.active_cell()
+    assert (active.index, active.source, active.outputs) == (4, "df['zz']", [])
+    assert active.error.text == "KeyError: 'zz'"
+    head = from_notebook(_nb(), active_index=2).active_cell()
+    assert head.error is None and head.outputs[0].text.startswith("   a  b")
+    # No cursor: the last cell that raised.
+    assert from_notebook(_nb()).active_cell().source == "df['zz']"
+    ctx.cells[-1].outputs = []
+    ctx.active_index = None
+    assert ctx.active_cell() is None
+
+
 def test_progress_bar_carriage_returns_collapse():
     out = reduce_output(new_output("stream", name="stderr", text=" 10%|#\r 50%|#####\r100%|##########\n"))
     assert out.text == "100%|##########\n"
@@ -234,7 +286,8 @@ def test_from_history_recognizes_agent_turns_and_skips_magic_noise():
 
 
 def test_from_history_short_reprs():
-    In = _history("big = list(range(10**6))\nbig", "class B:\n    def __repr__(self): raise RuntimeError\nB()")
+    In = _history("big = list(range(10**6))\nbig",
+                  "class B:\n    def __repr__(self): raise RuntimeError\nB()")
     Out = {1: list(range(10**6)), 2: type("B", (), {"__repr__": lambda self: 1 / 0})()}
     ctx = from_history(In, Out, output_chars=80)
     assert len(ctx.cells[0].outputs[0].text) < 200
@@ -275,7 +328,8 @@ def test_turns_round_trip_through_json():
     assert t.turn_id and t.created is not None and t.cell_ids == [cell.id]
     store = nb.metadata[METADATA_KEY]
     assert store["version"] == TURNS_VERSION == 1
-    assert cell.metadata[METADATA_KEY] == {"turn_id": t.turn_id, "intent": "Top 3 products?", "status": "pending"}
+    assert cell.metadata[METADATA_KEY] == {
+        "turn_id": t.turn_id, "intent": "Top 3 products?", "status": "pending"}
 
     mark_accepted(nb, t.turn_id, code="a()")
     nb2 = nbformat.reads(nbformat.writes(nb), as_version=4)  # through the file format
@@ -301,9 +355,46 @@ def test_turns_round_trip_through_json():
         set_status(nb2, t.turn_id, "maybe")  # type: ignore[arg-type]
 
 
+def test_front_end_turn_keys_survive_a_rewrite():
+    """The sidebar stores the confinement badge, the explain answer and its own
+    extras on a turn; recording a decision from Python must not drop them."""
+    confinement = {
+        "policy": "warn",
+        "status": "partial",
+        "execute": True,
+        "message": "seccomp is unavailable",
+        "layers": [{"name": "seccomp", "on": False, "detail": "kernel too old"}],
+        "missing": ["seccomp"],
+    }
+    nb = new_notebook()
+    nb.cells.append(new_code_cell("df['a'].mean()"))
+    nb.metadata[METADATA_KEY] = {"version": 1, "turns": [
+        {"turn_id": "t1", "intent": "Mean of a?", "code": "df['a'].mean()", "status": "pending",
+         "cell_ids": [], "candidates": ["df['a'].mean()"], "created": 1.5,
+         "strategy": "vote", "explanations": ["Step 1: mean"], "confinement": confinement},
+        {"turn_id": "t2", "intent": "Explain this cell", "code": "", "status": "pending",
+         "cell_ids": [], "candidates": [], "created": 2.5, "strategy": "explain",
+         "answer": "It averages **a**."},
+    ]}
+    before = json.loads(json.dumps(nb.metadata[METADATA_KEY]["turns"]))
+    t1, t2 = read_turns(nb)
+    assert t1.confinement == confinement and t1.answer is None
+    assert t1.extra == {"strategy": "vote", "explanations": ["Step 1: mean"]}
+    assert t2.answer == "It averages **a**." and t2.confinement is None
+
+    mark_accepted(nb, "t1")  # rewrites every turn
+    nb2 = nbformat.reads(nbformat.writes(nb), as_version=4)
+    after = nb2.metadata[METADATA_KEY]["turns"]
+    assert after[1] == before[1]
+    assert after[0] == {**before[0], "status": "accepted"}
+    assert "answer" not in after[0] and "confinement" not in after[1]  # optional keys stay absent
+
+
 def test_turn_from_dict_is_tolerant():
-    t = turn_from_dict({"intent": "x", "status": "weird", "cell_ids": "notalist", "created": "soon", "extra": 1})
+    t = turn_from_dict({"intent": "x", "status": "weird", "cell_ids": "notalist", "created": "soon",
+                        "answer": 3, "confinement": "yes"})
     assert t == Turn(intent="x")
+    assert turn_to_dict(Turn(intent="x", confinement={"bad": object()})) == turn_to_dict(t)
     assert turn_from_dict(turn_to_dict(t)) == t
     assert json.loads(json.dumps(turn_to_dict(t))) == turn_to_dict(t)
     assert read_turns({"metadata": {METADATA_KEY: "garbage"}}) == []

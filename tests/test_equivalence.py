@@ -1,21 +1,7 @@
-import json
-import math
-
 import numpy as np
 import pandas as pd
-import pytest
 
-from jupyter_data_agent.search.equivalence import (
-    OpaqueValue,
-    cluster,
-    equivalent,
-    from_handle,
-    is_handle,
-    largest_cluster,
-    outputs_match,
-    to_handle,
-)
-
+from jupyter_data_agent.search.equivalence import cluster, equivalent, majority, outputs_match
 
 # --- normalisation ---------------------------------------------------------
 
@@ -231,151 +217,26 @@ def test_equivalent_is_symmetric_match():
 def test_cluster_groups_largest_first_ties_by_first_occurrence():
     values = ["b", 1, np.float64(1.0000001), "b", [1], 2, "c", "c"]
     assert cluster(values) == [[1, 2, 4], [0, 3], [6, 7], [5]]
-    assert largest_cluster(values) == [1, 2, 4]
 
 
-def test_cluster_tie_and_empty():
+def test_cluster_tie_empty_and_own_equality():
     assert cluster(["x", "y", "y", "x"]) == [[0, 3], [1, 2]]
     assert cluster([]) == []
-    assert largest_cluster([]) == []
+    assert cluster(["A", "a", "b"], same=lambda x, y: x.lower() == y.lower()) == [[0, 1], [2]]
 
 
-def test_cluster_accepts_handles():
-    df = pd.DataFrame({"a": [1.0, 2.0]})
-    values = [to_handle(df), [1, 2], 3, df]
-    assert cluster(values) == [[0, 1, 3], [2]]
+# --- the one majority pick -----------------------------------------------------
 
 
-# --- value handles ---------------------------------------------------------------
+def test_majority_none_never_votes():
+    # None: a candidate that raised or printed nothing
+    assert majority([None, None, None, "b", "a", "a"]) == [[4, 5], [3]]
+    assert majority([None, None]) == [] and majority([]) == []
+    assert majority([1.0, 2.0, np.float64(2.0000001), [2], 3.0])[0] == [1, 2, 3]
 
 
-def _roundtrip(v):
-    h = to_handle(v)
-    json.dumps(h, allow_nan=False)  # must be strict JSON
-    assert is_handle(h)
-    return h, from_handle(h)
-
-
-def test_handle_roundtrip_dataframe():
-    df = pd.DataFrame(
-        {
-            "i": [1, 2, 3],
-            "f": [1.5, np.nan, -2.0],
-            "s": ["a", "b", None],
-            "t": pd.to_datetime(["2020-01-01", None, "2021-06-30"]),
-            "c": pd.Categorical(["x", "y", "x"]),
-        },
-        index=pd.Index([10, 20, 30], name="row"),
-    )
-    h, back = _roundtrip(df)
-    assert h["type"] == "DataFrame" and h["shape"] == [3, 5] and h["truncated"] is False
-    assert h["columns"] == ["i", "f", "s", "t", "c"]
-    assert back.equals(df)
-    assert list(back.dtypes.astype(str)) == list(df.dtypes.astype(str))
-    assert back.index.name == "row"
-
-
-def test_handle_roundtrip_default_index_is_omitted_and_multiindex_kept():
-    df = pd.DataFrame({"a": [1, 2]})
-    h, back = _roundtrip(df)
-    assert "index" not in h and back.equals(df)
-    mi = pd.DataFrame(
-        {"v": [1, 2]}, index=pd.MultiIndex.from_tuples([("a", 1), ("b", 2)], names=["k", "n"])
-    )
-    _, back = _roundtrip(mi)
-    assert back.equals(mi) and list(back.index.names) == ["k", "n"]
-
-
-def test_handle_roundtrip_series():
-    s = pd.Series([3, 1], index=pd.Index(["a", "b"], name="k"), name="n")
-    h, back = _roundtrip(s)
-    assert h["type"] == "Series" and h["name"] == "n" and h["index"] == ["a", "b"]
-    assert back.equals(s) and back.name == "n" and back.index.name == "k"
-
-
-def test_handle_roundtrip_ndarray():
-    arr = np.array([[1.0, np.nan], [np.inf, 4.0]])
-    h, back = _roundtrip(arr)
-    assert h["shape"] == [2, 2] and h["dtype"] == "float64"
-    assert back.dtype == arr.dtype and np.array_equal(back, arr, equal_nan=True)
-    ints = np.arange(6, dtype=np.int32).reshape(3, 2)
-    _, back = _roundtrip(ints)
-    assert back.dtype == np.int32 and np.array_equal(back, ints)
-
-
-@pytest.mark.parametrize(
-    "value",
-    [0, -7, 10**30, 2.5, True, False, "héllo", None, complex(1, -2), pd.Timestamp("2024-03-01 12:00")],
-)
-def test_handle_roundtrip_scalars(value):
-    h, back = _roundtrip(value)
-    assert type(back) is type(value) and back == value
-
-
-def test_handle_nonfinite_floats():
-    for v in (float("nan"), float("inf"), float("-inf")):
-        h, back = _roundtrip(v)
-        assert isinstance(h["value"], str)
-        assert (math.isnan(back) and math.isnan(v)) or back == v
-
-
-def test_handle_roundtrip_nested_list_and_dict():
-    v = [1, [2.5, ("x", None)], {"k": [1, 2], 3: "y"}, {4, 5}]
-    h, back = _roundtrip(v)
-    assert back == v
-    assert isinstance(back[1][1], tuple) and isinstance(back[3], set)
-
-
-def test_handle_opaque_object():
-    class Thing:
-        def __repr__(self):
-            return "Thing()"
-
-    h, back = _roundtrip(Thing())
-    assert h["type"] == "object" and h["repr"] == "Thing()"
-    assert back == OpaqueValue(h["class"], "Thing()")
-
-
-def test_handle_truncation_flag():
-    df = pd.DataFrame(np.arange(100).reshape(20, 5))
-    h = to_handle(df, max_cells=12)
-    assert h["truncated"] is True and h["shape"] == [20, 5]
-    assert len(h["data"]) == 2 and all(len(r) == 5 for r in h["data"])
-    assert from_handle(h).shape == (2, 5)
-    assert to_handle(df)["truncated"] is False
-
-    h = to_handle(list(range(50)), max_cells=10)
-    assert h["truncated"] is True and h["length"] == 50 and h["items"] == list(range(10))
-
-    h = to_handle([1, [2, 3, 4], 5], max_cells=3)
-    assert h["truncated"] is True and h["items"][1]["truncated"] is True
-
-    h = to_handle(np.arange(30), max_cells=7)
-    assert h["truncated"] is True and h["shape"] == [30]
-    assert np.array_equal(from_handle(h), np.arange(7))
-
-    h = to_handle("x" * 50, max_str=10)
-    assert h["truncated"] is True and h["value"] == "x" * 10
-
-
-def test_handles_compare_like_their_values():
-    df = pd.DataFrame({"a": [1.0, 2.0], "b": ["u", "v"]})
-    assert outputs_match(to_handle(df), df)
-    assert outputs_match(df, to_handle(df))
-    assert outputs_match({"type": "float", "value": 0.1 + 0.2}, 0.3)
-    hand_written = {"type": "DataFrame", "columns": ["x"], "data": [[1], [2]]}
-    assert outputs_match(hand_written, pd.Series([1, 2]))
-
-
-def test_is_handle_is_strict_and_from_handle_rejects_garbage():
-    assert not is_handle({"type": "int", "value": 3, "note": "user data"})
-    assert not is_handle({"type": "Frame", "data": []})
-    assert not is_handle({"type": "list"})
-    # a user dict that is not a handle stays a dict
-    assert outputs_match({"type": "int", "value": 3, "note": "x"}, {"type": "int", "value": 3, "note": "x"})
-    with pytest.raises(ValueError):
-        from_handle({"no": "type"})
-    with pytest.raises(ValueError):
-        from_handle({"type": "martian"})
-    with pytest.raises(ValueError):
-        from_handle({"type": "int"})
+def test_majority_over_frames_votes_by_value():
+    ref = pd.DataFrame({"k": ["a", "b"], "v": [1, 2]})
+    s = pd.Series([1, 2], index=pd.Index(["a", "b"], name="k"))
+    groups = majority([pd.DataFrame({"v": [9, 9]}), s, ref.rename(columns={"v": "value"})])
+    assert groups == [[1, 2], [0]]

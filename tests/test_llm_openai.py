@@ -323,7 +323,7 @@ def test_non_json_reply_is_a_clear_error_naming_the_endpoint(kind, call):
         srv.raw_next(body, content_type=content_type)
         with pytest.raises(BackendError) as info:
             if call == "models":
-                backend.model
+                _ = backend.model
             elif call == "stream":
                 list(backend.stream(CHAT, SamplingParams()))
             else:

@@ -29,7 +29,6 @@ from jupyter_data_agent.llm import transformers_backend as tb  # noqa: E402
 from jupyter_data_agent.llm.transformers_backend import TransformersBackend  # noqa: E402
 
 
-
 @pytest.fixture
 def settings(tiny_model_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -293,13 +293,15 @@ def _expected_line(kc) -> str:
     probe = run_cell(kc, (
         "def _probe():\n"
         "    from jupyter_data_agent.config import resolve_settings\n"
-        "    from jupyter_data_agent.kernel.policy import decide\n"
+        "    from jupyter_data_agent.turn import TurnAsk, open_copies, resolve\n"
         "    settings = resolve_settings()\n"
-        "    tree, why = get_ipython().magics_manager.registry['AgentMagics']._open_copies(settings)\n"
+        "    magics = get_ipython().magics_manager.registry['AgentMagics']\n"
+        "    copies = open_copies(resolve(settings, TurnAsk(intent='-')).copies,\n"
+        "                         fork=magics._fork(settings))\n"
         "    try:\n"
-        "        return decide(tree and tree.protections, settings.confinement, why).line()\n"
+        "        return copies.confinement.line()\n"
         "    finally:\n"
-        "        tree and tree.close()\n"
+        "        copies.close()\n"
         "print(_probe())\n"
         "del _probe"))
     assert probe.status == "ok", probe
@@ -386,3 +388,15 @@ def test_the_error_of_the_cell_above_is_in_the_prompt(agent_kernel, model_server
 def test_unknown_strategy_names_the_choices(agent_kernel):
     run = run_cell(agent_kernel, "%%agent --strategy fast\nHow many rows?")
     assert "Unknown strategy 'fast'" in run.stderr and "mcts" in run.stderr
+
+
+def test_vote_picks_the_answer_over_silent_cells(agent_kernel, model_server):
+    """The same majority pick as the server and the benchmarks: silence never votes."""
+    silent = "```python\n# Step 1: Sum a, print nothing.\ntotal = df['a'].sum()\n```"
+    answer = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
+    model_server.reply = lambda request: [silent, silent, answer]
+    try:
+        run = run_cell(agent_kernel, "%%agent --samples 3\nWhat is the sum of a?")
+    finally:
+        model_server.reply = replies
+    assert run.next_input() == "# Step 1: Sum a.\ndf['a'].sum()"

@@ -26,10 +26,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from jupyter_data_agent.bench.dabench_score import dabench_reward
 from jupyter_data_agent.context.model import NotebookContext
 from jupyter_data_agent.search import Cancelled, RunContext, TurnRequest, get_strategy
 from jupyter_data_agent.search.mcts import MCTSStrategy, group_answers, priors
-from jupyter_data_agent.search.trajectories import dabench_reward, read_jsonl
+from jupyter_data_agent.search.options import MCTSOptions, PromptPolicy, SamplingPolicy, TaskInfo
+from jupyter_data_agent.search.trajectories import read_jsonl
 from tests.scripted_backend import ScriptedBackend, TableValue, action, final, start_tree, stop_tree
 
 pytestmark = pytest.mark.timeout(300)
@@ -62,8 +64,10 @@ def tree(tmp_path_factory):
 
 
 def _request(budget=10, **options):
-    return TurnRequest(intent="What is x?", context=NotebookContext(), budget=budget,
-                       options={"format": "@answer[value]", **options})
+    return TurnRequest(intent="What is x?", context=NotebookContext(),
+                       options=MCTSOptions(iterations=budget, **options),
+                       task=TaskInfo(format="@answer[value]"),
+                       prompt=PromptPolicy(max_prompt_tokens=6000))
 
 
 def _by_label(search):
@@ -89,6 +93,11 @@ def test_priors_are_a_softmax_of_mean_logprobs():
 
 def test_registered():
     assert isinstance(get_strategy("mcts"), MCTSStrategy)
+
+
+def test_overrides_are_validated_like_options():
+    with pytest.raises(ValueError, match="kk"):
+        MCTSStrategy(kk=3).run(_request(), RunContext(backend=ScriptedBackend(SCRIPT)))
 
 
 # ------------------------------------------------------------------ searches
@@ -184,7 +193,7 @@ def test_collection_rewards_error_limit_and_exhaustion(tree):
     # the majority is wrong here; selecting by value picks the rewarded answer
     assert [(c.meta["answer"], c.support) for c in result.candidates] == [
         ("@answer[41]", 2), ("@answer[42]", 1)]
-    search.cfg.select = "value"
+    search.cfg = search.cfg.model_copy(update={"select": "value"})
     assert search.finish().answer == "@answer[42]"
 
 
@@ -295,7 +304,7 @@ def test_magic_runs_mcts_with_a_budget(tmp_path):
 
 # ------------------------------------------------------------------ real model
 
-DABENCH = Path("/work/shared/bench/dabench")
+DABENCH = Path(__file__).parent / "data" / "dabench"
 
 
 @pytest.mark.smollm
@@ -310,10 +319,11 @@ def test_mcts_with_embedded_smollm2_on_a_dabench_question(tree):
              if json.loads(line)["id"] == 683)
     table = str(DABENCH / "tables" / q["file_name"])
     backend = create_backend(Settings(backend="transformers"))
-    request = TurnRequest(intent=q["question"], context=NotebookContext(), budget=2,
-                          max_new_tokens=64,
-                          options={"constraints": q["constraints"], "format": q["format"],
-                                   "files": [table], "k": 2, "seed": 0})
+    request = TurnRequest(intent=q["question"], context=NotebookContext(),
+                          options=MCTSOptions(iterations=2, k=2),
+                          sampling=SamplingPolicy(max_new_tokens=64, seed=0),
+                          task=TaskInfo(constraints=q["constraints"], format=q["format"],
+                                        files=(table,)))
     events = []
     t0 = time.monotonic()
     result = MCTSStrategy().run(request, RunContext(backend=backend, executor=tree.root,

@@ -1,15 +1,8 @@
 import math
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from jupyter_data_agent.bench.metrics import (
-    ERROR,
-    pass_at_k,
-    self_consistency_correct,
-    self_consistency_pick,
-)
+from jupyter_data_agent.bench.metrics import pass_at_k
 
 
 def test_pass_at_k_known_values():
@@ -39,48 +32,3 @@ def test_pass_at_k_large_n_is_stable():
 def test_pass_at_k_invalid(n, c, k):
     with pytest.raises(ValueError):
         pass_at_k(n, c, k)
-
-
-def test_self_consistency_majority_matches():
-    outputs = [1.0, 2.0, np.float64(2.0000001), [2], 3.0]
-    assert self_consistency_pick(outputs) == 1
-    assert self_consistency_correct(outputs, 2)
-    assert not self_consistency_correct(outputs, 1)
-
-
-def test_self_consistency_ignores_errors_and_none():
-    outputs = [ERROR, ERROR, ERROR, None, None, "b", "a", "a"]
-    assert self_consistency_pick(outputs) == 6
-    assert self_consistency_correct(outputs, "a")
-    # with None allowed to vote, the two Nones tie the two "a"s and come first
-    assert self_consistency_pick(outputs, exclude_none=False) == 3
-    assert not self_consistency_correct(outputs, "a", exclude_none=False)
-
-
-def test_self_consistency_error_mask():
-    outputs = [5, 5, 7]
-    assert self_consistency_correct(outputs, 7, errors=[True, True, False])
-    assert not self_consistency_correct(outputs, 7)
-    with pytest.raises(ValueError):
-        self_consistency_pick(outputs, errors=[True])
-
-
-def test_self_consistency_no_votes_is_wrong():
-    assert self_consistency_pick([ERROR, None]) is None
-    assert not self_consistency_correct([ERROR, ERROR], 1)
-    assert not self_consistency_correct([], 1)
-
-
-def test_self_consistency_frames_and_custom_match():
-    ref = pd.DataFrame({"k": ["a", "b"], "v": [1, 2]})
-    s = pd.Series([1, 2], index=pd.Index(["a", "b"], name="k"))
-    outputs = [s, ref.rename(columns={"v": "value"}), pd.DataFrame({"v": [9, 9]})]
-    assert self_consistency_correct(outputs, ref)
-    assert not self_consistency_correct(outputs, ref, match=lambda p, r: False)
-
-
-def test_error_sentinel_is_a_singleton():
-    import pickle
-
-    assert pickle.loads(pickle.dumps(ERROR)) is ERROR
-    assert repr(ERROR) == "ERROR"

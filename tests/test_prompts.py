@@ -6,7 +6,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from jupyter_data_agent.context.model import Cell, NotebookContext, Turn
-from jupyter_data_agent.context.notebook import from_notebook
+from jupyter_data_agent.context.notebook import from_history, from_notebook
 from jupyter_data_agent.context.turns import record_turn
 from jupyter_data_agent.prompts import (
     EXEMPLARS,
@@ -15,9 +15,17 @@ from jupyter_data_agent.prompts import (
     build_chat_prompt,
     build_prompt,
     join_cells,
+    linearize,
     parse_chat,
     parse_completion,
     stop_sequences,
+)
+from jupyter_data_agent.prompts.arcade import (
+    EXPLAIN_INSTRUCTION,
+    EXPLAIN_PREAMBLE,
+    EXPLAIN_SYSTEM_PROMPT,
+    NotebookBlocks,
+    uncomment_lines,
 )
 
 
@@ -154,8 +162,157 @@ def test_golden_prompt():
 
 def test_golden_prompt_with_outputs():
     ctx = from_notebook(_notebook())
-    text = build_prompt(ctx, INTENT, schema=SCHEMA, include_outputs=True).prompt.text
+    text = build_prompt(ctx, INTENT, schema=SCHEMA, outputs="all").prompt.text
     assert "# Step 1: Count the rows.\nflights.shape[0]\n# Output: 5000\n\n\n# In[ ]:" in text
+    # No active cell and no error: "active" shows no output at all.
+    assert build_prompt(ctx, INTENT, schema=SCHEMA).prompt.text == GOLDEN
+
+
+# --------------------------------------------------------------------------
+# the active cell's outputs and error (Fix / Explain)
+
+# An IPython 8 traceback as the front end sends it (ANSI colours included).
+KEYERROR_TRACEBACK = [
+    "\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
+    "\x1b[0;31mKeyError\x1b[0m                                  Traceback (most recent call last)",
+    "Cell \x1b[0;32mIn[3], line 1\x1b[0m\n"
+    "\x1b[0;32m----> 1\x1b[0m \x1b[43mflights\x1b[49m[\x1b[38;5;124m'colum'\x1b[39m]"
+    "\x1b[38;5;241m.\x1b[39mmean()\n",
+    "File \x1b[0;32m~/venv/lib/python3.11/site-packages/pandas/core/frame.py:3761\x1b[0m, in "
+    "\x1b[0;36mDataFrame.__getitem__\x1b[0;34m(self, key)\x1b[0m\n"
+    "\x1b[1;32m   3759\x1b[0m \x1b[38;5;28;01mif\x1b[39;00m self.columns.nlevels > 1:\n"
+    "\x1b[0;32m-> 3761\x1b[0m indexer \x1b[38;5;241m=\x1b[39m self.columns.get_loc(key)\n",
+    "File ~/venv/lib/python3.11/site-packages/pandas/core/indexes/base.py:3654, in Index.get_loc(self, key)\n"
+    "   3653 except KeyError as err:\n"
+    "-> 3654     raise KeyError(key) from err\n"
+    "   3655 except TypeError:\n",
+    "\x1b[0;31mKeyError\x1b[0m: 'colum'",
+]
+FIX = "Fix the error in this cell"
+
+
+def _error_notebook():
+    """The golden notebook with an active cell that raised ``KeyError: 'colum'``."""
+    nb = _notebook()
+    nb.cells[-1] = new_code_cell(
+        "flights['colum'].mean()",
+        execution_count=6,
+        outputs=[
+            new_output("stream", name="stdout", text="computing...\n"),
+            new_output("error", ename="KeyError", evalue="'colum'", traceback=KEYERROR_TRACEBACK),
+        ],
+    )
+    return nb
+
+
+def _text(built) -> str:
+    p = built.prompt
+    return p.text if p.text is not None else "\n".join(m.content for m in p.messages)
+
+
+@pytest.mark.parametrize("builder", [build_prompt, build_chat_prompt])
+def test_active_cell_error_is_in_the_prompt(builder):
+    nb = _error_notebook()
+    ctx = from_notebook(nb, active_index=len(nb.cells) - 1)
+    built = builder(ctx, FIX, schema=SCHEMA, count_tokens=count)
+    text = _text(built)
+    block = (
+        "flights['colum'].mean()\n"
+        "# Output: computing...\n"
+        "# Error: KeyError: 'colum'\n"
+        "# Traceback (last lines):\n"
+    )
+    assert block in text
+    assert "# -> 3654     raise KeyError(key) from err" in text  # where it failed
+    assert "\x1b" not in text and "3655 except TypeError" not in text  # colours, context lines
+    assert "# Output: 5000" not in text  # only the active cell's outputs
+
+
+@pytest.mark.parametrize("builder", [build_prompt, build_chat_prompt])
+def test_active_cell_error_survives_truncation(builder):
+    nb = _error_notebook()
+    ctx = from_notebook(nb, active_index=len(nb.cells) - 1)
+
+    def tokens(built):
+        return built.tokens
+
+    full = builder(ctx, FIX, schema=SCHEMA, count_tokens=count)
+    some = builder(ctx, FIX, schema=SCHEMA, count_tokens=count, budget=tokens(full) - 1)
+    tiny = builder(ctx, FIX, schema=SCHEMA, count_tokens=count, budget=5)
+    for built in (some, tiny):
+        text = _text(built)
+        assert built.truncated and "# Error: KeyError: 'colum'" in text
+        assert "flights['colum'].mean()" in text and SCHEMA in text and FIX in text
+    assert some.dropped_cells == 1 and not some.over_budget
+    # Everything but the active cell went, before the error could.
+    assert tiny.dropped_cells == 6 and tiny.over_budget
+    assert "import pandas" not in _text(tiny)
+
+
+@pytest.mark.parametrize("builder", [build_prompt, build_chat_prompt])
+def test_outputs_none_leaves_the_error_out(builder):
+    nb = _error_notebook()
+    ctx = from_notebook(nb, active_index=len(nb.cells) - 1)
+    built = builder(ctx, FIX, schema=SCHEMA, count_tokens=count, outputs="none")
+    text = _text(built)
+    assert "flights['colum'].mean()" in text
+    assert "KeyError" not in text and "# Output:" not in text
+    every = builder(ctx, FIX, schema=SCHEMA, count_tokens=count, outputs="all")
+    text = _text(every)
+    assert "# Output: 5000" in text and "# Error: KeyError: 'colum'" in text
+    with pytest.raises(ValueError):
+        builder(ctx, FIX, outputs=True)  # type: ignore[arg-type]
+
+
+def test_notebook_blocks_pin_the_active_cell_for_other_builders():
+    """Builders that truncate on their own (the ReAct task) drop through
+    ``NotebookBlocks.blocks(drop)`` and keep the error the same way."""
+    nb = _error_notebook()
+    ctx = from_notebook(nb, active_index=len(nb.cells) - 1)
+    notebook = NotebookBlocks.of(ctx)
+    assert notebook.blocks() == linearize(ctx)
+    assert notebook.droppable == 6
+    (only,) = notebook.blocks(notebook.droppable)
+    assert only.startswith("flights['colum'].mean()\n# Output: computing...\n# Error: KeyError: 'colum'")
+    assert "# Problem: What is the mean" in "".join(notebook.blocks(5))  # the problem goes with its cell
+
+
+def test_without_active_cell_the_last_error_is_pinned():
+    """The magic has no cursor: the last cell that raised is the one shown,
+    and truncation drops the cells around it first."""
+    try:
+        {}["colum"]
+    except KeyError as exc:
+        error = exc
+    In = ["", "import pandas as pd", "flights = pd.read_csv('f.csv')", "flights['colum']", "x = 1", "y = 2"]
+    ctx = from_history(In, {}, errors={3: error})
+    assert ctx.active_cell() is not None and ctx.active_cell().source == "flights['colum']"
+    assert ctx.active_cell().error.text == "KeyError: 'colum'"
+    full = build_prompt(ctx, FIX, count_tokens=count)
+    assert "flights['colum']\n# Error: KeyError: 'colum'\n# Traceback (last lines):" in full.prompt.text
+    tiny = build_prompt(ctx, FIX, count_tokens=count, budget=5)
+    assert tiny.dropped_cells == 4 and "# Error: KeyError: 'colum'" in tiny.prompt.text
+    assert "x = 1" not in tiny.prompt.text
+    assert ctx.cells[-1].outputs == []
+    assert "KeyError" not in build_prompt(ctx, FIX, outputs="none").prompt.text
+
+
+def test_explain_prompt_pieces():
+    """Explain reuses the builders with its own system prompt, instruction
+    and completion preamble, and reads a comment-block answer back."""
+    nb = _error_notebook()
+    ctx = from_notebook(nb, active_index=len(nb.cells) - 1)
+    chat = build_chat_prompt(ctx, "Explain this cell", system=EXPLAIN_SYSTEM_PROMPT,
+                             instruction=EXPLAIN_INSTRUCTION)
+    assert chat.prompt.messages[0].content == EXPLAIN_SYSTEM_PROMPT
+    assert chat.prompt.messages[-1].content.endswith(EXPLAIN_INSTRUCTION)
+    assert "exactly one ```python" not in _text(chat)
+    comp = build_prompt(ctx, "Explain this cell", preamble=EXPLAIN_PREAMBLE, prefix="#")
+    assert comp.prompt.text.endswith(f"# Problem: Explain this cell\n\n\n# In[ ]:\n\n\n{EXPLAIN_PREAMBLE}\n#")
+    assert comp.prefix == "#"
+    assert uncomment_lines("# The column is `colum`.\n#\n# - a typo\nflights['x']") == (
+        "The column is `colum`.\n\n- a typo"
+    )
 
 
 def test_budget_that_fits_changes_nothing():
@@ -210,7 +367,8 @@ def test_turn_with_two_cells_keeps_problem_before_surviving_cell():
     built = build_prompt(ctx, "next", count_tokens=count, budget=count(full) - 9)
     assert built.dropped_cells == 2
     assert built.prompt.text == join_cells(
-        ["# Problem: Clean and plot", "df.plot()", "# Problem: next", "# Solution: Let's solve this problem step-by-step.\n# Step 1:"]
+        ["# Problem: Clean and plot", "df.plot()", "# Problem: next",
+         "# Solution: Let's solve this problem step-by-step.\n# Step 1:"]
     )
 
 

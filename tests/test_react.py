@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_data_agent.context.model import NotebookContext
+from jupyter_data_agent.bench.dabench_score import dabench_reward
+from jupyter_data_agent.context.model import Cell, NotebookContext, Output
 from jupyter_data_agent.kernel.results import ExecResult, OutputItem
+from jupyter_data_agent.prompts.answers import same_answer, well_formed
+from jupyter_data_agent.prompts.react import (
+    OMITTED_OBSERVATION,
+    SYSTEM,
+    build_task,
+    fit_messages,
+    format_observation,
+    parse_reply,
+    parse_step,
+)
 from jupyter_data_agent.search import RunContext, TurnRequest, get_strategy
-from jupyter_data_agent.search.jupiter_prompt import (OMITTED_OBSERVATION, Task, fit_messages,
-                                                      format_observation, parse_reply, parse_step,
-                                                      same_answer, well_formed)
-from jupyter_data_agent.search.trajectories import dabench_reward, read_jsonl
+from jupyter_data_agent.search.generate import jupiter_task
+from jupyter_data_agent.search.options import PromptPolicy, ReactOptions, TaskInfo
 from jupyter_data_agent.search.react import ReactStrategy
+from jupyter_data_agent.search.trajectories import read_jsonl
 from tests.scripted_backend import ScriptedBackend, action, final, start_tree, stop_tree
 
 pytestmark = pytest.mark.timeout(240)
@@ -57,13 +67,37 @@ def test_answers_and_observations():
     assert format_observation(ExecResult(status="ok")) == "(no output)"
 
 
+def _count(text):  # two characters per token
+    return (len(text) + 1) // 2
+
+
 def test_task_message_carries_jupiter_fields():
-    req = TurnRequest(intent="Mean of x?", context=NotebookContext(),
-                      options={"constraints": "Round to 2 decimals.", "format": "@mean[v]",
-                               "files": ["data.csv"]})
-    msg = Task.from_request(req).message()
+    req = TurnRequest(intent="Mean of x?", context=NotebookContext(), options=ReactOptions(),
+                      task=TaskInfo(constraints="Round to 2 decimals.", format="@mean[v]",
+                                    files=("data.csv",)))
+    msg = jupiter_task(req, ScriptedBackend(lambda call: [])).message()
     assert "Task: Mean of x?" in msg and "Constraints: Round to 2 decimals." in msg
     assert "Output format: @mean[v]" in msg and "Available local files: data.csv" in msg
+
+
+def test_notebook_is_cut_by_whole_cells_to_the_token_budget():
+    cells = [Cell("code", f"step_{i} = {i}  # " + "x" * 60) for i in range(10)]
+    ctx = NotebookContext(cells=cells)
+    whole = build_task("Sum?", ctx, count_tokens=_count, budget=None, schema="df: 3 rows")
+    assert all(f"step_{i} =" in whole.notebook for i in range(10))
+    budget = _count(SYSTEM) + _count(whole.message()) - 100  # about three cells too many
+    cut = build_task("Sum?", ctx, count_tokens=_count, budget=budget, schema="df: 3 rows")
+    assert _count(SYSTEM) + _count(cut.message()) <= budget
+    kept = [i for i in range(10) if f"step_{i} = {i}  # " + "x" * 60 in cut.notebook]
+    assert kept == list(range(10 - len(kept), 10)) and 4 <= len(kept) < 10  # newest, whole
+    assert "df: 3 rows" in cut.message() and "Task: Sum?" in cut.message()
+    tiny = build_task("Sum?", ctx, count_tokens=_count, budget=10, schema="df: 3 rows")
+    assert tiny.notebook == "" and "df: 3 rows" in tiny.message()
+    # the cell to fix (here: the last one that raised) is pinned, with its error
+    cells[3].outputs = [Output("error", "NameError: name 'q' is not defined")]
+    fix = build_task("Fix it", ctx, count_tokens=_count, budget=10)
+    assert "step_3 = 3" in fix.notebook and "# Error: NameError" in fix.notebook
+    assert "step_9" not in fix.notebook
 
 
 def test_long_histories_lose_old_outputs_first_then_old_steps():
@@ -72,14 +106,11 @@ def test_long_histories_lose_old_outputs_first_then_old_steps():
     for i in range(4):
         steps += [{"role": "assistant", "content": f"a{i}" * 20},
                   {"role": "user", "content": f"Observation:\n{'o' * 400}"}]
-    def count(text):  # two characters per token
-        return (len(text) + 1) // 2
-
-    assert fit_messages(head + steps, count, 10_000) == head + steps
-    fitted = fit_messages(head + steps, count, 700)  # 948 tokens -> two old outputs cut: 582
+    assert fit_messages(head + steps, _count, 10_000) == head + steps
+    fitted = fit_messages(head + steps, _count, 700)  # 948 tokens -> two old outputs cut: 582
     assert fitted[:2] == head and len(fitted) == 10 and fitted[-1] == steps[-1]
     assert [m["content"] == OMITTED_OBSERVATION for m in fitted[3::2]] == [True, True, False, False]
-    tight = fit_messages(head + steps, count, 350)  # all old outputs cut: 399; then 2 steps go
+    tight = fit_messages(head + steps, _count, 350)  # all old outputs cut: 399; then 2 steps go
     assert tight[:2] == head
     assert tight[2:] == [steps[4], {"role": "user", "content": OMITTED_OBSERVATION}, *steps[6:]]
 
@@ -100,7 +131,8 @@ def tree(tmp_path_factory):
 
 def _request(**options):
     return TurnRequest(intent="What is base times seven?", context=NotebookContext(),
-                       options={"format": "@answer[value]", **options})
+                       options=ReactOptions(**options), task=TaskInfo(format="@answer[value]"),
+                       prompt=PromptPolicy(max_prompt_tokens=6000))
 
 
 def test_multi_turn_with_observations_fed_back(tree):
@@ -156,7 +188,7 @@ def test_state_accumulates_in_one_lineage_and_errors_are_observed(tree, tmp_path
     assert [t.status for t in result.chosen.trace] == ["ok", "error", "ok", "answer"]
 
 
-def test_turn_cap_is_25(tree):
+def test_turn_cap_at_the_options_maximum(tree):
     def rule(call):
         if call.depth == 24:  # the last turn reads every earlier step's variable
             return [action("sum", "print(sum(globals()[f'v{i}'] for i in range(24)))")]
@@ -164,7 +196,8 @@ def test_turn_cap_is_25(tree):
 
     backend = ScriptedBackend(rule)
     before = set(tree.pids())
-    result = ReactStrategy().run(_request(), RunContext(backend=backend, executor=tree.root))
+    result = ReactStrategy().run(_request(max_turns=25),
+                                 RunContext(backend=backend, executor=tree.root))
     assert result.answer is None and result.chosen.meta["reason"] == "turn_limit"
     assert len(backend.calls) == 25 and result.stats.executions == 25
     assert len(result.chosen.steps) == 25

@@ -4,18 +4,21 @@ interface, against real ipykernel processes."""
 from __future__ import annotations
 
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 import pytest
-from jupyter_client import AsyncKernelClient, KernelManager
 
 from jupyter_data_agent.kernel import confine
-from jupyter_data_agent.kernel.replay import ReplayTree, open_copy_tree
+from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.replay import ReplayTree
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import SnapshotClosed, SnapshotTree
+from jupyter_data_agent.kernel.snapshot import ForkUnavailable, SnapshotClosed, SnapshotTree
+from jupyter_data_agent.kernel.tree import CopyTree, Executor
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 CELLS = ["import pandas as pd\ndf = pd.read_csv('data.csv')",
          "total = int(df.a.sum())\nprint('replayed', total)",
@@ -45,7 +48,7 @@ def tree(notebook):
 
 
 def test_replay_copy_has_the_notebook_state(tree):
-    assert tree.root.is_live and tree.root.ready_s > 0
+    assert tree.root.is_live
     r = tree.root.exec("total, list(df.shape)")
     assert r.ok and r.value.value == [4, [2, 2]]
 
@@ -95,42 +98,80 @@ def test_replay_timeout_kills_the_kernel(notebook):
         assert not running(pid)
 
 
-async def test_fallback_when_fork_is_refused(notebook):
-    """A kernel that cannot fork (here: os.fork removed) gets a replay tree."""
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(notebook))
-    akc = AsyncKernelClient()
-    akc.load_connection_info(km.get_connection_info())
-    akc.start_channels()
+def test_fork_refused_names_why_and_both_trees_are_copy_trees(notebook, tree):
+    """A kernel that cannot fork (os.fork removed) says why; a replay tree stands in."""
+    km, kc = start_kernel(cwd=notebook)
     try:
-        await akc.wait_for_ready(timeout=120)
-        reply = await akc.execute("import os\ndel os.fork", reply=True, timeout=60)
-        assert reply["content"]["status"] == "ok"
-        t = await open_copy_tree(akc, notebook_cells=CELLS[:2], notebook_dir=str(notebook),
-                                 limits=Limits(timeout_s=60))
-        try:
-            assert isinstance(t, ReplayTree) and "fork" in t.fallback_reason
-            assert any("fork unavailable" in n for n in t.protections.notes)
-            c = await t.root.afork()
-            r = await c.aexec("total * 10")
-            assert r.value.value == 40
-        finally:
-            await t.aclose()
-        # and a kernel that can fork gets the fork tree
-        km2 = KernelManager(kernel_name="python3")
-        km2.start_kernel(cwd=str(notebook))
-        akc2 = AsyncKernelClient()
-        akc2.load_connection_info(km2.get_connection_info())
-        akc2.start_channels()
-        try:
-            await akc2.wait_for_ready(timeout=120)
-            t2 = await open_copy_tree(akc2, notebook_cells=CELLS[:2],
-                                      notebook_dir=str(notebook))
-            assert isinstance(t2, SnapshotTree)
-            await t2.aclose()
-        finally:
-            akc2.stop_channels()
-            km2.shutdown_kernel(now=True)
+        with SnapshotTree.from_blocking_client(kc, notebook_dir=str(notebook)) as ft:
+            assert isinstance(ft, CopyTree) and ft.kind == "fork" and ft.fallback_reason is None
+            assert isinstance(ft.root, Executor)
+        assert kc.execute("import os\ndel os.fork", reply=True, timeout=60)["content"]["status"] == "ok"
+        with pytest.raises(ForkUnavailable, match="cannot fork this kernel: .*fork"):
+            SnapshotTree.from_blocking_client(kc, notebook_dir=str(notebook))
     finally:
-        akc.stop_channels()
-        km.shutdown_kernel(now=True)
+        stop_kernel(km, kc)
+    assert isinstance(tree, CopyTree) and tree.kind == "replay" and isinstance(tree.root, Executor)
+    assert tree.protections.notes[0].startswith("replay sandbox")
+
+
+# Expansions as an MCTS makes them: the node expanded (a path of child indices
+# from the root) gets three children at once, each forked and run in parallel.
+EXPANSIONS = [(), (0,), (0, 1), (2,), (0, 1, 2), (1,)]
+
+
+def test_replay_tree_evicts_and_rebuilds_18_nodes(notebook):
+    """max_live=4 and 18 nodes (children of children, evicted parents expanded,
+    evicted nodes run again): every node's state is its lineage's, never more
+    than 4 kernels live."""
+    t = ReplayTree.start(["acc = []"], notebook_dir=str(notebook), max_live=4,
+                         limits=Limits(timeout_s=60))
+    expected = {t.root: []}
+    seen_pids: set[int] = set()
+    peak = {"live": 0, "running": 0}
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            seen_pids.update(n.pid for n in list(t.nodes.values()) if n.pid)
+            peak["live"] = max(peak["live"], len(t.live()))
+            peak["running"] = max(peak["running"], sum(map(running, list(seen_pids))))
+            time.sleep(0.02)
+
+    def child(parent, number):
+        c = parent.fork()
+        r = c.exec(f"acc = acc + [{number}]\nsum(acc)")
+        return c, r
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t.root.pinned = True  # a pinned copy is never evicted
+    root_pid = t.root.pid
+    try:
+        numbers = iter(range(1, 19))
+        with ThreadPoolExecutor(3) as pool:
+            for path in EXPANSIONS:
+                parent = t.root
+                for i in path:
+                    parent = parent.children[i]
+                batch = [next(numbers) for _ in range(3)]
+                for number, (c, r) in zip(batch, pool.map(lambda k: child(parent, k), batch)):
+                    expected[c] = expected[parent] + [number]
+                    assert r.ok and r.value.value == sum(expected[c]), (r.ename, r.evalue)
+        assert len(expected) == 19 and t.evictions > 0
+        # revisit every node: evicted ones are rebuilt by replaying their lineage
+        for node, acc in expected.items():
+            assert node.exec("acc").value.value == acc, node
+        assert sum(n.rebuilds for n in expected) > 0
+        # a cell run after a fork is not in the state of the children forked before it
+        first, its_child = t.root.children[0], t.root.children[0].children[0]
+        assert first.exec("acc = acc + [100]\nacc").value.value == expected[first] + [100]
+        assert first.fork().exec("acc").value.value == expected[first] + [100]
+        assert its_child.exec("acc").value.value == expected[its_child]
+        assert t.root.pid == root_pid and t.root.rebuilds == 0
+    finally:
+        stop.set()
+        sampler.join()
+        t.close()
+    assert peak["live"] <= 4 and peak["running"] <= 4, peak
+    assert len(seen_pids) > 19  # rebuilt kernels are new processes
+    assert not any(running(p) for p in seen_pids)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import sys
@@ -11,8 +10,10 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from jupyter_client import AsyncKernelClient, KernelManager
+from jupyter_client import AsyncKernelClient
 
+from jupyter_data_agent.kernel import rpc
+from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.schema import (
     ColumnInfo,
     FrameSchema,
@@ -99,30 +100,20 @@ def _execute(kc, code: str, **kwargs) -> dict:
 
 def _kernel_eval(kc, expression: str):
     """Evaluate a read-only expression in the kernel without touching history."""
-    content = _execute(
-        kc, "", silent=True, store_history=False, user_expressions={"v": f"repr({expression})"}
-    )
-    result = content["user_expressions"]["v"]
-    assert result["status"] == "ok", result
-    return ast.literal_eval(ast.literal_eval(result["data"]["text/plain"]))
+    return rpc.call(kc, expression, timeout=120)
 
 
 @pytest.fixture(scope="module")
 def schema_kernel():
     """One real ipykernel for the module, with the tricky frames defined."""
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel()
-    kc = km.client()
-    kc.start_channels()
+    km, kc = start_kernel()
     try:
-        kc.wait_for_ready(timeout=120)
         _execute(kc, KERNEL_SETUP)
         # Make `Out` and `_` non-trivial so we can see they are left alone.
         _execute(kc, "simple.shape")
         yield km, kc
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        stop_kernel(km, kc)
 
 
 @pytest.fixture
@@ -293,6 +284,15 @@ async def test_error_inside_kernel_is_reported(schema_kernel, schema_client):
     finally:
         _execute(kc, "del exec", silent=True, store_history=False)
     assert await inspect_kernel(schema_client, timeout=60)
+
+
+def test_rpc_errors_name_the_exception_and_the_wait(schema_kernel):
+    _, kc = schema_kernel
+    with pytest.raises(rpc.KernelExpressionError, match="^ZeroDivisionError: division by zero"):
+        rpc.call(kc, "1/0", timeout=60)
+    with pytest.raises(rpc.KernelTimeout, match="did not answer within 0.5 s"):
+        rpc.call(kc, "__import__('time').sleep(2)", timeout=0.5)
+    assert rpc.call(kc, "[1, 'a']", timeout=60) == [1, "a"]  # the stale reply is skipped
 
 
 # --------------------------------------------------------------------------

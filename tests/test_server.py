@@ -214,6 +214,19 @@ def states(events):
     return [e["data"].get("state") for e in events if e["type"] in ("progress", "log")]
 
 
+def sent_candidates(events: list[dict]) -> list[dict]:
+    """The candidates of a finished turn, by index: only ``candidate`` events carry them."""
+    by_index = {e["data"]["index"]: e["data"]["candidate"] for e in events if e["type"] == "candidate"}
+    assert sorted(by_index) == list(range(len(by_index))), sorted(by_index)
+    done = events[-1]
+    if done["type"] == "done":
+        # ``done`` refers to them (count, chosen index) and never repeats them.
+        assert done["data"]["result"]["candidates"] == len(by_index)
+        assert set(done["data"]["result"]) == {"strategy", "answer", "chosen", "candidates",
+                                               "stats", "protections"}
+    return [by_index[i] for i in range(len(by_index))]
+
+
 def confinement_of(events: list[dict]) -> dict:
     """The turn's one confinement report; the ``done`` event repeats it."""
     reports = [e for e in events if e["type"] == "progress" and e["data"].get("state") == "confinement"]
@@ -259,7 +272,8 @@ async def test_turn_against_real_kernel(jp_fetch, jp_ws_fetch, jp_serverapp, mod
         done = events[-1]["data"]
         assert done["turn_id"] == accepted["turn_id"]
         assert done["result"]["strategy"] == "direct"
-        assert done["result"]["candidates"][0]["code"] == cand["code"]
+        assert done["result"]["chosen"] == 0 and done["result"]["candidates"] == 1
+        assert sent_candidates(events) == [cand]
 
         prompt = model_server.generation_requests[-1].prompt
         assert "# Columns in df with example values:" in prompt
@@ -315,7 +329,7 @@ async def test_without_live_state_skips_the_kernel(jp_fetch, jp_ws_fetch, jp_ser
         report = confinement_of(events)
         assert report["status"] == "not_executed" and report["execute"] is False
         assert "live kernel state is off" in report["message"]
-        assert events[-1]["data"]["result"]["candidates"][0]["result"] is None
+        assert sent_candidates(events)[0]["result"] is None
         assert "# Columns in df" not in model_server.generation_requests[-1].prompt
     finally:
         kc.stop_channels()
@@ -374,8 +388,7 @@ async def test_missing_kernel_runs_on_notebook_text(jp_fetch, jp_ws_fetch, model
     assert notice and "notebook text alone" in notice[0]["message"]
     report = confinement_of(events)
     assert report["status"] == "not_executed" and "kernel is not running" in report["message"]
-    result = events[-1]["data"]["result"]
-    assert result["candidates"][0]["result"] is None  # nothing was run: no preview
+    assert sent_candidates(events)[0]["result"] is None  # nothing was run: no preview
     assert "df = pd.DataFrame" in model_server.generation_requests[-1].prompt
 
 
@@ -476,8 +489,15 @@ async def test_config_never_holds_the_key(jp_fetch):
     body = json.loads(text)
     assert body["api_key_set"] is True
     assert body["backend"] == "openai" and body["model"] == "test-model"
-    assert {"direct", "vote"} <= set(body["capabilities"]["strategies"])
+    assert {"direct", "vote", "react", "mcts"} <= set(body["capabilities"]["strategies"])
     assert "api_key" not in body
+    # The one catalog the sidebar's chooser is built from, in order, labels included.
+    from jupyter_data_agent.search.options import STRATEGIES
+
+    assert [s["name"] for s in body["strategies"]] == list(STRATEGIES)
+    labels = {s["name"]: s["label"] for s in body["strategies"]}
+    assert labels["react"] == "Agent" and "explain" in labels
+    assert all(s["summary"] for s in body["strategies"])
 
 
 @on_server_loop
@@ -537,8 +557,9 @@ async def test_strategy_defaults_fill_missing_options(jp_fetch, jp_ws_fetch, mod
     assert first.n == 5
     assert first.body.get("temperature") == pytest.approx(0.7)
     result = events[-1]["data"]["result"]
-    assert result["strategy"] == "vote" and len(result["candidates"]) == 5
+    assert result["strategy"] == "vote" and result["candidates"] == 5
     assert [e["data"]["index"] for e in events if e["type"] == "candidate"] == [0, 1, 2, 3, 4]
+    assert len(sent_candidates(events)) == 5
 
 
 def search_replies(request) -> str:
@@ -566,10 +587,135 @@ async def test_search_strategy_streams_live_statistics(jp_fetch, jp_ws_fetch, jp
         assert {"answer": "2", "votes": 3} in stats[-1]["answers"]
         result = events[-1]["data"]["result"]
         assert result["strategy"] == "mcts" and result["answer"] == "2"
-        chosen = result["candidates"][result["chosen"]]
+        chosen = sent_candidates(events)[result["chosen"]]
         assert chosen["code"] == "# Step 1: count the rows.\nbig = df[df['a'] > 1]\nlen(big)"
         assert result["stats"]["iterations"] >= 1
         assert await wait_no_children(km) == []
     finally:
         model_server.reply = replies
         kc.stop_channels()
+
+
+# -- the wire contract (no server needed) -------------------------------------------
+
+
+def test_committed_wire_schema_is_current():
+    """src/wire.schema.json (what src/wire.ts is generated from) is what pydantic says now."""
+    from pathlib import Path
+
+    from jupyter_data_agent.server.models import wire_schema_text
+
+    committed = Path(__file__).resolve().parents[1] / "src" / "wire.schema.json"
+    assert committed.read_text(encoding="utf-8") == wire_schema_text(), (
+        "the wire models changed: run `jlpm build:schema` (python -m "
+        "jupyter_data_agent.server.models --schema -o src/wire.schema.json) and commit both files")
+
+
+def make_job(**overrides):
+    from jupyter_data_agent.llm.scrub import Scrubber
+    from jupyter_data_agent.server.jobs import Job
+    from jupyter_data_agent.server.models import TurnRequestModel
+
+    request = TurnRequestModel.model_validate(turn_body(**overrides))
+    return Job("owner", request, None, Scrubber([KEY]))
+
+
+def exec_ok():
+    from jupyter_data_agent.kernel.results import ExecResult, OutputItem
+
+    return ExecResult(status="ok", outputs=[OutputItem("stream", name="stdout", text="2\n")],
+                      duration_s=0.1)
+
+
+def verdict():
+    from jupyter_data_agent.kernel.policy import decide
+
+    return decide(None, "require", unavailable="no kernel copy in this test")
+
+
+def test_done_refers_to_the_candidates_already_sent():
+    from jupyter_data_agent.search import Candidate, Event, SearchResult
+
+    job = make_job(strategy="vote")
+    first, second, fixed = Candidate("len(df)", result=exec_ok()), Candidate("df.shape[0]"), \
+        Candidate("len(df.index)", repaired=True)
+    job.progress("Preparing the model.", state="loading_model", backend="openai")
+    job.strategy_event(Event("progress", "asking the model for 2 candidates", {"samples": 2}))
+    job.strategy_event(Event("candidate", "candidate 2 ran", {"index": 1, "candidate": second}))
+    job.strategy_event(Event("candidate", "again", {"index": 1, "candidate": second}))  # once only
+    job.strategy_event(Event("log", "1 answer(s) held no code and were dropped"))
+    result = SearchResult(chosen=fixed, candidates=[first, second, fixed], strategy="vote")
+    job.complete(result, verdict())
+
+    assert job.status == "done"
+    assert [e["seq"] for e in job.events] == list(range(1, len(job.events) + 1))
+    assert [e["type"] for e in job.events] == ["progress", "progress", "candidate", "log",
+                                              "candidate", "candidate", "done"]
+    # Progress data holds only what the event set.
+    assert job.events[0]["data"] == {"state": "loading_model", "backend": "openai"}
+    assert job.events[1]["data"] == {"samples": 2}
+    assert sent_candidates(job.events) == [first.to_json(), second.to_json(), fixed.to_json()]
+    assert sent_candidates(job.events)[0]["result"]["outputs"][0]["text"] == "2\n"
+    done = job.events[-1]["data"]
+    assert done["result"]["chosen"] == 2 and done["result"]["candidates"] == 3
+    assert done["result"]["strategy"] == "vote" and done["result"]["answer"] is None
+    assert done["turn_id"] == job.turn_id
+    assert done["confinement"]["status"] == "not_executed"
+    # Nothing after the end.
+    assert job.emit("progress", "late") is None and job.events[-1]["type"] == "done"
+
+
+def test_an_answer_without_candidates_is_done_with_none_chosen():
+    """Explain: prose in ``answer``, no candidate, nothing chosen."""
+    from jupyter_data_agent.search import SearchResult
+
+    job = make_job(strategy="explain", intent="Explain this cell")
+    job.complete(SearchResult(chosen=None, candidates=[], answer="It **counts** the rows.",
+                              strategy="explain"), verdict())
+    assert [e["type"] for e in job.events] == ["done"]
+    result = job.events[-1]["data"]["result"]
+    assert result["candidates"] == 0 and result["chosen"] is None
+    assert result["answer"] == "It **counts** the rows." and result["strategy"] == "explain"
+
+
+@pytest.mark.parametrize("type_, data, where", [
+    ("progress", {"state": "thinking"}, "data.state"),  # a state the contract does not name
+    ("progress", {"stage": "queued"}, "data.stage"),  # an unknown field
+    ("error", {}, "data.state"),  # error needs error | cancelled
+    ("candidate", {"index": 0, "candidate": {"code": "x"}}, "data.candidate"),
+    ("done", {"result": {}, "turn_id": "t"}, "data"),
+    ("telepathy", {}, "telepathy"),
+])
+def test_a_malformed_event_is_never_sent(type_, data, where):
+    from jupyter_data_agent.turn.events import MalformedEvent
+
+    job = make_job()
+    seen = []
+    job.listeners.append(seen.append)
+    job.progress("Waiting for another turn to finish.", state="queued")
+    with pytest.raises(MalformedEvent, match=where):
+        job.emit(type_, f"a bad event with {KEY}", data)
+    # The turn ends with an error that says so; the bad event went nowhere.
+    assert job.status == "error" and job.cancel_event.is_set()
+    assert [e["type"] for e in job.events] == ["progress", "error"] == [e["type"] for e in seen]
+    assert job.events[-1]["data"] == {"state": "error"}
+    assert "bug" in job.events[-1]["message"] and KEY not in json.dumps(job.events)
+
+
+def test_events_are_scrubbed_before_they_are_checked_and_sent():
+    from jupyter_data_agent.search import Candidate, SearchResult
+
+    job = make_job()
+    leaky = Candidate(f"key = '{KEY}'", meta={"prompt": f"Authorization: Bearer {KEY}"})
+    job.complete(SearchResult(chosen=leaky, candidates=[leaky], strategy="direct"), verdict())
+    assert job.status == "done" and KEY not in json.dumps(job.events)
+
+
+def test_poll_reply_validates_and_keeps_the_events_as_sent():
+    from jupyter_data_agent.server.models import JobPoll
+
+    job = make_job()
+    job.progress("Read 1 DataFrame schema(s) from the kernel.", state="schema_ready", frames=["df"])
+    job.finish("cancelled", "error", "The turn was cancelled.", {"state": "cancelled"})
+    reply = json.loads(JobPoll(job_id=job.id, status=job.status, events=job.events).model_dump_json())
+    assert reply == {"version": 1, "job_id": job.id, "status": "cancelled", "events": job.events}

@@ -101,7 +101,8 @@ async def test_require_generates_but_does_not_run_in_partial_copies(
         kc.stop_channels()
 
 
-@pytest.mark.parametrize("server_overrides", [{**NO_SECCOMP, "DataAgent": {"confinement": "warn"}}],
+@pytest.mark.parametrize("server_overrides", [{"DataAgent": {**NO_SECCOMP["DataAgent"],
+                                                              "confinement": "warn"}}],
                          indirect=True)
 @on_server_loop
 async def test_warn_runs_and_lists_what_is_missing(server_overrides, jp_fetch, jp_ws_fetch,

@@ -16,8 +16,9 @@ import time
 
 import psutil
 import pytest
-from jupyter_client import AsyncKernelClient, KernelManager
+from jupyter_client import AsyncKernelClient
 
+from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import ExecResult, Limits
 from jupyter_data_agent.kernel.snapshot import (CapacityError, SnapshotClosed, SnapshotTree)
 
@@ -29,15 +30,6 @@ df = pd.DataFrame({"x": [1, 2, 3], "y": ["a", "b", "c"]})
 counter = 10
 lst = [1, 2, 3]
 """
-
-
-def start_kernel(cwd):
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(cwd))
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=120)
-    return km, kc
 
 
 def run_kernel(kc, code, timeout=120):
@@ -77,12 +69,11 @@ def wait_not_running(pids, timeout=20.0):
 def kernel(tmp_path_factory):
     nb = tmp_path_factory.mktemp("notebook")
     (nb / "data.csv").write_text("a,b\n1,2\n3,4\n")
-    km, kc = start_kernel(nb)
+    km, kc = start_kernel(cwd=nb)
     status, out = run_kernel(kc, SETUP)
     assert status == "ok", out
     yield km, kc, nb
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    stop_kernel(km, kc)
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +154,7 @@ def test_outputs_like_a_notebook_cell(tree):
     assert len(pngs) == 1 and len(pngs[0].data["image/png"]) > 1000
     assert r.value.type == "pandas.DataFrame" and r.value.shape == [3, 2]
     assert r.value.value["columns"] == ["x", "y"]
-    nb = r.to_nbformat()
-    assert nb[0] == {"output_type": "stream", "name": "stdout", "text": "hello\n"}
+    assert r.outputs[0].to_json()["text"] == "hello\n"
     c.close()
 
 
@@ -390,7 +380,7 @@ def test_cancel_leaves_no_processes(kernel):
 
 
 def test_dead_kernel_leaves_no_orphans(tmp_path):
-    km, kc = start_kernel(tmp_path)
+    km, kc = start_kernel(cwd=tmp_path)
     try:
         t = SnapshotTree.from_blocking_client(kc, notebook_dir=str(tmp_path))
         a = t.root.fork()
@@ -404,24 +394,22 @@ def test_dead_kernel_leaves_no_orphans(tmp_path):
         assert r.status == "died"
         t.close()
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        stop_kernel(km, kc)
 
 
-async def test_async_api_from_kernel_client(kernel):
+async def test_fork_through_an_async_kernel_client(kernel):
+    """The server's path: the root request on its loop, the copies from threads."""
     km, _, nb = kernel
     akc = AsyncKernelClient()
     akc.load_connection_info(km.get_connection_info())
     akc.start_channels()
     try:
         t = await SnapshotTree.from_kernel_client(akc, notebook_dir=str(nb))
-        async with t:
-            a, b = await t.root.afork(), await t.root.afork()
-            ra, rb = await asyncio.gather(a.aexec("counter * 2"),
-                                                        b.aexec("counter * 3"))
+        with t:
+            a, b = await asyncio.gather(*(asyncio.to_thread(t.root.fork) for _ in range(2)))
+            ra, rb = await asyncio.gather(asyncio.to_thread(a.exec, "counter * 2"),
+                                          asyncio.to_thread(b.exec, "counter * 3"))
             assert ra.value.value == 20 and rb.value.value == 30
-            await b.aclose()
-            assert b.state == "closed"
             pids = t.pids()
         assert wait_not_running(pids, 10)
     finally:

@@ -7,18 +7,29 @@ import argparse
 import pytest
 
 from jupyter_data_agent.search.base import Candidate
-from jupyter_data_agent.search.trajectories import (TrajectoryRecord, decision_records,
-                                                    export_decisions, path_histories, read_jsonl,
-                                                    write_jsonl)
+from jupyter_data_agent.search.trajectories import (
+    TrajectoryRecord,
+    decision_records,
+    export_decisions,
+    path_histories,
+    read_jsonl,
+    write_jsonl,
+)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from jupyter_data_agent.search.value_model import ValueModel  # noqa: E402
 from jupyter_data_agent.train import cli  # noqa: E402
-from jupyter_data_agent.train.value import (TrainConfig, build_network,  # noqa: E402
-                                            evaluate_loss, examples_from_records, normalize_q,
-                                            train_value_model, trainable_state)
+from jupyter_data_agent.train.value import (  # noqa: E402
+    TrainConfig,
+    build_network,
+    evaluate_loss,
+    examples_from_records,
+    normalize_q,
+    train_value_model,
+    trainable_state,
+)
 
 HEAD = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Task: mean of x"}]
 

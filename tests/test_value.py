@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from jupyter_data_agent.search.base import SearchStats, TraceStep
-from jupyter_data_agent.search.value import (HeuristicValue, LLMJudgeValue, NodeState, ZeroValue,
-                                             resolve_estimator)
+from jupyter_data_agent.search.value import (
+    HeuristicValue,
+    LLMJudgeValue,
+    NodeState,
+    ZeroValue,
+    resolve_estimator,
+)
 from tests.scripted_backend import ScriptedBackend
 
 torch = pytest.importorskip("torch")

@@ -1,12 +1,17 @@
-"""Self-consistency voting over executed candidates (no model, no kernel)."""
+"""Self-consistency voting over executed candidates; the typed request (no model, no kernel)."""
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from jupyter_data_agent.context.model import NotebookContext
 from jupyter_data_agent.kernel.results import ExecResult, OutputItem, describe_value
-from jupyter_data_agent.search.base import Candidate
+from jupyter_data_agent.search.base import Candidate, RunContext, TurnRequest
+from jupyter_data_agent.search.generate import sampling
+from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy
 from jupyter_data_agent.search.values import exec_output, handle_value
-from jupyter_data_agent.search.vote import vote
+from jupyter_data_agent.search.vote import VoteStrategy, vote
+from tests.scripted_backend import ScriptedBackend
 
 
 def ran(value=None, *, status="ok", printed=""):
@@ -48,3 +53,26 @@ def test_largest_cluster_wins_and_errors_do_not_vote():
 
 def test_no_error_free_candidate_means_no_vote():
     assert vote([Candidate("a", result=ran(status="error")), Candidate("b")]) is None
+
+
+def test_silent_cells_do_not_outvote_the_answer():
+    candidates = [Candidate("a", result=ran()), Candidate("b", result=ran()),
+                  Candidate("c", result=ran(42))]
+    assert vote(candidates).code == "c"
+    assert candidates[2].support == 1
+
+
+def test_a_strategy_refuses_another_strategys_options():
+    request = TurnRequest(intent="x?", context=NotebookContext(), options=MCTSOptions())
+    with pytest.raises(ValueError, match="VoteOptions expected.*'mcts'"):
+        VoteStrategy().run(request, RunContext(backend=ScriptedBackend(lambda call: ["x"])))
+
+
+def test_sampling_follows_the_policy():
+    request = TurnRequest(intent="x?", context=NotebookContext(),
+                          sampling=SamplingPolicy(temperature=0.1, sample_temperature=0.9,
+                                                  max_new_tokens=77, seed=5))
+    one, many = sampling(request, 1, stop=("#",), seed_offset=2), sampling(request, 4)
+    assert (one.temperature, one.max_tokens, one.stop, one.seed) == (0.1, 77, ("#",), 7)
+    assert (many.n, many.temperature, many.seed) == (4, 0.9, 5)
+    assert sampling(request, 1, temperature=0.7).temperature == 0.7

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -29,6 +30,8 @@ import time
 import numpy as np
 import pandas as pd
 
+from jupyter_data_agent.kernel import rpc
+from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.replay import ReplayTree
 from jupyter_data_agent.kernel.results import Limits
 from jupyter_data_agent.kernel.snapshot import SnapshotTree, _uss
@@ -88,15 +91,6 @@ STATE_EXPR = ("int(df.memory_usage(deep=True).sum() + raw.memory_usage(deep=True
               " + summary.memory_usage(deep=True))")
 
 
-def kernel_eval(kc, expr: str, timeout: float = 600):
-    reply = kc.execute("", silent=True, store_history=False, user_expressions={"v": expr},
-                       reply=True, timeout=timeout)
-    ue = reply["content"]["user_expressions"]["v"]
-    if ue["status"] != "ok":
-        raise RuntimeError(f"{ue['ename']}: {ue['evalue']}")
-    return eval(ue["data"]["text/plain"])  # an int from our own expression
-
-
 def kernel_run(kc, code: str, timeout: float = 1800) -> None:
     reply = kc.execute(code, reply=True, timeout=timeout)
     if reply["content"]["status"] != "ok":
@@ -112,28 +106,22 @@ def median_ms(xs) -> float:
 
 
 def bench_size(target: int, repeats: int, replay_repeats: int, log) -> dict:
-    from jupyter_client import KernelManager
-
     d = tempfile.mkdtemp(prefix="jda-bench-")
     write_csv(os.path.join(d, "flights.csv"))
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=d)
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=120)
+    km, kc = start_kernel(cwd=d)
     out: dict = {"target_bytes": target}
     try:
         t0 = time.perf_counter()
         for c in PREFIX_CELLS:
             kernel_run(kc, c)
-        per_copy = kernel_eval(kc, "int(raw.memory_usage(deep=True).sum())")
+        per_copy = rpc.call(kc, "int(raw.memory_usage(deep=True).sum())", timeout=600)
         # state = raw + k copies of raw that also get 'rep' and 'delay_z' (16 B/row)
         k = max(1, round((target - per_copy) / (per_copy + 16 * BASE_ROWS)))
         cells = PREFIX_CELLS + scale_cells(k)
         for c in scale_cells(k):
             kernel_run(kc, c)
         out["notebook_run_s"] = time.perf_counter() - t0
-        out["state_bytes"] = state = kernel_eval(kc, STATE_EXPR)
+        out["state_bytes"] = state = rpc.call(kc, STATE_EXPR, timeout=600)
         out["kernel_uss"] = _uss(km.provisioner.process.pid)
         log(f"  state {fmt_size(state)} (concat x{k}), notebook ran in "
             f"{out['notebook_run_s']:.1f} s")
@@ -202,8 +190,7 @@ def bench_size(target: int, repeats: int, replay_repeats: int, log) -> dict:
         log(f"  fork: copy {out['fork_copy_ms']:.1f} ms, root {out['fork_root_ms']:.1f} ms, "
             f"idle USS {fmt_size(out['fork_idle_uss'])}")
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        stop_kernel(km, kc)
 
     # ---- replay sandbox (the user's kernel is gone: no competition for RAM)
     ready, rtt_replay, uss_replay = [], [], []
@@ -223,8 +210,6 @@ def bench_size(target: int, repeats: int, replay_repeats: int, log) -> dict:
     out["rtt_replay_ms"] = median_ms(rtt_replay)
     out["replay_uss"] = statistics.median(uss_replay)
     log(f"  replay: copy {out['replay_copy_s']:.2f} s")
-    import shutil
-
     shutil.rmtree(d, ignore_errors=True)
     return out
 

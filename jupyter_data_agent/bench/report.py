@@ -86,7 +86,8 @@ def markdown_table(rows: Sequence[dict]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['name']} | {r['kind']} | {r['strategy']} | {r['model']} | {r['budget'] if r['budget'] is not None else '-'} "
+            f"| {r['name']} | {r['kind']} | {r['strategy']} | {r['model']} "
+            f"| {r['budget'] if r['budget'] is not None else '-'} "
             f"| {100 * r['accuracy']:.2f} ({r['accuracy_label']}) "
             f"| {100 * r['secondary']:.2f} ({r['secondary_label']}) "
             f"| {r['correct']}/{r['total']} | {r['tokens_per_task']:.0f} | {r['calls_per_task']} "

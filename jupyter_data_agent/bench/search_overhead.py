@@ -28,15 +28,15 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 
-from jupyter_client import KernelManager
-
 from ..context.model import NotebookContext
+from ..kernel.launch import start_kernel, stop_kernel
 from ..kernel.results import Limits
 from ..kernel.snapshot import SnapshotTree
 from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 from ..prompts import UnparsableOutput
 from ..search.base import RunContext, TurnRequest
 from ..search.mcts import MCTSSearch, MCTSStrategy
+from ..search.options import MCTSOptions, SamplingPolicy, TaskInfo
 
 SETUP = ("import pandas as pd, numpy as np\n"
          "df = pd.DataFrame({'city': list('abcdefgh') * 125, 'temp': np.arange(1000) % 37 * 1.5})")
@@ -97,12 +97,7 @@ class ModelShareReport:
 
 
 def start(cwd: str, max_live: int = 16):
-    km = KernelManager(kernel_name="python3")
-    km.kernel_spec.argv[0] = sys.executable
-    km.start_kernel(cwd=cwd)
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=120)
+    km, kc = start_kernel(cwd=cwd)
     reply = kc.execute_interactive(SETUP, timeout=120)
     if reply["content"]["status"] != "ok":
         raise RuntimeError(f"setup failed: {reply['content']}")
@@ -128,9 +123,9 @@ def bare_fork_exec(tree: SnapshotTree, n: int = 20) -> float:
 
 
 def measure_overhead(tree: SnapshotTree, iterations: int, k: int) -> OverheadReport:
-    strategy = MCTSStrategy(k=k, early_stop=False)
-    request = TurnRequest(intent=TASK, context=NotebookContext(), budget=iterations,
-                          options={"format": FORMAT})
+    strategy = MCTSStrategy()
+    request = TurnRequest(intent=TASK, context=NotebookContext(), task=TaskInfo(format=FORMAT),
+                          options=MCTSOptions(iterations=iterations, k=k, early_stop=False))
     bare = bare_fork_exec(tree)
     evictions = tree.evictions
     rebuilds = sum(n.rebuilds for n in tree.nodes.values())
@@ -162,9 +157,10 @@ def measure_model_share(tree: SnapshotTree, iterations: int, k: int,
 
     backend = create_backend(Settings(backend="transformers"))
     backend.load()  # loading is a one-time cost, not search time
-    strategy = MCTSStrategy(k=k, early_stop=False)
-    request = TurnRequest(intent=TASK, context=NotebookContext(), budget=iterations,
-                          max_new_tokens=max_tokens, options={"format": FORMAT, "seed": 0})
+    strategy = MCTSStrategy()
+    request = TurnRequest(intent=TASK, context=NotebookContext(), task=TaskInfo(format=FORMAT),
+                          options=MCTSOptions(iterations=iterations, k=k, early_stop=False),
+                          sampling=SamplingPolicy(max_new_tokens=max_tokens, seed=0))
     t0 = time.perf_counter()
     try:
         strategy.run(request, RunContext(backend=backend, executor=tree.root))
@@ -226,8 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'OK' if m.share_model_or_user >= 0.95 else 'UNDER'}")
         finally:
             tree.close()
-            kc.stop_channels()
-            km.shutdown_kernel(now=True)
+            stop_kernel(km, kc)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

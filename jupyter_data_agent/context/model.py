@@ -43,7 +43,7 @@ class Cell:
     turn_id: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ActiveCell:
     """The cell a Fix or Explain turn is about, split the way a prompt needs it:
     its code, what it printed, and the error it raised (jupyter-ai's

@@ -76,7 +76,10 @@ def truncate_text(text: str, limit: int, *, tail: bool = False) -> tuple[str, bo
         return text, False
     cut = len(text) - limit
     if tail:
-        return f"...[{cut} earlier chars truncated]\n{text[cut:].lstrip()}", True
+        kept = text[cut:]
+        if text[cut - 1] != "\n" and "\n" in kept:
+            kept = kept[kept.index("\n") + 1 :]  # whole lines: a half frame misleads
+        return f"...[{len(text) - len(kept)} earlier chars truncated]\n{kept.lstrip()}", True
     return f"{text[:limit].rstrip()}\n...[{cut} more chars truncated]", True
 
 

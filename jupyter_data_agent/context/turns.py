@@ -11,6 +11,12 @@ Layout (JSON-safe, versioned)::
     nb.metadata["jupyter_data_agent"] = {"version": 1, "turns": [<turn dict>, ...]}
     cell.metadata["jupyter_data_agent"] = {"turn_id": ..., "intent": ..., "status": ...}
 
+A turn dict has the fields of :class:`Turn`; ``answer`` (Explain) and
+``confinement`` (the sidebar's badge) only when set. Keys written by the
+front end or a newer version (``strategy``, ``explanations``...) are kept
+as they are: the turns are rewritten on every decision, and a rewrite must
+not lose what the sidebar shows after a reload.
+
 Functions accept an ``nbformat.NotebookNode`` or a plain dict in nbformat v4
 shape (what the front end posts), and mutate it in place.
 """

@@ -175,18 +175,6 @@ class OutputItem:
     traceback: list[str] = field(default_factory=list)
     truncated: bool = False
 
-    def to_nbformat(self) -> dict:
-        t = self.output_type
-        if t == "stream":
-            return {"output_type": t, "name": self.name, "text": self.text or ""}
-        if t == "error":
-            return {"output_type": t, "ename": self.ename, "evalue": self.evalue,
-                    "traceback": list(self.traceback)}
-        out = {"output_type": t, "data": dict(self.data), "metadata": dict(self.metadata)}
-        if t == "execute_result":
-            out["execution_count"] = None
-        return out
-
     def plain_text(self) -> str:
         """The text a prompt or a log would show for this output."""
         if self.output_type == "stream":
@@ -261,15 +249,8 @@ class ExecResult:
         return "".join(o.text or "" for o in self.outputs
                        if o.output_type == "stream" and o.name == name)
 
-    def mimes(self) -> list[str]:
-        return [m for o in self.outputs for m in o.data]
-
-    def to_nbformat(self) -> list[dict]:
-        return [o.to_nbformat() for o in self.outputs]
-
     def to_json(self) -> dict:
-        d = dataclasses.asdict(self)
-        return d
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> "ExecResult":

@@ -25,40 +25,35 @@ class KernelTimeout(KernelRPCError, TimeoutError):
 
 
 class KernelExpressionError(KernelRPCError):
-    """The expression raised in the kernel."""
-
-    def __init__(self, ename: str, evalue: str) -> None:
-        super().__init__(f"{ename}: {evalue}")
-        self.ename, self.evalue = ename, evalue
+    """The expression raised in the kernel: ``"ename: evalue"``."""
 
 
-def _request(expression: str, timeout: float) -> dict:
+def _request(expression: str, timeout: float | None) -> dict:
     return dict(code="", silent=True, store_history=False, user_expressions={"r": expression},
                 allow_stdin=False, stop_on_error=False, reply=True, timeout=timeout)
 
 
-def _timeout(timeout: float) -> KernelTimeout:
-    return KernelTimeout(f"the kernel did not answer within {timeout:g} s "
+def _timeout(timeout: float | None) -> KernelTimeout:
+    return KernelTimeout(f"the kernel did not answer within {timeout or 0:g} s "
                          f"(is it busy running a cell, or dead?)")
 
 
 def _decode(reply: dict) -> Any:
     content = reply.get("content", {})
-    if content.get("status") != "ok":
-        raise KernelExpressionError(content.get("ename", "Error"), content.get("evalue", ""))
-    ue = content.get("user_expressions", {}).get("r")
+    ue = content.get("user_expressions", {}).get("r") if content.get("status") == "ok" else content
     if not ue:
         raise KernelRPCError("the kernel's reply carried no result (not an IPython kernel?)")
     if ue.get("status") != "ok":
-        raise KernelExpressionError(ue.get("ename", "Error"), ue.get("evalue", ""))
+        raise KernelExpressionError(f"{ue.get('ename', 'Error')}: {ue.get('evalue', '')}")
     try:
         return ast.literal_eval(ue["data"]["text/plain"])
     except (KeyError, ValueError, SyntaxError, TypeError) as e:
         raise KernelRPCError(f"could not decode the kernel's answer: {e}") from e
 
 
-def call(kc, expression: str, *, timeout: float) -> Any:
-    """The value of ``expression`` in the kernel of a blocking client."""
+def call(kc, expression: str, *, timeout: float | None) -> Any:
+    """The value of ``expression`` in the kernel of a blocking client (``timeout``
+    None: wait as long as it takes)."""
     try:
         reply = kc.execute(**_request(expression, timeout))
     except TimeoutError:
@@ -66,7 +61,7 @@ def call(kc, expression: str, *, timeout: float) -> Any:
     return _decode(reply)
 
 
-async def acall(kc, expression: str, *, timeout: float) -> Any:
+async def acall(kc, expression: str, *, timeout: float | None) -> Any:
     """The value of ``expression`` in the kernel of an async client."""
     try:
         reply = await kc.execute(**_request(expression, timeout))

@@ -36,13 +36,12 @@ Choices the prompt relies on (tests pin them):
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import inspect
 import json
-import queue
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from . import rpc
 
 __all__ = [
     "ColumnInfo",
@@ -55,10 +54,6 @@ __all__ = [
 ]
 
 FrameKind = Literal["DataFrame", "Series"]
-
-# Key of our entry in ``user_expressions``; the reply echoes it back.
-_EXPRESSION_KEY = "jupyter_data_agent_schema"
-
 
 class SchemaInspectionError(RuntimeError):
     """The kernel could not be inspected (busy, dead, or the inspector failed)."""
@@ -347,61 +342,17 @@ async def inspect_kernel(
     max_value_chars: int = 80,
     time_limit: float | None = 2.0,
 ) -> list[FrameSchema]:
-    """Schemas of the frames in a running kernel, via one silent execute request.
-
-    ``silent=True, store_history=False`` keeps the execution count, ``In``,
-    ``Out`` and ``_`` untouched; the result rides back in ``user_expressions``.
-    Replies to other requests on this client's shell channel are discarded,
-    so give it a client that nobody else is reading from.
-    """
+    """Schemas of the frames in a running kernel (an ``AsyncKernelClient`` nobody
+    else reads from), via one silent request (``rpc.acall``): the execution
+    count, ``In``, ``Out`` and ``_`` stay untouched."""
     expression = inspection_request_code(max_frames, max_columns, max_value_chars, time_limit)
-    msg_id = kernel_client.execute(
-        "",
-        silent=True,
-        store_history=False,
-        user_expressions={_EXPRESSION_KEY: expression},
-        allow_stdin=False,
-        stop_on_error=False,
-    )
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise _timeout_error(timeout)
-        try:
-            reply = await asyncio.wait_for(
-                kernel_client.get_shell_msg(timeout=remaining), remaining + 1
-            )
-        except (queue.Empty, asyncio.TimeoutError, TimeoutError):
-            raise _timeout_error(timeout) from None
-        if reply.get("parent_header", {}).get("msg_id") == msg_id:
-            break
-
-    content = reply.get("content", {})
-    if content.get("status") != "ok":
-        raise SchemaInspectionError(
-            f"kernel answered the schema request with status {content.get('status')!r}: "
-            f"{content.get('ename', '')}: {content.get('evalue', '')}".rstrip(": ")
-        )
-    result = content.get("user_expressions", {}).get(_EXPRESSION_KEY)
-    if not result:
-        raise SchemaInspectionError("kernel reply carried no schema result")
-    if result.get("status") != "ok":
-        raise SchemaInspectionError(
-            f"schema inspection failed inside the kernel: "
-            f"{result.get('ename', 'Error')}: {result.get('evalue', '')}"
-        )
     try:
-        text = result["data"]["text/plain"]
-        payload = json.loads(ast.literal_eval(text))
-        return [FrameSchema.from_dict(d) for d in payload]
+        text = await rpc.acall(kernel_client, expression, timeout=timeout)
+    except rpc.KernelExpressionError as exc:
+        raise SchemaInspectionError(f"schema inspection failed inside the kernel: {exc}") from exc
+    except rpc.KernelRPCError as exc:  # "... did not answer within N s ..." on a timeout
+        raise SchemaInspectionError(f"schema request: {exc}") from exc
+    try:
+        return [FrameSchema.from_dict(d) for d in json.loads(text)]
     except Exception as exc:  # malformed reply: say so instead of a KeyError deep down
         raise SchemaInspectionError(f"could not decode the kernel's schema result: {exc}") from exc
-
-
-def _timeout_error(timeout: float) -> SchemaInspectionError:
-    return SchemaInspectionError(
-        f"kernel did not answer the schema request within {timeout:g} s "
-        "(is it busy running a cell, or dead?)"
-    )

@@ -6,9 +6,8 @@ kernel. ``exec`` runs a cell in that copy, ``fork`` makes a child copy of its
 current state, ``close`` ends it and its subtree.
 
 The API is synchronous (blocking sockets, one lock per snapshot so different
-snapshots run concurrently from different threads); ``aexec``/``afork``/
-``aclose`` are thin async wrappers that run it on the tree's thread pool, for
-the Jupyter server. The ``%%agent`` magic uses the sync API in the kernel.
+snapshots run concurrently from different threads); the Jupyter server calls
+it from threads, the ``%%agent`` magic in the kernel.
 
 Resources: a cap on live processes per tree and per client process, and a
 memory budget on the sum of the snapshots' unique set sizes; when either is
@@ -20,7 +19,6 @@ on demand by forking its nearest live ancestor and replaying those cells.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import hashlib
@@ -149,7 +147,6 @@ class Snapshot:
         self.children: list[Snapshot] = []
         self.cells: list[str] = []  # executed here since the fork from the parent
         self.parent_len = parent_len  # len(parent.cells) when this node was forked
-        self.results: list[ExecResult] = []
         self.state = "new"  # new | live | evicted | dead | closed
         self.pid: int | None = None
         self.priority = 0.0  # set by the search: higher = keep longer
@@ -161,7 +158,7 @@ class Snapshot:
         self._chan: _Channel | None = None
         self._proc = None
         self._lock = threading.Lock()
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
 
     def __repr__(self) -> str:
         return f"<Snapshot {self.id} {self.state} pid={self.pid} depth={self.depth}>"
@@ -185,7 +182,6 @@ class Snapshot:
             res = self._exec_locked(code, timeout)
             if res.status in ("ok", "error"):
                 self.cells.append(code)
-            self.results.append(res)
         self.tree._after_exec()
         return res
 
@@ -245,17 +241,6 @@ class Snapshot:
                 pass
         self.uss = total
         return total
-
-    # ------------------------------------------------------------ async API
-
-    async def aexec(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        return await self.tree._in_thread(self.exec, code, timeout=timeout)
-
-    async def afork(self) -> "Snapshot":
-        return await self.tree._in_thread(self.fork)
-
-    async def aclose(self) -> None:
-        await self.tree._in_thread(self.close)
 
     # ------------------------------------------------------------ internals
 
@@ -550,7 +535,6 @@ class SnapshotTree:
         self._live: dict[int, Snapshot] = {}
         self._pending = 0
         self._last_mem_check = 0.0
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         _sweep_once()
         self.root = Snapshot(self, None, "root")
         self.nodes["root"] = self.root
@@ -609,8 +593,8 @@ class SnapshotTree:
         return cls._connect(info, notebook_dir, scratch, limits, max_live, memory_budget)
 
     @classmethod
-    def _connect(cls, info: str, notebook_dir, scratch, limits, max_live, memory_budget):
-        info = json.loads(info)
+    def _connect(cls, reply: str, notebook_dir, scratch, limits, max_live, memory_budget):
+        info = json.loads(reply)
         if info.get("version") != PROTOCOL_VERSION:
             raise ForkUnavailable(f"snapshot protocol mismatch: {info.get('version')}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -693,11 +677,6 @@ class SnapshotTree:
             _procs.cgroup_kill(self.protections.cgroup)
         if self.owns_scratch and self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
 
     def __enter__(self) -> "SnapshotTree":
         return self
@@ -705,23 +684,10 @@ class SnapshotTree:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    async def __aenter__(self) -> "SnapshotTree":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.aclose()
-
     def pids(self) -> list[int]:
         return [n.pid for n in self.live() if n.pid is not None]
 
     # ------------------------------------------------------------ internals
-
-    async def _in_thread(self, fn, *args, **kwargs):
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=max(4, self.max_live), thread_name_prefix="jda-snapshot")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
     def _check_open(self) -> None:
         if self.closed:

@@ -171,5 +171,5 @@ class Backend(abc.ABC):
         """Tokens in ``text`` for this model; a rough estimate unless overridden."""
         return max(1, len(text) // 4) if text else 0
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- optional hook; most backends hold nothing
         """Release processes or memory held by the backend."""

@@ -51,13 +51,13 @@ Choices:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ..context.model import Cell, NotebookContext, Turn
 from ..context.notebook import truncate_text
-from ..llm.base import Capabilities, ChatMessage, Prompt
+from ..llm.base import ChatMessage, Prompt
 from .exemplars import EXEMPLARS, Exemplar
 
 CELL_HEADER = "# In[ ]:"
@@ -124,24 +124,6 @@ class BuiltPrompt:
     over_budget: bool = False
     prefix: str = ""
 
-    @property
-    def text(self) -> str:
-        """The prompt as one text (chat messages as ``[role]`` sections), for logs and results."""
-        if self.prompt.text is not None:
-            return self.prompt.text
-        return "\n\n".join(f"[{m.role}]\n{m.content}" for m in self.prompt.messages or ())
-
-
-def wants_chat(api_mode: str, capabilities: Capabilities) -> bool:
-    """Which builder to use: what ``api_mode`` asks for when the backend has
-    it, otherwise the one API it has; chat when both are there and "auto"
-    (instruction-tuned models follow the reply rules better in chat)."""
-    if api_mode == "chat" or not capabilities.completion:
-        return True
-    if api_mode == "completion" or not capabilities.chat:
-        return False
-    return True
-
 
 # --------------------------------------------------------------------------
 # linearization
@@ -164,11 +146,12 @@ def comment_lines(text: str, first_prefix: str = "# ") -> str:
 def uncomment_lines(text: str) -> str:
     """The inverse of :func:`comment_lines` for a completion that continued a
     comment block: the leading comment lines as text, up to the first line
-    of code (a model that drifts into a cell has stopped explaining)."""
+    of code or cell header (a model that drifts into a cell has stopped
+    explaining)."""
     out = []
     for line in text.strip("\n").splitlines():
         stripped = line.strip()
-        if stripped and not stripped.startswith("#"):
+        if (stripped and not stripped.startswith("#")) or stripped.startswith("# In["):
             break
         out.append(stripped[2:] if stripped.startswith("# ") else stripped[1:])
     return "\n".join(out).strip()
@@ -182,7 +165,8 @@ def _outputs_block(cell: Cell, output_chars: int) -> str:
     """``# Output:`` lines, then per error ``# Error: ename: evalue`` and the
     traceback's last lines (each part cut to ``output_chars``; a traceback
     keeps its end, where it failed)."""
-    plain = "\n".join(o.text.rstrip("\n") for o in cell.outputs if o.output_type != "error" and o.text.strip())
+    shown = [o.text.rstrip("\n") for o in cell.outputs if o.output_type != "error" and o.text.strip()]
+    plain = "\n".join(shown)
     parts = []
     if plain:
         plain = truncate_text(plain, output_chars)[0]
@@ -216,10 +200,6 @@ def render_cell(cell: Cell, with_outputs: bool = False, output_chars: int = 200)
     return code
 
 
-def _turns_by_id(context: NotebookContext) -> dict[str, Turn]:
-    return {t.turn_id: t for t in context.turns if t.turn_id}
-
-
 def _context_cells(context: NotebookContext) -> list[Cell]:
     cells = context.cells
     if context.active_index is not None:
@@ -235,52 +215,56 @@ class _Unit:
     pinned: bool = False
 
 
-def _units(context: NotebookContext, outputs: OutputsMode, output_chars: int) -> list[_Unit]:
-    """The cells that will be rendered, oldest first: the truncation units."""
-    if outputs not in ("none", "active", "all"):
-        raise ValueError(f"outputs must be 'none', 'active' or 'all', not {outputs!r}")
-    turns = _turns_by_id(context)
-    active = context.active_cell() if outputs != "none" else None
-    units = []
-    for i, cell in enumerate(_context_cells(context)):
-        is_active = active is not None and i == active.index
-        turn = turns.get(cell.turn_id or "")
-        # The user's own pick overrides the rejection of the turn it came from.
-        if turn is not None and turn.status == "rejected" and not is_active:
-            continue
-        text = render_cell(cell, outputs == "all" or is_active, output_chars)
-        if text:
-            units.append(_Unit(cell, text, pinned=is_active))
-    return units
+@dataclass(frozen=True)
+class NotebookBlocks:
+    """The notebook part of a prompt as truncation units, oldest first.
 
+    ``blocks(drop)`` leaves out the ``drop`` oldest droppable cells (the
+    active cell is pinned, like the schema and the intent) and puts each
+    surviving turn's ``# Problem:`` cell before the first of its cells, so
+    it is never left dangling. Builders that truncate on their own (the
+    ReAct task) search ``drop`` in ``range(droppable + 1)``.
+    """
 
-def _kept(units: Sequence[_Unit], drop: int) -> list[_Unit]:
-    """``units`` without the ``drop`` oldest unpinned ones."""
-    kept = []
-    for u in units:
-        if drop and not u.pinned:
-            drop -= 1
-            continue
-        kept.append(u)
-    return kept
+    units: tuple[_Unit, ...]
+    turns: Mapping[str, Turn]
 
+    @classmethod
+    def of(cls, context: NotebookContext, outputs: OutputsMode = "active",
+           output_chars: int = 200) -> NotebookBlocks:
+        if outputs not in ("none", "active", "all"):
+            raise ValueError(f"outputs must be 'none', 'active' or 'all', not {outputs!r}")
+        turns = {t.turn_id: t for t in context.turns if t.turn_id}
+        active = context.active_cell() if outputs != "none" else None
+        units = []
+        for i, cell in enumerate(_context_cells(context)):
+            is_active = active is not None and i == active.index
+            turn = turns.get(cell.turn_id or "")
+            # The user's own pick overrides the rejection of the turn it came from.
+            if turn is not None and turn.status == "rejected" and not is_active:
+                continue
+            text = render_cell(cell, outputs == "all" or is_active, output_chars)
+            if text:
+                units.append(_Unit(cell, text, pinned=is_active))
+        return cls(tuple(units), turns)
 
-def _droppable(units: Sequence[_Unit]) -> int:
-    return sum(not u.pinned for u in units)
+    @property
+    def droppable(self) -> int:
+        return sum(not u.pinned for u in self.units)
 
-
-def _notebook_blocks(units: Sequence[_Unit], turns: dict[str, Turn]) -> list[str]:
-    """Blocks for the kept units; a turn's problem cell goes before the first
-    of its cells that survived truncation, so it is never left dangling."""
-    blocks: list[str] = []
-    seen: set[str] = set()
-    for u in units:
-        tid = u.cell.turn_id
-        if tid and tid in turns and tid not in seen and turns[tid].intent.strip():
-            seen.add(tid)
-            blocks.append(problem_block(turns[tid].intent))
-        blocks.append(u.text)
-    return blocks
+    def blocks(self, drop: int = 0) -> list[str]:
+        blocks: list[str] = []
+        seen: set[str] = set()
+        for u in self.units:
+            if drop and not u.pinned:
+                drop -= 1
+                continue
+            tid = u.cell.turn_id
+            if tid and tid in self.turns and tid not in seen and self.turns[tid].intent.strip():
+                seen.add(tid)
+                blocks.append(problem_block(self.turns[tid].intent))
+            blocks.append(u.text)
+        return blocks
 
 
 def linearize(
@@ -288,7 +272,7 @@ def linearize(
 ) -> list[str]:
     """The notebook part of the prompt as cell blocks (no schema, no intent);
     for callers that extend a prompt, e.g. a search appending executed steps."""
-    return _notebook_blocks(_units(context, outputs, output_chars), _turns_by_id(context))
+    return NotebookBlocks.of(context, outputs, output_chars).blocks()
 
 
 def _exemplar_blocks(ex: Exemplar) -> list[str]:
@@ -394,8 +378,7 @@ def build_prompt(
     intent = _check_intent(intent)
     count = count_tokens or _rough_tokens
     exs = _resolve_exemplars(exemplars)
-    units = _units(context, outputs, output_chars)
-    turns = _turns_by_id(context)
+    notebook = NotebookBlocks.of(context, outputs, output_chars)
     tail = ([schema.strip()] if schema.strip() else []) + [
         problem_block(intent),
         f"{preamble}\n{prefix}",
@@ -405,10 +388,10 @@ def build_prompt(
         blocks: list[str] = []
         for ex in exs[drop_ex:]:
             blocks.extend(_exemplar_blocks(ex))
-        blocks.extend(_notebook_blocks(_kept(units, drop_cells), turns))
+        blocks.extend(notebook.blocks(drop_cells))
         return join_cells(blocks + tail)
 
-    fit = _fit(len(exs), _droppable(units), lambda e, c: count(render(e, c)), budget)
+    fit = _fit(len(exs), notebook.droppable, lambda e, c: count(render(e, c)), budget)
     text = render(fit.dropped_exemplars, fit.dropped_cells)
     return BuiltPrompt(
         prompt=Prompt(text=text),
@@ -471,22 +454,21 @@ def build_chat_prompt(
     intent = _check_intent(intent)
     count = count_tokens or _rough_tokens
     exs = _resolve_exemplars(exemplars)
-    units = _units(context, outputs, output_chars)
-    turns = _turns_by_id(context)
+    notebook = NotebookBlocks.of(context, outputs, output_chars)
 
     def messages(drop_ex: int, drop_cells: int) -> list[ChatMessage]:
         msgs = [ChatMessage("system", system)]
         for ex in exs[drop_ex:]:
             msgs.append(ChatMessage("user", _chat_request(None, ex.schema, ex.intent.strip())))
             msgs.append(ChatMessage("assistant", _fence(ex.solution.strip())))
-        blocks = _notebook_blocks(_kept(units, drop_cells), turns)
-        notebook = join_cells(blocks) if blocks else None
-        msgs.append(ChatMessage("user", _chat_request(notebook, schema, intent, instruction)))
+        blocks = notebook.blocks(drop_cells)
+        shown = join_cells(blocks) if blocks else None
+        msgs.append(ChatMessage("user", _chat_request(shown, schema, intent, instruction)))
         return msgs
 
     fit = _fit(
         len(exs),
-        _droppable(units),
+        notebook.droppable,
         lambda e, c: sum(count(m.content) for m in messages(e, c)),
         budget,
     )
@@ -511,6 +493,7 @@ __all__ = [
     "STEP_PREFIX",
     "SYSTEM_PROMPT",
     "BuiltPrompt",
+    "NotebookBlocks",
     "OutputsMode",
     "build_chat_prompt",
     "build_prompt",
@@ -520,5 +503,4 @@ __all__ = [
     "problem_block",
     "render_cell",
     "uncomment_lines",
-    "wants_chat",
 ]

@@ -18,12 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from ..context.model import NotebookContext
 from ..kernel.results import ExecResult, strip_ansi
 from ..llm.base import Prompt
-from .arcade import _fence, _fit, join_cells, linearize
+from .arcade import NotebookBlocks, OutputsMode, _fence, _fit, join_cells
 from .parse import _END_TOKENS, _FENCE_RE, _PY_LANGS, _looks_like_code
 
 STOP = ("\nObservation:",)
@@ -71,19 +70,20 @@ class Task:
 
 def build_task(intent: str, context: NotebookContext, *, count_tokens: Callable[[str], int],
                budget: int | None, schema: str = "", constraints: str = "", format: str = "",
-               files: Sequence[str] = (), outputs: Literal["none", "active", "all"] = "active",
+               files: Sequence[str] = (), outputs: OutputsMode = "active",
                output_chars: int = 200) -> Task:
     """The task, its notebook cut from the left by whole cells so that the system
     and task messages fit ``budget`` tokens (exactly counted, as for ARCADE
-    prompts); the question, schema and format always stay."""
+    prompts); the question, schema, format and the active cell always stay."""
     task = Task(intent.strip(), constraints.strip(), format.strip(), tuple(str(f) for f in files),
                 schema=schema.strip())
-    blocks = linearize(context, outputs=outputs, output_chars=output_chars) if context.cells else []
+    notebook = NotebookBlocks.of(context, outputs, output_chars)
 
     def with_cells(drop: int) -> Task:
-        return replace(task, notebook=join_cells(blocks[drop:]) if blocks[drop:] else "")
+        blocks = notebook.blocks(drop)
+        return replace(task, notebook=join_cells(blocks) if blocks else "")
 
-    fit = _fit(0, len(blocks), lambda _, drop: count_tokens(SYSTEM)
+    fit = _fit(0, notebook.droppable, lambda _, drop: count_tokens(SYSTEM)
                + count_tokens(with_cells(drop).message()), budget)
     return with_cells(fit.dropped_cells)
 

@@ -1,8 +1,8 @@
 """Search strategies behind one interface (see base.Strategy)."""
 
 from .base import (
-    Candidate,
     Cancelled,
+    Candidate,
     Event,
     Executor,
     RunContext,

@@ -1,7 +1,9 @@
-"""Turning a request into parsed, executed candidate cells.
+"""Turning a typed request into parsed, executed candidate cells.
 
-Shared by the ``direct`` and ``vote`` strategies (and the repair step): the
-prompt style follows the backend (chat messages for chat models, the raw
+Every strategy reads its options, the chat-or-completion choice and the
+sampling parameters through the helpers at the top, so each rule exists
+once. The rest is shared by ``direct`` and ``vote`` (and the repair step):
+the prompt style follows the backend (chat messages for chat models, the raw
 ARCADE completion prompt otherwise), every candidate runs in its own fork of
 the root copy so siblings never see each other's changes.
 """
@@ -12,6 +14,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+from pydantic import BaseModel
 
 from ..kernel.results import ExecResult
 from ..llm.base import Backend, ChatMessage, Completion, Prompt, SamplingParams
@@ -27,7 +31,7 @@ from ..prompts.react import Task, build_task
 from .base import Candidate, RunContext, SearchResult, SearchStats, TurnRequest
 from .options import PromptPolicy
 
-O = TypeVar("O")
+O = TypeVar("O", bound=BaseModel)
 
 
 def options(request: TurnRequest, kind: type[O], **overrides) -> O:

@@ -61,11 +61,18 @@ from ..kernel.results import ExecResult, OutputItem
 from ..prompts import Step, UnparsableOutput
 from ..prompts.answers import same_answer
 from ..prompts.arcade import comment_lines
-from ..prompts.react import (INVALID_OBSERVATION, STOP, ParsedStep, fit_messages,
-                             format_observation, history_messages, parse_reply, step_comment_code,
-                             to_prompt)
-from .base import (Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep,
-                   TurnRequest)
+from ..prompts.react import (
+    INVALID_OBSERVATION,
+    STOP,
+    ParsedStep,
+    fit_messages,
+    format_observation,
+    history_messages,
+    parse_reply,
+    step_comment_code,
+    to_prompt,
+)
+from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .equivalence import majority
 from .generate import jupiter_task, options, prompt_text, sampling, use_chat
 from .options import MCTSOptions

@@ -12,6 +12,8 @@ from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ..prompts.arcade import OutputsMode
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -25,7 +27,7 @@ class PromptPolicy(_Model):
     exemplars: bool = True
     # Cell outputs in the prompt: "active" puts the active cell's outputs and
     # error in (Fix and Explain need them); "all" every cell's; "none" no output.
-    outputs: Literal["none", "active", "all"] = "active"
+    outputs: OutputsMode = "active"
     output_chars: int = Field(200, ge=0)
 
 

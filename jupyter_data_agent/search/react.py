@@ -19,11 +19,18 @@ from typing import Any
 from ..kernel.results import ExecResult
 from ..prompts import Step
 from ..prompts.arcade import comment_lines
-from ..prompts.react import (INVALID_OBSERVATION, STOP, ParsedStep, fit_messages,
-                             format_observation, history_messages, parse_reply, step_comment_code,
-                             to_prompt)
-from .base import (Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep,
-                   TurnRequest)
+from ..prompts.react import (
+    INVALID_OBSERVATION,
+    STOP,
+    ParsedStep,
+    fit_messages,
+    format_observation,
+    history_messages,
+    parse_reply,
+    step_comment_code,
+    to_prompt,
+)
+from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .generate import jupiter_task, options, prompt_text, sampling, use_chat
 from .options import ReactOptions
 from .trajectories import TrajectoryRecord, path_histories, write_jsonl

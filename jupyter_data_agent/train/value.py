@@ -25,9 +25,19 @@ from pathlib import Path
 import torch
 
 from ..search.trajectories import TrajectoryRecord, read_jsonl
-from ..search.value_model import (ADAPTER_DIR, HEAD_NAME, ValueHead, ValueModelConfig,
-                                  ValueNetwork, encode_history, hidden_size_of, load_backbone,
-                                  load_tokenizer, pad_batch, save_head)
+from ..search.value_model import (
+    ADAPTER_DIR,
+    HEAD_NAME,
+    ValueHead,
+    ValueModelConfig,
+    ValueNetwork,
+    encode_history,
+    hidden_size_of,
+    load_backbone,
+    load_tokenizer,
+    pad_batch,
+    save_head,
+)
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 CHECKPOINTS = "checkpoints"

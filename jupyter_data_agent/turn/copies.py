@@ -90,9 +90,10 @@ def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] 
         from ..kernel.replay import ReplayTree
 
         try:
-            tree = ReplayTree.start(list(replay), notebook_dir=notebook_dir, limits=limits,
-                                    max_live=policy.max_live)
-            tree.fallback_reason = "; ".join(reasons) or "replay asked for"
+            replayed = ReplayTree.start(list(replay), notebook_dir=notebook_dir, limits=limits,
+                                        max_live=policy.max_live)
+            replayed.fallback_reason = "; ".join(reasons) or "replay asked for"
+            tree = replayed
         except Exception as error:  # a cell that fails to replay, a kernel that does not start
             log.debug("replay fallback failed", exc_info=True)
             reasons.append(f"the replay fallback failed ({error})")

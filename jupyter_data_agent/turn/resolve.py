@@ -7,8 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config import Settings
-from ..search.options import (OPTIONS_BY_STRATEGY, STRATEGIES, PromptPolicy, SamplingPolicy,
-                              strategy_options)
+from ..search.options import OPTIONS_BY_STRATEGY, STRATEGIES, PromptPolicy, SamplingPolicy, strategy_options
 from .spec import CopyPolicy, TurnAsk, TurnSpec, check_limits
 
 # The entry points' two generic knobs, per strategy: which option each one sets.

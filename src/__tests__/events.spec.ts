@@ -1,16 +1,55 @@
 import { endJob, initialJob, preferredIndex, reduceJob } from '../events';
-import { IJobEvent, parseConfinement, previewOutputs, toNbformatOutput } from '../models';
+import { parseConfinement, previewOutputs, toNbformatOutput } from '../models';
+import type {
+  Candidate,
+  CandidateEvent,
+  Confinement,
+  DoneEvent,
+  DoneResult,
+  ErrorEvent,
+  LogEvent,
+  ProgressData,
+  ProgressEvent
+} from '../wire';
 
-const event = (seq: number, type: IJobEvent['type'], message = '', data: any = {}): IJobEvent => ({
+const JOB = 'j1';
+
+const progress = (
+  seq: number,
+  message = '',
+  data: ProgressData = {}
+): ProgressEvent => ({
   version: 1,
-  job_id: 'j1',
+  job_id: JOB,
   seq,
-  type,
+  type: 'progress',
   message,
   data
 });
 
-const candidate = (code: string, status = 'ok') => ({
+const log = (seq: number, message: string): LogEvent => ({
+  version: 1,
+  job_id: JOB,
+  seq,
+  type: 'log',
+  message,
+  data: {}
+});
+
+const failed = (
+  seq: number,
+  message: string,
+  state: 'error' | 'cancelled' = 'error'
+): ErrorEvent => ({
+  version: 1,
+  job_id: JOB,
+  seq,
+  type: 'error',
+  message,
+  data: { state }
+});
+
+const candidate = (code: string, status: 'ok' | 'error' = 'ok'): Candidate => ({
   code,
   steps: [{ number: 1, explanation: 'Count rows', code }],
   explanation: 'Step 1: Count rows',
@@ -34,57 +73,218 @@ const candidate = (code: string, status = 'ok') => ({
     evalue: null,
     traceback: [],
     duration_s: 0.1,
-    limit: null
+    pid: 42,
+    limit: null,
+    truncated: false
   },
   score: null,
   support: 1,
   repaired: false,
-  meta: {}
+  meta: {},
+  trace: []
+});
+
+const sent = (
+  seq: number,
+  index: number,
+  c: Candidate,
+  message = `Candidate ${index + 1}`
+): CandidateEvent => ({
+  version: 1,
+  job_id: JOB,
+  seq,
+  type: 'candidate',
+  message,
+  data: { index, candidate: c }
+});
+
+const LAYERS = [
+  'landlock_fs',
+  'landlock_net',
+  'seccomp',
+  'capabilities',
+  'descriptors',
+  'shared_mappings',
+  'secrets',
+  'processes',
+  'limits'
+];
+
+const verdict = (
+  status: Confinement['status'],
+  off: string[] = [],
+  policy: Confinement['policy'] = 'require'
+): Confinement => ({
+  policy,
+  status,
+  execute: status !== 'not_executed',
+  message: `copies: ${status}`,
+  layers: LAYERS.map(name => ({
+    name,
+    on: !off.includes(name),
+    detail: off.includes(name) ? `${name} is not available here` : `${name} on`
+  })),
+  missing: off
+});
+
+const STATS = {
+  iterations: 0,
+  nodes: 1,
+  model_calls: 1,
+  prompt_tokens: 900,
+  completion_tokens: 120,
+  executions: 1,
+  wall_time_s: 1.2,
+  value: null
+};
+
+/** The `done` event as the server sends it: a count and an index, never the candidates. */
+const done = (
+  seq: number,
+  result: Partial<DoneResult> = {},
+  extra: { turn_id?: string; confinement?: Confinement } = {}
+): DoneEvent => ({
+  version: 1,
+  job_id: JOB,
+  seq,
+  type: 'done',
+  message: 'Done',
+  data: {
+    result: {
+      strategy: 'direct',
+      answer: null,
+      chosen: null,
+      candidates: 0,
+      stats: STATS,
+      protections: null,
+      ...result
+    },
+    turn_id: extra.turn_id ?? '',
+    confinement: extra.confinement ?? verdict('confined')
+  }
 });
 
 describe('job event reducer', () => {
-  it('streams progress, candidates and the final result', () => {
-    let job = initialJob('j1');
-    job = reduceJob(job, event(1, 'progress', 'Reading the kernel', { state: 'waiting_for_kernel' }));
-    expect(job.waitingForKernel).toBe(true);
-    expect(job.message).toBe('Reading the kernel');
-    job = reduceJob(job, event(2, 'candidate', 'Candidate 1', { index: 0, candidate: candidate('len(df)') }));
-    expect(job.waitingForKernel).toBe(false);
-    expect(job.candidates.map(c => c.code)).toEqual(['len(df)']);
+  it('streams progress and candidates; done names the chosen one by index', () => {
+    let job = initialJob(JOB);
     job = reduceJob(
       job,
-      event(3, 'done', 'Done', {
-        turn_id: 'abc',
-        result: {
-          strategy: 'vote',
-          answer: null,
-          chosen: 1,
-          candidates: [candidate('len(df)'), candidate('df.shape[0]')],
-          stats: { iterations: 0 },
-          protections: null
-        }
-      })
+      progress(1, 'Reading the kernel', { state: 'waiting_for_kernel' })
+    );
+    expect(job.waitingForKernel).toBe(true);
+    expect(job.message).toBe('Reading the kernel');
+    job = reduceJob(job, sent(2, 0, candidate('len(df)')));
+    expect(job.waitingForKernel).toBe(false);
+    expect(job.candidates.map(c => c.code)).toEqual(['len(df)']);
+    job = reduceJob(job, sent(3, 1, candidate('df.shape[0]')));
+    job = reduceJob(
+      job,
+      done(
+        4,
+        { strategy: 'vote', chosen: 1, candidates: 2 },
+        { turn_id: 'abc' }
+      )
     );
     expect(job.status).toBe('done');
     expect(job.turnId).toBe('abc');
-    expect(job.candidates).toHaveLength(2);
+    // The candidates are the ones the candidate events brought.
+    expect(job.candidates.map(c => c.code)).toEqual(['len(df)', 'df.shape[0]']);
+    expect(job.chosen).toBe(1);
     expect(preferredIndex(job)).toBe(1);
-    expect(job.progress.map(p => p.seq)).toEqual([1, 2, 3]);
+    expect(job.result).toMatchObject({
+      strategy: 'vote',
+      candidates: 2,
+      chosen: 1
+    });
+    expect(job.progress.map(p => p.seq)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('keeps candidates in index order whatever order they arrive in', () => {
+    let job = initialJob(JOB);
+    job = reduceJob(job, sent(1, 2, candidate('third')));
+    job = reduceJob(job, sent(2, 0, candidate('first')));
+    job = reduceJob(job, sent(3, 1, candidate('second')));
+    expect(job.candidates.map(c => c.code)).toEqual([
+      'first',
+      'second',
+      'third'
+    ]);
+    expect(job.candidateIndex).toEqual([0, 1, 2]);
+    // The same index again replaces (a repaired candidate), it does not add.
+    job = reduceJob(
+      job,
+      sent(4, 1, { ...candidate('second, fixed'), repaired: true })
+    );
+    expect(job.candidates.map(c => c.code)).toEqual([
+      'first',
+      'second, fixed',
+      'third'
+    ]);
+    job = reduceJob(job, done(5, { chosen: 2, candidates: 3 }));
+    expect(job.chosen).toBe(2);
+    expect(job.candidates[job.chosen!].code).toBe('third');
+  });
+
+  it('maps the chosen index to the position of a candidate that arrived', () => {
+    // Index 0 was never received (a lost frame): index 1 is at position 0.
+    let job = reduceJob(initialJob(JOB), sent(1, 1, candidate('only')));
+    job = reduceJob(job, done(2, { chosen: 1, candidates: 2 }));
+    expect(job.chosen).toBe(0);
+    expect(job.candidates[preferredIndex(job)].code).toBe('only');
+    // A chosen index nothing was sent for is no choice.
+    const none = reduceJob(
+      reduceJob(initialJob(JOB), sent(1, 0, candidate('a'))),
+      done(2, { chosen: 3, candidates: 1 })
+    );
+    expect(none.chosen).toBeNull();
+    expect(preferredIndex(none)).toBe(0);
+  });
+
+  it('reads an explanation: prose in answer, no candidate, nothing chosen', () => {
+    let job = reduceJob(
+      initialJob(JOB),
+      progress(1, 'Running the explain strategy.', {
+        state: 'searching',
+        strategy: 'explain'
+      })
+    );
+    job = reduceJob(
+      job,
+      done(2, {
+        strategy: 'explain',
+        answer: 'This cell **groups** the flights by airline.',
+        chosen: null,
+        candidates: 0
+      })
+    );
+    expect(job.status).toBe('done');
+    expect(job.candidates).toEqual([]);
+    expect(job.chosen).toBeNull();
+    expect(job.result?.answer).toBe(
+      'This cell **groups** the flights by airline.'
+    );
+    expect(job.result?.strategy).toBe('explain');
   });
 
   it('ignores replayed and out-of-date events', () => {
-    let job = reduceJob(initialJob('j1'), event(5, 'progress', 'five'));
-    const same = reduceJob(job, event(5, 'progress', 'again'));
+    let job = reduceJob(initialJob(JOB), progress(5, 'five'));
+    const same = reduceJob(job, progress(5, 'again'));
     expect(same).toBe(job);
-    job = reduceJob(job, event(4, 'progress', 'old'));
+    job = reduceJob(job, progress(4, 'old'));
     expect(job.message).toBe('five');
+    // A replayed candidate after the end changes nothing either.
+    job = reduceJob(job, done(6));
+    expect(reduceJob(job, sent(7, 0, candidate('late')))).toBe(job);
   });
 
   it('keeps search statistics across progress events', () => {
-    let job = reduceJob(initialJob('j1'), event(1, 'progress', 'iteration 1', { iterations: 1, nodes: 3 }));
+    let job = reduceJob(
+      initialJob(JOB),
+      progress(1, 'iteration 1', { iterations: 1, nodes: 3 })
+    );
     job = reduceJob(
       job,
-      event(2, 'progress', 'iteration 2', {
+      progress(2, 'iteration 2', {
         iterations: 2,
         best_value: 0.5,
         answers: [{ answer: '42', votes: 2 }]
@@ -96,40 +296,69 @@ describe('job event reducer', () => {
       best_value: 0.5,
       answers: [{ answer: '42', votes: 2 }]
     });
+    // Progress without statistics leaves them alone.
+    job = reduceJob(job, progress(3, 'asking the model', { samples: 1 }));
+    expect(job.search?.iterations).toBe(2);
   });
 
   it('records errors and nothing after the end', () => {
-    let job = reduceJob(initialJob('j1'), event(1, 'error', 'The model server is not reachable'));
+    let job = reduceJob(initialJob(JOB), log(1, 'a note'));
+    job = reduceJob(job, failed(2, 'The model server is not reachable'));
     expect(job.status).toBe('error');
     expect(job.error).toBe('The model server is not reachable');
-    const after = reduceJob(job, event(2, 'progress', 'late'));
+    const after = reduceJob(job, progress(3, 'late'));
     expect(after).toBe(job);
     expect(endJob(job, 'cancelled')).toBe(job);
   });
 
   it('ends a job cancelled without a final event', () => {
-    const job = endJob(reduceJob(initialJob('j1'), event(1, 'progress', 'x')), 'cancelled');
+    const job = endJob(
+      reduceJob(initialJob(JOB), progress(1, 'x')),
+      'cancelled'
+    );
     expect(job.status).toBe('cancelled');
     expect(job.error).toBeNull();
-    expect(endJob(initialJob(), 'error', 'HTTP 400: no kernel').error).toBe('HTTP 400: no kernel');
+    expect(endJob(initialJob(), 'error', 'HTTP 400: no kernel').error).toBe(
+      'HTTP 400: no kernel'
+    );
   });
 });
 
 describe('output preview', () => {
   it('turns dataclass dumps into strict nbformat outputs', () => {
     expect(
-      toNbformatOutput({ output_type: 'stream', name: 'stdout', text: 'hi\n', data: {}, ename: null })
+      toNbformatOutput({
+        output_type: 'stream',
+        name: 'stdout',
+        text: 'hi\n',
+        data: {},
+        ename: null
+      })
     ).toEqual({ output_type: 'stream', name: 'stdout', text: 'hi\n' });
     expect(
-      toNbformatOutput({ output_type: 'display_data', data: { 'image/png': 'AAA' }, metadata: null })
-    ).toEqual({ output_type: 'display_data', data: { 'image/png': 'AAA' }, metadata: {} });
-    expect(toNbformatOutput({ output_type: 'unknown' })).toBeNull();
+      toNbformatOutput({
+        output_type: 'display_data',
+        data: { 'image/png': 'AAA' },
+        metadata: {}
+      })
+    ).toEqual({
+      output_type: 'display_data',
+      data: { 'image/png': 'AAA' },
+      metadata: {}
+    });
+    expect(
+      toNbformatOutput({ output_type: 'unknown' } as unknown as Parameters<
+        typeof toNbformatOutput
+      >[0])
+    ).toBeNull();
   });
 
   it('shows a timeout as an error output', () => {
     const outputs = previewOutputs({
       status: 'timeout',
       outputs: [],
+      ename: null,
+      evalue: null,
       limit: 'timeout',
       traceback: []
     });
@@ -146,63 +375,29 @@ describe('output preview', () => {
 
 describe('stopping and turn ids', () => {
   it('reads a cancelled error event as a stop, not a failure', () => {
-    const job = reduceJob(initialJob('j1'), event(1, 'error', 'Cancelled', { state: 'cancelled' }));
+    const job = reduceJob(initialJob(JOB), failed(1, 'Cancelled', 'cancelled'));
     expect(job.status).toBe('cancelled');
     expect(job.error).toBeNull();
   });
 
   it('keeps the turn id from the 202 reply when done has none', () => {
-    const job = reduceJob(
-      { ...initialJob('j1'), turnId: 'from-202' },
-      event(1, 'done', 'Done', { result: { candidates: [] } })
-    );
+    const job = reduceJob({ ...initialJob(JOB), turnId: 'from-202' }, done(1));
     expect(job.turnId).toBe('from-202');
   });
 });
 
 describe('confinement verdict', () => {
-  const LAYERS = [
-    'landlock_fs',
-    'landlock_net',
-    'seccomp',
-    'capabilities',
-    'descriptors',
-    'shared_mappings',
-    'secrets',
-    'processes',
-    'limits'
-  ];
-  const verdict = (status: string, off: string[] = [], policy = 'require') => ({
-    policy,
-    status,
-    execute: status !== 'not_executed',
-    message: `copies: ${status}`,
-    layers: LAYERS.map(name => ({
-      name,
-      on: !off.includes(name),
-      detail: off.includes(name) ? `${name} is not available here` : `${name} on`
-    })),
-    missing: off
-  });
-
   it('is read from the progress event and kept through candidates', () => {
-    let job = initialJob('j1');
+    let job = initialJob(JOB);
     expect(job.confinement).toBeNull();
     job = reduceJob(
       job,
-      event(1, 'progress', 'Kernel copies: partially confined', {
+      progress(1, 'Kernel copies: partially confined', {
         state: 'confinement',
         confinement: verdict('partial', ['seccomp'], 'warn')
       })
     );
-    expect(job.confinement).toEqual({
-      policy: 'warn',
-      status: 'partial',
-      execute: true,
-      message: 'copies: partial',
-      layers: expect.any(Array),
-      missing: ['seccomp']
-    });
+    expect(job.confinement).toEqual(verdict('partial', ['seccomp'], 'warn'));
     expect(job.confinement!.layers).toHaveLength(9);
     expect(job.confinement!.layers.find(l => l.name === 'seccomp')).toEqual({
       name: 'seccomp',
@@ -210,25 +405,32 @@ describe('confinement verdict', () => {
       detail: 'seccomp is not available here'
     });
     // Other progress events leave it alone.
-    job = reduceJob(job, event(2, 'progress', 'Searching', { state: 'searching', iterations: 1 }));
-    job = reduceJob(job, event(3, 'candidate', 'Candidate 1', { index: 0, candidate: candidate('len(df)') }));
+    job = reduceJob(
+      job,
+      progress(2, 'Searching', { state: 'searching', iterations: 1 })
+    );
+    job = reduceJob(job, sent(3, 0, candidate('len(df)')));
     expect(job.confinement?.status).toBe('partial');
   });
 
-  it('takes the done event’s verdict as final, and keeps the streamed one when done has none', () => {
+  it('takes the done event’s verdict as final', () => {
     let job = reduceJob(
-      initialJob('j1'),
-      event(1, 'progress', '', { state: 'confinement', confinement: verdict('confined') })
+      initialJob(JOB),
+      progress(1, '', {
+        state: 'confinement',
+        confinement: verdict('confined')
+      })
     );
-    const kept = reduceJob(job, event(2, 'done', 'Done', { result: { candidates: [] }, turn_id: 't' }));
-    expect(kept.confinement?.status).toBe('confined');
     job = reduceJob(
       job,
-      event(2, 'done', 'Done', {
-        result: { candidates: [] },
-        turn_id: 't',
-        confinement: verdict('not_executed', ['seccomp', 'landlock_net'])
-      })
+      done(
+        2,
+        {},
+        {
+          turn_id: 't',
+          confinement: verdict('not_executed', ['seccomp', 'landlock_net'])
+        }
+      )
     );
     expect(job.confinement).toMatchObject({
       status: 'not_executed',
@@ -239,30 +441,32 @@ describe('confinement verdict', () => {
 
   it('reads the verdict from done alone (no progress event seen, e.g. a late socket)', () => {
     const job = reduceJob(
-      initialJob('j1'),
-      event(7, 'done', 'Done', { result: { candidates: [] }, confinement: verdict('confined') })
+      initialJob(JOB),
+      done(7, {}, { confinement: verdict('confined') })
     );
     expect(job.confinement?.status).toBe('confined');
     expect(job.confinement?.missing).toEqual([]);
   });
 
-  it('ignores malformed verdicts and a replayed event', () => {
-    let job = reduceJob(
-      initialJob('j1'),
-      event(1, 'progress', '', { state: 'confinement', confinement: verdict('confined') })
+  it('ignores a replayed verdict', () => {
+    const job = reduceJob(
+      initialJob(JOB),
+      progress(1, '', {
+        state: 'confinement',
+        confinement: verdict('confined')
+      })
     );
-    for (const bad of [null, 'confined', [], { status: 'safe' }, { layers: [] }]) {
-      job = reduceJob(job, event(job.lastSeq + 1, 'progress', '', { state: 'confinement', confinement: bad }));
-      expect(job.confinement?.status).toBe('confined');
-    }
     const replay = reduceJob(
       job,
-      event(1, 'progress', '', { state: 'confinement', confinement: verdict('partial', ['seccomp']) })
+      progress(1, '', {
+        state: 'confinement',
+        confinement: verdict('partial', ['seccomp'])
+      })
     );
     expect(replay).toBe(job);
   });
 
-  it('reads leniently and never claims a not-executed turn ran', () => {
+  it('reads a stored verdict leniently and never claims a not-executed turn ran', () => {
     expect(
       parseConfinement({
         status: 'not_executed',
@@ -278,12 +482,23 @@ describe('confinement verdict', () => {
       layers: [{ name: 'seccomp', on: false, detail: '' }],
       missing: ['seccomp']
     });
-    expect(parseConfinement({ status: 'confined', policy: 'warn' })).toMatchObject({
+    expect(
+      parseConfinement({ status: 'confined', policy: 'warn' })
+    ).toMatchObject({
       policy: 'warn',
       execute: true,
       layers: [],
       missing: []
     });
+    for (const bad of [
+      null,
+      'confined',
+      [],
+      { status: 'safe' },
+      { layers: [] }
+    ]) {
+      expect(parseConfinement(bad)).toBeNull();
+    }
     expect(parseConfinement(undefined)).toBeNull();
   });
 });

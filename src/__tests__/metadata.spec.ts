@@ -10,7 +10,7 @@ import {
   setTurnStatus,
   upsertTurn
 } from '../metadata';
-import { IConfinement } from '../models';
+import type { Confinement } from '../wire';
 
 const turn = (id: string, intent: string): ITurn => ({
   turn_id: id,
@@ -82,7 +82,10 @@ describe('conversation metadata', () => {
       turn('a', 'first')
     );
     conversation = upsertTurn(conversation, turn('b', 'second'));
-    conversation = upsertTurn(conversation, { ...turn('a', 'first'), code: 'x' });
+    conversation = upsertTurn(conversation, {
+      ...turn('a', 'first'),
+      code: 'x'
+    });
     expect(conversation.turns.map(t => [t.turn_id, t.code])).toEqual([
       ['a', 'x'],
       ['b', 'df.shape']
@@ -117,7 +120,9 @@ describe('front-end extras of the conversation format', () => {
     const conversation = readConversation({
       [METADATA_KEY]: {
         version: 1,
-        turns: [{ ...turn('a', 'q'), explanations: ['Step 1: x'], strategy: 'vote' }]
+        turns: [
+          { ...turn('a', 'q'), explanations: ['Step 1: x'], strategy: 'vote' }
+        ]
       }
     });
     expect(conversation.turns[0].explanations).toEqual(['Step 1: x']);
@@ -129,7 +134,11 @@ describe('front-end extras of the conversation format', () => {
       { version: 2, exported: true, turns: [] },
       { version: 1, turns: [turn('a', 'q')] }
     );
-    expect(value).toEqual({ version: 2, exported: true, turns: [turn('a', 'q')] });
+    expect(value).toEqual({
+      version: 2,
+      exported: true,
+      turns: [turn('a', 'q')]
+    });
     expect(conversationValue(undefined, { version: 1, turns: [] })).toEqual({
       version: 1,
       turns: []
@@ -142,9 +151,16 @@ describe('front-end extras of the conversation format', () => {
       'b',
       { status: 'edited', code: 'df.head()' }
     );
-    expect(conversation.turns[1]).toMatchObject({ status: 'edited', code: 'df.head()' });
+    expect(conversation.turns[1]).toMatchObject({
+      status: 'edited',
+      code: 'df.head()'
+    });
     expect(conversation.turns[0].status).toBe('pending');
-    expect(readCellTag({ [METADATA_KEY]: { turn_id: 'a', intent: 'q', status: 'bogus' } })).toEqual({
+    expect(
+      readCellTag({
+        [METADATA_KEY]: { turn_id: 'a', intent: 'q', status: 'bogus' }
+      })
+    ).toEqual({
       turn_id: 'a',
       intent: 'q',
       status: 'pending'
@@ -155,13 +171,17 @@ describe('front-end extras of the conversation format', () => {
 });
 
 describe('confinement verdict stored with the turn', () => {
-  const confinement: IConfinement = {
+  const confinement: Confinement = {
     policy: 'require',
     status: 'not_executed',
     execute: false,
     message: 'candidates were generated but not run',
     layers: [
-      { name: 'landlock_fs', on: true, detail: 'files read-only outside scratch' },
+      {
+        name: 'landlock_fs',
+        on: true,
+        detail: 'files read-only outside scratch'
+      },
       { name: 'seccomp', on: false, detail: 'libseccomp is not installed' }
     ],
     missing: ['seccomp']
@@ -173,22 +193,37 @@ describe('confinement verdict stored with the turn', () => {
       turns: [{ ...turn('a', 'q'), confinement }]
     });
     // The notebook stores plain JSON.
-    const reloaded = readConversation({ [METADATA_KEY]: JSON.parse(JSON.stringify(written)) });
+    const reloaded = readConversation({
+      [METADATA_KEY]: JSON.parse(JSON.stringify(written))
+    });
     expect(reloaded.turns[0].confinement).toEqual(confinement);
   });
 
   it('is a copy: the stored value does not share the live view', () => {
-    const live = { ...confinement, layers: confinement.layers.map(l => ({ ...l })) };
-    const written = conversationValue(undefined, { version: 1, turns: [{ ...turn('a', 'q'), confinement: live }] });
+    const live = {
+      ...confinement,
+      layers: confinement.layers.map(l => ({ ...l }))
+    };
+    const written = conversationValue(undefined, {
+      version: 1,
+      turns: [{ ...turn('a', 'q'), confinement: live }]
+    });
     live.layers[0].on = false;
     expect((written.turns as any)[0].confinement.layers[0].on).toBe(true);
   });
 
   it('is kept when the decision changes', () => {
-    let conversation = upsertTurn({ version: 1, turns: [] }, { ...turn('a', 'q'), confinement });
+    let conversation = upsertTurn(
+      { version: 1, turns: [] },
+      { ...turn('a', 'q'), confinement }
+    );
     conversation = setTurnStatus(conversation, 'a', 'accepted');
     conversation = updateTurn(conversation, 'a', { code: 'len(df)' });
-    expect(conversation.turns[0]).toMatchObject({ status: 'accepted', code: 'len(df)', confinement });
+    expect(conversation.turns[0]).toMatchObject({
+      status: 'accepted',
+      code: 'len(df)',
+      confinement
+    });
   });
 
   it('is absent for older turns and dropped when malformed', () => {

@@ -44,7 +44,8 @@ function apply(cells: IFakeCell[], changes: CellChange[]): IFakeCell[] {
         break;
       case 'insert': {
         const after = change.afterId ? at(change.afterId) : -1;
-        const index = after >= 0 ? after + 1 : Math.min(change.index, out.length);
+        const index =
+          after >= 0 ? after + 1 : Math.min(change.index, out.length);
         out.splice(index, 0, {
           id: change.cell.id,
           cell_type: change.cell.cell_type,
@@ -59,8 +60,18 @@ function apply(cells: IFakeCell[], changes: CellChange[]): IFakeCell[] {
 }
 
 const notebook = (): IFakeCell[] => [
-  { id: 'a', cell_type: 'code', source: 'import pandas as pd', metadata: { tags: ['setup'] } },
-  { id: 'b', cell_type: 'code', source: "df = pd.read_csv('f.csv')", metadata: {} },
+  {
+    id: 'a',
+    cell_type: 'code',
+    source: 'import pandas as pd',
+    metadata: { tags: ['setup'] }
+  },
+  {
+    id: 'b',
+    cell_type: 'code',
+    source: "df = pd.read_csv('f.csv')",
+    metadata: {}
+  },
   { id: 'c', cell_type: 'markdown', source: '# Later', metadata: {} }
 ];
 
@@ -69,19 +80,31 @@ const candidates: ISuggestionCandidate[] = [
     code: '# Step 1: Group by airline\ng = df.groupby("airline")\n# Step 2: Mean delay\ng.delay.mean()',
     explanation: 'Step 1: Group by airline\nStep 2: Mean delay',
     steps: [
-      { number: 1, explanation: 'Group by airline', code: 'g = df.groupby("airline")' },
+      {
+        number: 1,
+        explanation: 'Group by airline',
+        code: 'g = df.groupby("airline")'
+      },
       { number: 2, explanation: 'Mean delay', code: 'g.delay.mean()' }
     ]
   },
   {
     code: 'df.groupby("airline").delay.mean()',
     explanation: '',
-    steps: [{ number: 0, explanation: '', code: 'df.groupby("airline").delay.mean()' }]
+    steps: [
+      { number: 0, explanation: '', code: 'df.groupby("airline").delay.mean()' }
+    ]
   },
   {
     code: 'df.pivot_table(index="airline", values="delay")',
     explanation: 'Step 1: Pivot',
-    steps: [{ number: 1, explanation: 'Pivot', code: 'df.pivot_table(index="airline", values="delay")' }]
+    steps: [
+      {
+        number: 1,
+        explanation: 'Pivot',
+        code: 'df.pivot_table(index="airline", values="delay")'
+      }
+    ]
   }
 ];
 
@@ -118,7 +141,12 @@ describe('suggestion state machine', () => {
         op: 'insert',
         afterId: 'b',
         index: 2,
-        cell: { id: 'new1', cell_type: 'code', source: candidates[0].code, tag: tag('pending') }
+        cell: {
+          id: 'new1',
+          cell_type: 'code',
+          source: candidates[0].code,
+          tag: tag('pending')
+        }
       }
     ]);
     const after = apply(notebook(), changes);
@@ -135,8 +163,18 @@ describe('suggestion state machine', () => {
       ['code', 'g.delay.mean()']
     ]);
     const after = apply(notebook(), changes);
-    expect(after.map(c => c.id)).toEqual(['a', 'b', 'new1', 'new2', 'new3', 'new4', 'c']);
-    expect(solutionCode(state.cells)).toBe('g = df.groupby("airline")\n\ng.delay.mean()');
+    expect(after.map(c => c.id)).toEqual([
+      'a',
+      'b',
+      'new1',
+      'new2',
+      'new3',
+      'new4',
+      'c'
+    ]);
+    expect(solutionCode(state.cells)).toBe(
+      'g = df.groupby("airline")\n\ng.delay.mean()'
+    );
   });
 
   it('cycles in place, wrapping around both ways', () => {
@@ -144,7 +182,9 @@ describe('suggestion state machine', () => {
     let nb = apply(notebook(), first.changes);
     const next = cycle(first.state, 1);
     expect(next.state.index).toBe(1);
-    expect(next.changes).toEqual([{ op: 'setSource', id: 'new1', source: candidates[1].code }]);
+    expect(next.changes).toEqual([
+      { op: 'setSource', id: 'new1', source: candidates[1].code }
+    ]);
     nb = apply(nb, next.changes);
     expect(nb.map(c => c.id)).toEqual(['a', 'b', 'new1', 'c']);
     expect(nb[2].source).toBe(candidates[1].code);
@@ -174,7 +214,13 @@ describe('suggestion state machine', () => {
     // Candidate 3: markdown + code; back to a two-cell layout in place.
     const third = cycle(second.state, 1, newId);
     nb = apply(nb, third.changes);
-    expect(nb.map(c => c.cell_type)).toEqual(['code', 'code', 'markdown', 'code', 'markdown']);
+    expect(nb.map(c => c.cell_type)).toEqual([
+      'code',
+      'code',
+      'markdown',
+      'code',
+      'markdown'
+    ]);
     expect(nb[3].id).toBe('new2');
     expect(nb[3].source).toBe(candidates[2].code);
     expect(nb[2].source).toBe('**Step 1.** Pivot');
@@ -201,7 +247,9 @@ describe('suggestion state machine', () => {
     const accepted = accept(first.state, { new1: nb[2].source });
     expect(accepted.decision).toBe('accepted');
     expect(accepted.state.status).toBe('accepted');
-    expect(accepted.changes).toEqual([{ op: 'setTag', id: 'new1', tag: tag('accepted') }]);
+    expect(accepted.changes).toEqual([
+      { op: 'setTag', id: 'new1', tag: tag('accepted') }
+    ]);
     nb = apply(nb, accepted.changes);
     expect(nb[2].source).toBe('g = 1  # edited by hand');
     expect(nb[2].metadata).toEqual({ jupyter_data_agent: tag('accepted') });
@@ -250,7 +298,9 @@ describe('suggestion state machine', () => {
   it('undoes a reject by putting the cells back where they were', () => {
     const first = inserted('perStep');
     const nb1 = apply(notebook(), first.changes);
-    const rejected = reject(first.state, { anchor: { afterId: 'b', index: 2 } });
+    const rejected = reject(first.state, {
+      anchor: { afterId: 'b', index: 2 }
+    });
     const nb2 = apply(nb1, rejected.changes);
     const restored = undo(rejected.state);
     expect(restored.state.status).toBe('suggested');
@@ -261,7 +311,14 @@ describe('suggestion state machine', () => {
   it('inserts at the anchor index when the anchor cell is gone', () => {
     const changes = diffCells(
       [],
-      [{ id: 'x', cell_type: 'code', source: '1', tag: tag('pending') } as ICellSpec],
+      [
+        {
+          id: 'x',
+          cell_type: 'code',
+          source: '1',
+          tag: tag('pending')
+        } as ICellSpec
+      ],
       { afterId: 'gone', index: 1 }
     );
     const nb = apply(notebook(), changes);
@@ -279,15 +336,31 @@ describe('suggestion state machine', () => {
     });
     expect(again.state.status).toBe('suggested');
     expect(again.state.index).toBe(2);
-    expect(apply(notebook(), again.changes).map(c => c.id)).toEqual(['a', 'again', 'b', 'c']);
+    expect(apply(notebook(), again.changes).map(c => c.id)).toEqual([
+      'a',
+      'again',
+      'b',
+      'c'
+    ]);
     // And an insert while suggested changes nothing.
-    expect(insert(again.state, { candidates, index: 0, mode: 'single', anchor: { afterId: null, index: 0 } }).changes).toEqual([]);
+    expect(
+      insert(again.state, {
+        candidates,
+        index: 0,
+        mode: 'single',
+        anchor: { afterId: null, index: 0 }
+      }).changes
+    ).toEqual([]);
   });
 });
 
 describe('observing changes made by the notebook', () => {
   const observed = (state: ISuggestionState, status: string) =>
-    state.cells.map(c => ({ id: c.id, source: c.source, status: status as any }));
+    state.cells.map(c => ({
+      id: c.id,
+      source: c.source,
+      status: status as any
+    }));
 
   it('treats a deleted suggestion as rejected', () => {
     const first = inserted();
@@ -339,13 +412,22 @@ describe('restoring from a reopened notebook', () => {
       intent: 'mean delay per airline',
       candidates,
       mode: 'single',
-      cells: [{ id: 'k', cell_type: 'code', source: candidates[2].code, status: 'pending' }],
+      cells: [
+        {
+          id: 'k',
+          cell_type: 'code',
+          source: candidates[2].code,
+          status: 'pending'
+        }
+      ],
       anchor: { afterId: 'b', index: 2 }
     });
     expect(state.status).toBe('suggested');
     expect(state.index).toBe(2);
     const next = cycle(state, 1);
-    expect(next.changes).toEqual([{ op: 'setSource', id: 'k', source: candidates[0].code }]);
+    expect(next.changes).toEqual([
+      { op: 'setSource', id: 'k', source: candidates[0].code }
+    ]);
   });
 
   it('restores accepted cells as accepted', () => {

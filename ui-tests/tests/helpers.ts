@@ -3,6 +3,15 @@ import { Page, WebSocketRoute, expect } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import type {
+  AgentConfig,
+  Candidate,
+  Confinement,
+  DoneResult,
+  JobEvent,
+  StrategyInfo
+} from '../../src/wire';
+
 export const PANEL_ID = 'jupyter-data-agent-panel';
 export const SCREENSHOTS = path.resolve(__dirname, '..', 'screenshots');
 
@@ -18,11 +27,16 @@ export function screenshotPath(name: string): string {
 }
 
 /** A new notebook whose first cell made `df` in the kernel. */
-export async function notebookWithDf(page: IJupyterLabPageFixture, name: string): Promise<void> {
+export async function notebookWithDf(
+  page: IJupyterLabPageFixture,
+  name: string
+): Promise<void> {
   await page.notebook.createNew(name);
   await page.notebook.setCell(0, 'code', DF_CODE);
   await page.notebook.runCell(0, true);
-  await expect(page.locator('.jp-OutputArea-output table').first()).toBeVisible();
+  await expect(
+    page.locator('.jp-OutputArea-output table').first()
+  ).toBeVisible();
 }
 
 /**
@@ -32,13 +46,21 @@ export async function notebookWithDf(page: IJupyterLabPageFixture, name: string)
  * go instead: only then has the workspace restored (or not) the notebook, and
  * opening it a second time cannot race the restore.
  */
-export async function reloadAndReopen(page: IJupyterLabPageFixture, name: string): Promise<void> {
+export async function reloadAndReopen(
+  page: IJupyterLabPageFixture,
+  name: string
+): Promise<void> {
   await page.reload({ waitForIsReady: false });
-  await page.waitForSelector('#jupyterlab-splash', { state: 'detached', timeout: 120 * 1000 });
+  await page.waitForSelector('#jupyterlab-splash', {
+    state: 'detached',
+    timeout: 120 * 1000
+  });
   if (!(await page.notebook.isOpen(name))) {
     await page.notebook.open(name);
   }
-  await expect(page.locator('.jp-NotebookPanel .jp-Cell').first()).toBeVisible();
+  await expect(
+    page.locator('.jp-NotebookPanel .jp-Cell').first()
+  ).toBeVisible();
 }
 
 export async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
@@ -73,9 +95,14 @@ export async function notebookAgentMetadata(page: Page): Promise<any> {
   });
 }
 
-export async function execute(page: Page, command: string, args: any = {}): Promise<void> {
+export async function execute(
+  page: Page,
+  command: string,
+  args: any = {}
+): Promise<void> {
   await page.evaluate(
-    ({ command, args }) => (window as any).jupyterapp.commands.execute(command, args),
+    ({ command, args }) =>
+      (window as any).jupyterapp.commands.execute(command, args),
     { command, args }
   );
 }
@@ -88,15 +115,24 @@ const TABLE =
   '<tbody><tr><td>AA</td><td>20.0</td></tr><tr><td>DL</td><td>5.0</td></tr>' +
   '<tr><td>UA</td><td>20.0</td></tr></tbody></table>';
 
-/** Candidates as the server sends them (search/base.py Candidate.to_json). */
-export const CANDIDATES = [
+/** Candidates as the server sends them (search/base.py Candidate.to_json, typed by src/wire.ts). */
+export const CANDIDATES: Candidate[] = [
   {
     code: '# Step 1: Group the flights by airline\nby_airline = df.groupby("airline")\n# Step 2: Average the delay of each airline\nby_airline["delay"].mean().to_frame()',
     steps: [
-      { number: 1, explanation: 'Group the flights by airline', code: 'by_airline = df.groupby("airline")' },
-      { number: 2, explanation: 'Average the delay of each airline', code: 'by_airline["delay"].mean().to_frame()' }
+      {
+        number: 1,
+        explanation: 'Group the flights by airline',
+        code: 'by_airline = df.groupby("airline")'
+      },
+      {
+        number: 2,
+        explanation: 'Average the delay of each airline',
+        code: 'by_airline["delay"].mean().to_frame()'
+      }
     ],
-    explanation: 'Step 1: Group the flights by airline\nStep 2: Average the delay of each airline',
+    explanation:
+      'Step 1: Group the flights by airline\nStep 2: Average the delay of each airline',
     result: {
       status: 'ok',
       outputs: [
@@ -104,7 +140,10 @@ export const CANDIDATES = [
           output_type: 'execute_result',
           name: null,
           text: null,
-          data: { 'text/html': TABLE, 'text/plain': 'airline\nAA 20.0\nDL 5.0\nUA 20.0' },
+          data: {
+            'text/html': TABLE,
+            'text/plain': 'airline\nAA 20.0\nDL 5.0\nUA 20.0'
+          },
           metadata: {},
           ename: null,
           evalue: null,
@@ -117,17 +156,24 @@ export const CANDIDATES = [
       evalue: null,
       traceback: [],
       duration_s: 0.04,
-      limit: null
+      pid: 101,
+      limit: null,
+      truncated: false
     },
     score: 0.8,
     support: 3,
     repaired: false,
-    meta: {}
+    meta: {},
+    trace: []
   },
   {
     code: '# Step 1: Plot the mean delay per airline\ndf.groupby("airline")["delay"].mean().plot.bar()',
     steps: [
-      { number: 1, explanation: 'Plot the mean delay per airline', code: 'df.groupby("airline")["delay"].mean().plot.bar()' }
+      {
+        number: 1,
+        explanation: 'Plot the mean delay per airline',
+        code: 'df.groupby("airline")["delay"].mean().plot.bar()'
+      }
     ],
     explanation: 'Step 1: Plot the mean delay per airline',
     result: {
@@ -146,17 +192,29 @@ export const CANDIDATES = [
         }
       ],
       value: null,
+      ename: null,
+      evalue: null,
+      traceback: [],
       duration_s: 0.3,
-      limit: null
+      pid: 102,
+      limit: null,
+      truncated: false
     },
     score: 0.5,
     support: 1,
     repaired: false,
-    meta: {}
+    meta: {},
+    trace: []
   },
   {
     code: '# Step 1: Average the late column\ndf["late"].mean()',
-    steps: [{ number: 1, explanation: 'Average the late column', code: 'df["late"].mean()' }],
+    steps: [
+      {
+        number: 1,
+        explanation: 'Average the late column',
+        code: 'df["late"].mean()'
+      }
+    ],
     explanation: 'Step 1: Average the late column',
     result: {
       status: 'error',
@@ -169,7 +227,7 @@ export const CANDIDATES = [
           metadata: {},
           ename: 'KeyError',
           evalue: "'late'",
-          traceback: ['\u001b[0;31mKeyError\u001b[0m: \'late\''],
+          traceback: ["\u001b[0;31mKeyError\u001b[0m: 'late'"],
           truncated: false
         }
       ],
@@ -178,17 +236,134 @@ export const CANDIDATES = [
       evalue: "'late'",
       traceback: ["KeyError: 'late'"],
       duration_s: 0.01,
-      limit: null
+      pid: 103,
+      limit: null,
+      truncated: false
     },
     score: -1,
     support: 1,
     repaired: false,
-    meta: {}
+    meta: {},
+    trace: []
   }
 ];
 
-export function event(jobId: string, seq: number, type: string, message: string, data: any = {}) {
-  return { version: 1, job_id: jobId, seq, type, message, data };
+export function event(
+  jobId: string,
+  seq: number,
+  type: string,
+  message: string,
+  data: any = {}
+): JobEvent {
+  return { version: 1, job_id: jobId, seq, type, message, data } as JobEvent;
+}
+
+/** Every strategy the server knows (search/options.py strategy_catalog). */
+export const CATALOG: StrategyInfo[] = [
+  {
+    name: 'direct',
+    label: 'Direct',
+    summary: 'One candidate, step by step (fastest).'
+  },
+  {
+    name: 'vote',
+    label: 'Vote',
+    summary: 'Several candidates, run and voted on by their outputs.'
+  },
+  {
+    name: 'react',
+    label: 'Agent',
+    summary: 'Thinks, runs a cell, reads the output, and goes on (ReAct).'
+  },
+  {
+    name: 'mcts',
+    label: 'Search',
+    summary: 'Tree search over executed steps, guided by a value estimate.'
+  },
+  {
+    name: 'explain',
+    label: 'Explain',
+    summary: 'An answer in words about the active cell; no cell is inserted.'
+  }
+];
+
+/** `GET config` of the scripted server: every strategy available. */
+export const CONFIG: AgentConfig = {
+  version: 1,
+  backend: 'openai',
+  model: 'scripted-model',
+  base_url: null,
+  api_key_set: true,
+  strategies: CATALOG,
+  capabilities: {
+    strategies: CATALOG.map(s => s.name),
+    chat: true,
+    live_state: true,
+    events: 'websocket'
+  },
+  limits: {}
+};
+
+/** A fully confined verdict, as the real server sends it with `done`. */
+export const CONFINED: Confinement = {
+  policy: 'require',
+  status: 'confined',
+  execute: true,
+  message: 'every candidate ran in a fully confined copy of your kernel.',
+  layers: [],
+  missing: []
+};
+
+/**
+ * The end of a turn as the server sends it: each candidate as a
+ * `candidate` event (from `seq` on), then `done`, which refers to them by
+ * index and count and never repeats them.
+ */
+export function finishEvents(
+  jobId: string,
+  seq: number,
+  candidates: Candidate[],
+  options: {
+    turnId?: string;
+    chosen?: number | null;
+    result?: Partial<DoneResult>;
+    confinement?: Confinement;
+  } = {}
+): JobEvent[] {
+  const sent = candidates.map((candidate, index) =>
+    event(jobId, seq + index, 'candidate', `Candidate ${index + 1}`, {
+      index,
+      candidate
+    })
+  );
+  const done = event(jobId, seq + candidates.length, 'done', 'Done', {
+    turn_id: options.turnId ?? `turn-${jobId}`,
+    confinement: options.confinement ?? CONFINED,
+    result: {
+      strategy: 'direct',
+      answer: null,
+      chosen:
+        options.chosen === undefined
+          ? candidates.length
+            ? 0
+            : null
+          : options.chosen,
+      candidates: candidates.length,
+      stats: {
+        iterations: 0,
+        nodes: candidates.length,
+        model_calls: 1,
+        prompt_tokens: 900,
+        completion_tokens: 120,
+        executions: candidates.length,
+        wall_time_s: 1.2,
+        value: null
+      },
+      protections: null,
+      ...options.result
+    }
+  });
+  return [...sent, done];
 }
 
 /**
@@ -200,12 +375,23 @@ export class MockServer {
   sockets = new Map<string, WebSocketRoute>();
   /** Jobs whose socket is refused, to exercise the polling fallback. */
   pollOnly = new Set<string>();
-  events = new Map<string, any[]>();
+  events = new Map<string, JobEvent[]>();
   pollStatus = new Map<string, string>();
   cancelled: string[] = [];
 
   /** Call first: the page is reloaded so the socket route applies to it. */
-  async install(page: IJupyterLabPageFixture): Promise<void> {
+  async install(
+    page: IJupyterLabPageFixture,
+    config: AgentConfig = CONFIG
+  ): Promise<void> {
+    // The strategies on offer come from here, not from the real server.
+    await page.route(/\/jupyter-data-agent\/config(\?.*)?$/, route =>
+      route.fulfill({
+        status: 200,
+        contentType: 'application/json',
+        body: JSON.stringify(config)
+      })
+    );
     // ServerConnection adds a cache-busting query to some requests.
     await page.route(/\/jupyter-data-agent\/turns(\?.*)?$/, async route => {
       this.bodies.push(route.request().postDataJSON());
@@ -216,35 +402,55 @@ export class MockServer {
         body: JSON.stringify({ job_id: id })
       });
     });
-    await page.routeWebSocket(/\/jupyter-data-agent\/jobs\/[^/]+\/events/, ws => {
-      const id = decodeURIComponent(ws.url().split('/jobs/')[1].split('/')[0]);
-      if (this.pollOnly.has(id)) {
-        void ws.close({ code: 1011, reason: 'no sockets here' });
-        return;
+    await page.routeWebSocket(
+      /\/jupyter-data-agent\/jobs\/[^/]+\/events/,
+      ws => {
+        const id = decodeURIComponent(
+          ws.url().split('/jobs/')[1].split('/')[0]
+        );
+        if (this.pollOnly.has(id)) {
+          void ws.close({ code: 1011, reason: 'no sockets here' });
+          return;
+        }
+        this.sockets.set(id, ws);
       }
-      this.sockets.set(id, ws);
-    });
-    await page.route(/\/jupyter-data-agent\/jobs\/[^/?]+(\?.*)?$/, async route => {
-      const url = new URL(route.request().url());
-      const id = decodeURIComponent(url.pathname.split('/jobs/')[1]);
-      const after = Number(url.searchParams.get('after') ?? -1);
-      const events = (this.events.get(id) ?? []).filter(e => e.seq > after);
-      await route.fulfill({
-        status: 200,
-        contentType: 'application/json',
-        body: JSON.stringify({ status: this.pollStatus.get(id) ?? 'running', events })
-      });
-    });
-    await page.route(/\/jupyter-data-agent\/jobs\/[^/]+\/cancel(\?.*)?$/, async route => {
-      const id = decodeURIComponent(route.request().url().split('/jobs/')[1].split('/')[0]);
-      this.cancelled.push(id);
-      await route.fulfill({ status: 200, contentType: 'application/json', body: '{"status": "cancelled"}' });
-    });
+    );
+    await page.route(
+      /\/jupyter-data-agent\/jobs\/[^/?]+(\?.*)?$/,
+      async route => {
+        const url = new URL(route.request().url());
+        const id = decodeURIComponent(url.pathname.split('/jobs/')[1]);
+        const after = Number(url.searchParams.get('after') ?? -1);
+        const events = (this.events.get(id) ?? []).filter(e => e.seq > after);
+        await route.fulfill({
+          status: 200,
+          contentType: 'application/json',
+          body: JSON.stringify({
+            status: this.pollStatus.get(id) ?? 'running',
+            events
+          })
+        });
+      }
+    );
+    await page.route(
+      /\/jupyter-data-agent\/jobs\/[^/]+\/cancel(\?.*)?$/,
+      async route => {
+        const id = decodeURIComponent(
+          route.request().url().split('/jobs/')[1].split('/')[0]
+        );
+        this.cancelled.push(id);
+        await route.fulfill({
+          status: 200,
+          contentType: 'application/json',
+          body: '{"status": "cancelled"}'
+        });
+      }
+    );
     // Socket routes only reach pages loaded after they were set.
     await page.reload();
   }
 
-  async send(jobId: string, events: any[]): Promise<void> {
+  async send(jobId: string, events: JobEvent[]): Promise<void> {
     await expect.poll(() => this.sockets.has(jobId)).toBe(true);
     const ws = this.sockets.get(jobId)!;
     for (const e of events) {

@@ -20,7 +20,12 @@ import {
 
 const FIRST = 'What is the mean delay per airline?';
 const SECOND = 'How many flights are in the table?';
-const OPENAI_LOG = path.resolve(__dirname, '..', 'logs', 'openai-requests.jsonl');
+const OPENAI_LOG = path.resolve(
+  __dirname,
+  '..',
+  'logs',
+  'openai-requests.jsonl'
+);
 
 function prompts(): string[] {
   if (!fs.existsSync(OPENAI_LOG)) {
@@ -41,8 +46,13 @@ function prompts(): string[] {
 
 test.beforeEach(async ({ page }) => {
   // The server API is built alongside the UI: say so instead of failing on a 404.
-  const probe = await page.request.post('/jupyter-data-agent/turns', { data: {} });
-  test.skip(probe.status() === 404, 'the server has no POST /jupyter-data-agent/turns yet');
+  const probe = await page.request.post('/jupyter-data-agent/turns', {
+    data: {}
+  });
+  test.skip(
+    probe.status() === 404,
+    'the server has no POST /jupyter-data-agent/turns yet'
+  );
 });
 
 test('ask, accept, ask again, reject, reload', async ({ page }) => {
@@ -53,9 +63,13 @@ test('ask, accept, ask again, reject, reload', async ({ page }) => {
   await ask(page, FIRST);
   const exchange = panel(page).locator('.jp-DataAgent-exchange').first();
   await expect(exchange.locator('.jp-DataAgent-intentText')).toHaveText(FIRST);
-  const suggestion = page.locator('.jp-Notebook .jp-Cell.jp-DataAgent-suggestion');
+  const suggestion = page.locator(
+    '.jp-Notebook .jp-Cell.jp-DataAgent-suggestion'
+  );
   await expect(suggestion).toHaveCount(1, { timeout: 90_000 });
-  await expect(exchange.locator('.jp-DataAgent-log summary')).toContainText('step');
+  await expect(exchange.locator('.jp-DataAgent-log summary')).toContainText(
+    'step'
+  );
   const bar = suggestion.locator('.jp-DataAgent-suggestionBar');
   await expect(bar).toContainText('Suggested by Data Agent');
   await expect(bar).toContainText('Group the flights by airline');
@@ -74,7 +88,9 @@ test('ask, accept, ask again, reject, reload', async ({ page }) => {
   expect(cells).toHaveLength(2);
   expect(cells[1].source).toContain('groupby("airline")');
   expect(cells[1].metadata.jupyter_data_agent.status).toBe('accepted');
-  await expect(exchange.locator('.jp-DataAgent-chip.jp-mod-accepted')).toBeVisible();
+  await expect(
+    exchange.locator('.jp-DataAgent-chip.jp-mod-accepted')
+  ).toBeVisible();
 
   // Second question, asked about the last cell; rejecting it restores the notebook.
   await page.notebook.selectCells(1);
@@ -82,7 +98,12 @@ test('ask, accept, ask again, reject, reload', async ({ page }) => {
   await ask(page, SECOND);
   await expect(suggestion).toHaveCount(1, { timeout: 90_000 });
   await expect(suggestion.locator('.jp-InputArea')).toContainText('len(df)');
-  await expect(panel(page).locator('.jp-DataAgent-exchange').nth(1).locator('.jp-DataAgent-output')).toContainText('5');
+  await expect(
+    panel(page)
+      .locator('.jp-DataAgent-exchange')
+      .nth(1)
+      .locator('.jp-DataAgent-output')
+  ).toContainText('5');
   // The first turn was part of the second prompt.
   expect(prompts().pop()).toContain(`Problem: ${FIRST}`);
   await suggestion.locator('button.jp-DataAgent-reject').click();
@@ -104,8 +125,12 @@ test('ask, accept, ask again, reject, reload', async ({ page }) => {
   const turns = panel(page).locator('.jp-DataAgent-exchange');
   await expect(turns).toHaveCount(2);
   await expect(turns.nth(0)).toContainText(FIRST);
-  await expect(turns.nth(0).locator('.jp-DataAgent-chip.jp-mod-accepted')).toBeVisible();
+  await expect(
+    turns.nth(0).locator('.jp-DataAgent-chip.jp-mod-accepted')
+  ).toBeVisible();
   await expect(turns.nth(1)).toContainText(SECOND);
-  await expect(turns.nth(1).locator('.jp-DataAgent-chip.jp-mod-rejected')).toBeVisible();
+  await expect(
+    turns.nth(1).locator('.jp-DataAgent-chip.jp-mod-rejected')
+  ).toBeVisible();
   await page.screenshot({ path: screenshotPath('scenario-after-reload.png') });
 });

@@ -12,6 +12,7 @@ import {
   ask,
   event,
   execute,
+  finishEvents,
   notebookAgentMetadata,
   notebookCells,
   notebookWithDf,
@@ -30,7 +31,9 @@ test('candidates stream in and become suggested cells', async ({ page }) => {
   await openPanel(page);
 
   // Verified (vote) with its sample count.
-  await panel(page).locator('.jp-DataAgent-strategy select').selectOption('vote');
+  await panel(page)
+    .locator('.jp-DataAgent-strategy select')
+    .selectOption('vote');
   await ask(page, INTENT);
 
   await expect.poll(() => server.bodies.length).toBe(1);
@@ -50,41 +53,52 @@ test('candidates stream in and become suggested cells', async ({ page }) => {
 
   // Progress while the job runs, with the Stop button.
   await server.send('job1', [
-    event('job1', 1, 'progress', 'Waiting for the kernel', { state: 'waiting_for_kernel' })
+    event('job1', 1, 'progress', 'Waiting for the kernel', {
+      state: 'waiting_for_kernel'
+    })
   ]);
   await expect(panel(page).locator('.jp-DataAgent-waiting')).toBeVisible();
   await expect(panel(page).locator('.jp-DataAgent-stop')).toBeVisible();
   await server.send('job1', [
     event('job1', 2, 'progress', 'Sampling 3 candidates'),
-    event('job1', 3, 'candidate', 'Candidate 1 ran', { index: 0, candidate: CANDIDATES[0] })
+    event('job1', 3, 'candidate', 'Candidate 1 ran', {
+      index: 0,
+      candidate: CANDIDATES[0]
+    })
   ]);
-  await expect(panel(page).locator('.jp-DataAgent-progressMessage')).toHaveText('Sampling 3 candidates');
+  await expect(panel(page).locator('.jp-DataAgent-progressMessage')).toHaveText(
+    'Sampling 3 candidates'
+  );
   await expect(panel(page).locator('.jp-DataAgent-waiting')).toHaveCount(0);
   await page.screenshot({ path: screenshotPath('mocked-streaming.png') });
 
   await server.send('job1', [
-    event('job1', 4, 'candidate', 'Candidate 2 ran', { index: 1, candidate: CANDIDATES[1] }),
-    event('job1', 5, 'candidate', 'Candidate 3 failed', { index: 2, candidate: CANDIDATES[2] }),
-    event('job1', 6, 'done', 'Done', {
-      turn_id: 'turn-mean-delay',
-      result: {
-        strategy: 'vote',
-        answer: null,
-        chosen: 0,
-        candidates: CANDIDATES,
-        stats: { iterations: 0, nodes: 3, model_calls: 1, prompt_tokens: 900, completion_tokens: 120, executions: 3, wall_time_s: 1.2, value: null },
-        protections: null
-      }
-    })
+    event('job1', 4, 'candidate', 'Candidate 2 ran', {
+      index: 1,
+      candidate: CANDIDATES[1]
+    }),
+    event('job1', 5, 'candidate', 'Candidate 3 failed', {
+      index: 2,
+      candidate: CANDIDATES[2]
+    }),
+    // `done` names the chosen candidate by index; the candidates came above.
+    finishEvents('job1', 6, [], {
+      turnId: 'turn-mean-delay',
+      result: { strategy: 'vote', chosen: 0, candidates: 3 }
+    })[0]
   ]);
 
   // The chosen candidate is placed below the df cell as a suggestion.
-  const suggestion = page.locator('.jp-Notebook .jp-Cell.jp-DataAgent-suggestion');
+  const suggestion = page.locator(
+    '.jp-Notebook .jp-Cell.jp-DataAgent-suggestion'
+  );
   await expect(suggestion).toHaveCount(1);
   const bar = suggestion.locator('.jp-DataAgent-suggestionBar');
   await expect(bar).toContainText('Suggested by Data Agent');
   await expect(bar).toContainText('Group the flights by airline');
-  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText('1 / 3');
+  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText(
+    '1 / 3'
+  );
   let cells = await notebookCells(page);
   expect(cells).toHaveLength(2);
   expect(cells[1].source).toBe(CANDIDATES[0].code);
@@ -96,26 +110,36 @@ test('candidates stream in and become suggested cells', async ({ page }) => {
   // Explanation, highlighted code and the executed output (an HTML table) in the panel.
   const candidate = panel(page).locator('.jp-DataAgent-candidate');
   await expect(candidate.locator('.jp-DataAgent-steps li')).toHaveCount(2);
-  await expect(candidate.locator('.jp-DataAgent-code pre')).toContainText('groupby');
+  await expect(candidate.locator('.jp-DataAgent-code pre')).toContainText(
+    'groupby'
+  );
   await expect(candidate.locator('.jp-DataAgent-output table')).toBeVisible();
-  await expect(candidate.locator('.jp-DataAgent-facts')).toContainText('support 3');
+  await expect(candidate.locator('.jp-DataAgent-facts')).toContainText(
+    'support 3'
+  );
   await page.screenshot({ path: screenshotPath('mocked-suggestion.png') });
   await panel(page).screenshot({ path: screenshotPath('mocked-panel.png') });
 
   // Keyboard: next / previous candidate in command mode.
   await page.notebook.selectCells(1);
   await page.keyboard.press('Alt+n');
-  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText('2 / 3');
+  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText(
+    '2 / 3'
+  );
   cells = await notebookCells(page);
   expect(cells).toHaveLength(2);
   expect(cells[1].source).toBe(CANDIDATES[1].code);
   // The panel follows: the image output of candidate 2.
   await expect(candidate.locator('.jp-DataAgent-output img')).toBeVisible();
   await page.keyboard.press('Alt+n');
-  await expect(candidate.locator('.jp-DataAgent-output .jp-RenderedText')).toContainText('KeyError');
+  await expect(
+    candidate.locator('.jp-DataAgent-output .jp-RenderedText')
+  ).toContainText('KeyError');
   await page.keyboard.press('Alt+p');
   await page.keyboard.press('Alt+p');
-  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText('1 / 3');
+  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText(
+    '1 / 3'
+  );
 
   // Accept with the keyboard: the marking goes, the code stays.
   await page.keyboard.press('Control+Shift+Enter');
@@ -124,7 +148,7 @@ test('candidates stream in and become suggested cells', async ({ page }) => {
   expect(cells).toHaveLength(2);
   expect(cells[1].source).toBe(CANDIDATES[0].code);
   expect(cells[1].metadata.jupyter_data_agent.status).toBe('accepted');
-  let stored = await notebookAgentMetadata(page);
+  const stored = await notebookAgentMetadata(page);
   expect(stored.turns[0]).toMatchObject({
     turn_id: 'turn-mean-delay',
     intent: INTENT,
@@ -132,24 +156,37 @@ test('candidates stream in and become suggested cells', async ({ page }) => {
     code: CANDIDATES[0].code,
     candidates: CANDIDATES.map(c => c.code)
   });
-  await expect(panel(page).locator('.jp-DataAgent-chip.jp-mod-accepted')).toBeVisible();
+  await expect(
+    panel(page).locator('.jp-DataAgent-chip.jp-mod-accepted')
+  ).toBeVisible();
 
   // The notebook's own undo (z in command mode) takes the acceptance back...
   await page.keyboard.press('z');
   await expect(suggestion).toHaveCount(1);
-  await expect.poll(async () => (await notebookAgentMetadata(page)).turns[0].status).toBe('pending');
+  await expect
+    .poll(async () => (await notebookAgentMetadata(page)).turns[0].status)
+    .toBe('pending');
   // ...and the toolbar button accepts again.
   await bar.locator('button.jp-DataAgent-accept').click();
   await expect(suggestion).toHaveCount(0);
 
   // Editing an accepted cell is recorded as "edited".
-  await page.notebook.setCell(1, 'code', 'df.groupby("airline")["delay"].median()');
+  await page.notebook.setCell(
+    1,
+    'code',
+    'df.groupby("airline")["delay"].median()'
+  );
   await expect
     .poll(async () => (await notebookAgentMetadata(page)).turns[0])
-    .toMatchObject({ status: 'edited', code: 'df.groupby("airline")["delay"].median()' });
+    .toMatchObject({
+      status: 'edited',
+      code: 'df.groupby("airline")["delay"].median()'
+    });
 });
 
-test('reject restores the notebook exactly; polling when the socket fails', async ({ page }) => {
+test('reject restores the notebook exactly; polling when the socket fails', async ({
+  page
+}) => {
   const server = new MockServer();
   server.pollOnly.add('job1');
   await server.install(page);
@@ -161,22 +198,14 @@ test('reject restores the notebook exactly; polling when the socket fails', asyn
   await openPanel(page);
   server.events.set('job1', [
     event('job1', 0, 'progress', 'Building the prompt'),
-    event('job1', 1, 'done', 'Done', {
-      turn_id: 'turn-rows',
-      result: {
-        strategy: 'direct',
-        answer: null,
-        chosen: 0,
-        candidates: [CANDIDATES[0]],
-        stats: {},
-        protections: null
-      }
-    })
+    ...finishEvents('job1', 1, [CANDIDATES[0]], { turnId: 'turn-rows' })
   ]);
   server.pollStatus.set('job1', 'done');
   await ask(page, 'How many flights are in the table?');
 
-  const suggestion = page.locator('.jp-Notebook .jp-Cell.jp-DataAgent-suggestion');
+  const suggestion = page.locator(
+    '.jp-Notebook .jp-Cell.jp-DataAgent-suggestion'
+  );
   await expect(suggestion).toHaveCount(1);
   let cells = await notebookCells(page);
   expect(cells.map(c => c.cell_type)).toEqual(['code', 'code', 'markdown']);
@@ -188,8 +217,12 @@ test('reject restores the notebook exactly; polling when the socket fails', asyn
   cells = await notebookCells(page);
   expect(cells).toEqual(before);
   const stored = await notebookAgentMetadata(page);
-  expect(stored.turns.map((t: any) => [t.turn_id, t.status])).toEqual([['turn-rows', 'rejected']]);
-  await expect(panel(page).locator('.jp-DataAgent-chip.jp-mod-rejected')).toBeVisible();
+  expect(stored.turns.map((t: any) => [t.turn_id, t.status])).toEqual([
+    ['turn-rows', 'rejected']
+  ]);
+  await expect(
+    panel(page).locator('.jp-DataAgent-chip.jp-mod-rejected')
+  ).toBeVisible();
 
   // Our own undo command puts the rejected suggestion back, then accept it per step.
   await execute(page, 'jupyter-data-agent:undo');
@@ -199,43 +232,62 @@ test('reject restores the notebook exactly; polling when the socket fails', asyn
   expect(await notebookCells(page)).toEqual(before);
 });
 
-test('fix the error in a cell, stop, and find the conversation after a reload', async ({ page }) => {
+test('fix the error in a cell, stop, and find the conversation after a reload', async ({
+  page
+}) => {
   const server = new MockServer();
   await server.install(page);
   await notebookWithDf(page, 'fix.ipynb');
   await page.notebook.addCell('code', 'df["late"].mean()');
   await page.notebook.runCell(1, true);
-  await expect(page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')).toBeVisible();
+  await expect(
+    page.locator(
+      '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+    )
+  ).toBeVisible();
 
   // From the cell's context menu.
   await (await page.notebook.getCellLocator(1))!.click({ button: 'right' });
-  await page.locator('.lm-Menu').getByText('Fix the error in this cell').click();
+  await page
+    .locator('.lm-Menu')
+    .getByText('Fix the error in this cell')
+    .click();
   await expect.poll(() => server.bodies.length).toBe(1);
   const body = server.bodies[0];
   expect(body.intent).toBe('Fix the error in this cell');
   expect(body.active_index).toBe(1);
-  expect(body.cells[1].outputs.some((o: any) => o.output_type === 'error')).toBe(true);
+  expect(
+    body.cells[1].outputs.some((o: any) => o.output_type === 'error')
+  ).toBe(true);
   await server.send('job1', [
     event('job1', 1, 'progress', 'Reading the error'),
-    event('job1', 2, 'done', 'Done', {
-      turn_id: 'turn-fix',
-      result: {
-        strategy: 'direct',
-        answer: null,
-        chosen: 0,
-        candidates: [{ ...CANDIDATES[0], code: 'df["delay"].mean()', steps: [], explanation: 'Use the delay column: there is no "late" column.' }],
-        stats: {},
-        protections: null
-      }
-    })
+    ...finishEvents(
+      'job1',
+      2,
+      [
+        {
+          ...CANDIDATES[0],
+          code: 'df["delay"].mean()',
+          steps: [],
+          explanation: 'Use the delay column: there is no "late" column.'
+        }
+      ],
+      { turnId: 'turn-fix' }
+    )
   ]);
-  const suggestion = page.locator('.jp-Notebook .jp-Cell.jp-DataAgent-suggestion');
+  const suggestion = page.locator(
+    '.jp-Notebook .jp-Cell.jp-DataAgent-suggestion'
+  );
   await expect(suggestion).toHaveCount(1);
-  await expect(suggestion.locator('.jp-DataAgent-suggestionExplanation')).toContainText('no "late" column');
+  await expect(
+    suggestion.locator('.jp-DataAgent-suggestionExplanation')
+  ).toContainText('no "late" column');
   expect((await notebookCells(page))[2].source).toBe('df["delay"].mean()');
   await suggestion.locator('button.jp-DataAgent-acceptAndRun').click();
   await expect(suggestion).toHaveCount(0);
-  await expect((await page.notebook.getCellLocator(2))!.locator('.jp-OutputArea-output')).toContainText('17');
+  await expect(
+    (await page.notebook.getCellLocator(2))!.locator('.jp-OutputArea-output')
+  ).toContainText('17');
 
   // A second request, stopped while it runs.
   await ask(page, 'Plot the delays');
@@ -243,7 +295,9 @@ test('fix the error in a cell, stop, and find the conversation after a reload', 
   await server.send('job2', [event('job2', 1, 'progress', 'Sampling')]);
   await panel(page).locator('.jp-DataAgent-stop').click();
   await expect.poll(() => server.cancelled).toEqual(['job2']);
-  await server.send('job2', [event('job2', 2, 'error', 'Cancelled by the user')]);
+  await server.send('job2', [
+    event('job2', 2, 'error', 'Cancelled by the user')
+  ]);
   await expect(panel(page).locator('.jp-DataAgent-send')).toBeVisible();
 
   // The conversation lives in the notebook: save, reload, reopen.
@@ -253,7 +307,9 @@ test('fix the error in a cell, stop, and find the conversation after a reload', 
   const turns = panel(page).locator('.jp-DataAgent-exchange');
   await expect(turns).toHaveCount(1);
   await expect(turns.first()).toContainText('Fix the error in this cell');
-  await expect(turns.first().locator('.jp-DataAgent-chip.jp-mod-accepted')).toBeVisible();
+  await expect(
+    turns.first().locator('.jp-DataAgent-chip.jp-mod-accepted')
+  ).toBeVisible();
   // Up in the question box brings the last intent back.
   const input = panel(page).locator('.jp-DataAgent-input');
   await input.click();
@@ -266,7 +322,9 @@ test('perStep insert mode, keyboard reject, dark theme', async ({ page }) => {
   const server = new MockServer();
   await server.install(page);
   await page.evaluate(async () => {
-    const registry = await (window as any).galata.getPlugin('@jupyterlab/apputils-extension:settings');
+    const registry = await (window as any).galata.getPlugin(
+      '@jupyterlab/apputils-extension:settings'
+    );
     await registry.set('jupyter-data-agent:plugin', 'insertMode', 'perStep');
   });
   await notebookWithDf(page, 'steps.ipynb');
@@ -276,14 +334,13 @@ test('perStep insert mode, keyboard reject, dark theme', async ({ page }) => {
   await expect.poll(() => server.bodies.length).toBe(1);
   expect(server.bodies[0].strategy).toBe('direct');
   await server.send('job1', [
-    event('job1', 1, 'done', 'Done', {
-      turn_id: 'turn-steps',
-      result: { strategy: 'direct', answer: null, chosen: 0, candidates: CANDIDATES.slice(0, 2), stats: {}, protections: null }
-    })
+    ...finishEvents('job1', 1, CANDIDATES.slice(0, 2), { turnId: 'turn-steps' })
   ]);
 
   // One markdown cell per step explanation, one code cell per step.
-  const suggestion = page.locator('.jp-Notebook .jp-Cell.jp-DataAgent-suggestion');
+  const suggestion = page.locator(
+    '.jp-Notebook .jp-Cell.jp-DataAgent-suggestion'
+  );
   await expect(suggestion).toHaveCount(4);
   let cells = await notebookCells(page);
   expect(cells.slice(1).map(c => [c.cell_type, c.source])).toEqual([

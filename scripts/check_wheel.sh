@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The built wheel installs and works in a fresh venv on a machine without Node.
+#
+# Builds the wheel from this checkout (the front end must already be built:
+# jupyter_data_agent/labextension, as `pip install -e .` or `jlpm build:prod`
+# leave it), creates a venv in a temporary folder, and — with a PATH that has
+# no node, nodejs, npm, npx, yarn, corepack or jlpm, an empty environment
+# and empty user-level Jupyter folders — installs the wheel with its
+# dependencies from the package index (no extras: the base install must not
+# need torch), then checks that the package imports, its CLI starts, and both
+# the server extension and the prebuilt lab extension are enabled and OK.
+# Set KEEP_WHEEL_CHECK=1 to keep the temporary folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
+  # shellcheck disable=SC1091
+  . .venv/bin/activate
+fi
+
+if [ ! -f jupyter_data_agent/labextension/package.json ]; then
+  echo "the front end is not built (jupyter_data_agent/labextension): run jlpm build:prod first" >&2
+  exit 1
+fi
+
+# pip warns about every index folder of this machine's pip config that does not exist
+quiet_pip() { grep -v "is neither a file nor a directory" || true; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/jda-wheel-check.XXXXXX")
+cleanup() { [ -n "${KEEP_WHEEL_CHECK:-}" ] || rm -rf "$WORK"; }
+trap cleanup EXIT
+
+echo "-- building the wheel"
+python -m pip wheel -q --no-deps -w "$WORK/dist" . 2>&1 | quiet_pip
+WHEEL=$(ls "$WORK"/dist/jupyter_data_agent-*.whl)
+echo "$WHEEL"
+python - "$WHEEL" <<'EOF'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+need = ["share/jupyter/labextensions/jupyter-data-agent/package.json",
+        "share/jupyter/labextensions/jupyter-data-agent/install.json",
+        "etc/jupyter/jupyter_server_config.d/jupyter_data_agent.json",
+        "jupyter_data_agent/_version.py"]
+missing = [n for n in need if not any(x.endswith(n) for x in names)]
+assert not missing, f"missing from the wheel: {missing}"
+assert not any("/node_modules/" in n for n in names), "node_modules inside the wheel"
+print(f"{len(names)} files, shared data and version file present")
+EOF
+
+echo "-- a PATH without Node"
+SHADOW="$WORK/bin"
+mkdir -p "$SHADOW"
+IFS=: read -r -a dirs <<< "$PATH"
+for dir in "${dirs[@]}"; do
+  [ -d "$dir" ] || continue
+  case "$dir" in "${VIRTUAL_ENV:-/nonexistent}"/*) continue ;; esac
+  for exe in "$dir"/*; do
+    name=$(basename "$exe")
+    case "$name" in node | nodejs | npm | npx | yarn | yarnpkg | corepack | jlpm) continue ;; esac
+    if [ -x "$exe" ] && [ ! -e "$SHADOW/$name" ]; then ln -s "$exe" "$SHADOW/$name"; fi
+  done
+done
+
+mkdir -p "$WORK/home-config" "$WORK/home-data"
+BASE_PYTHON=$(python -c "import sys; print(sys._base_executable)")
+VENV="$WORK/venv"
+# Only what pip needs to reach its index and cache; HOME keeps the user's pip config.
+# Run from $WORK, so that `python -c` cannot import the checkout instead of the install.
+clean() {
+  (cd "$WORK" && exec env -i HOME="$HOME" PATH="$VENV/bin:$SHADOW" LANG=C.UTF-8 \
+    ${PIP_INDEX_URL:+PIP_INDEX_URL="$PIP_INDEX_URL"} \
+    ${PIP_EXTRA_INDEX_URL:+PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL"} \
+    ${PIP_FIND_LINKS:+PIP_FIND_LINKS="$PIP_FIND_LINKS"} \
+    ${PIP_CERT:+PIP_CERT="$PIP_CERT"} PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    JUPYTER_CONFIG_DIR="$WORK/home-config" JUPYTER_DATA_DIR="$WORK/home-data" \
+    JUPYTER_PLATFORM_DIRS=1 "$@")
+}
+
+if clean sh -c 'command -v node || command -v npm || command -v jlpm'; then
+  echo "Node is still on the PATH of the clean environment" >&2
+  exit 1
+fi
+echo "no node, npm or jlpm on the PATH"
+
+echo "-- installing the wheel into a fresh venv"
+clean "$BASE_PYTHON" -m venv "$VENV"
+clean python -m pip install -q "$WHEEL" 2>&1 | quiet_pip
+if clean python -c "import torch" 2>/dev/null; then
+  echo "torch was installed by the base install" >&2
+  exit 1
+fi
+if clean sh -c 'command -v node'; then
+  echo "installing the wheel put node on the PATH" >&2
+  exit 1
+fi
+
+echo "-- checks in the fresh venv"
+clean python -c "
+import sys, jupyter_data_agent as m
+assert m.__version__ != '0.0.0.dev0', 'no _version.py in the wheel'
+assert m.__file__.startswith(sys.prefix), m.__file__
+print('jupyter_data_agent', m.__version__, 'from', m.__file__)"
+clean jupyter-data-agent --help > /dev/null
+clean jupyter server extension list 2>&1 | tee "$WORK/server-ext.txt"
+grep -qE "jupyter_data_agent.*enabled" "$WORK/server-ext.txt"
+grep -qE "jupyter_data_agent .*OK" "$WORK/server-ext.txt"
+clean jupyter labextension list 2>&1 | tee "$WORK/lab-ext.txt"
+grep -qE "jupyter-data-agent .*enabled.*OK" "$WORK/lab-ext.txt"
+grep -q "$VENV/share/jupyter/labextensions" "$WORK/lab-ext.txt"
+echo "wheel check passed"
