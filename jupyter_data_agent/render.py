@@ -94,9 +94,7 @@ def preview_bundle(result) -> dict[str, str]:
         return {}
     title = "Output preview (ran in a kernel copy; your kernel is unchanged)"
     if not result.ok:
-        detail = f"{result.ename}: {result.evalue}" if result.ename else str(result.status)
-        if result.limit:
-            detail += f" (stopped by the {result.limit} limit)"
+        detail = result.error_line()
         return {"text/html": "<div class='jp-DataAgent-preview jp-DataAgent-previewError'>"
                              "<b>Output preview (kernel copy): error</b>"
                              f"<pre>{escape(detail)}</pre></div>",

@@ -562,6 +562,32 @@ async def test_strategy_defaults_fill_missing_options(jp_fetch, jp_ws_fetch, mod
     assert len(sent_candidates(events)) == 5
 
 
+def explain_replies(request) -> str:
+    if "Explain this cell" in request.prompt:
+        return "This cell builds **df**:\n\n- `a`: a number\n- `city`: where"
+    return STEP_REPLY
+
+
+@on_server_loop
+async def test_explain_answers_in_words_and_sends_no_candidate(jp_fetch, jp_ws_fetch,
+                                                              model_server):
+    """Explain this cell: ``done`` holds the Markdown answer; no candidate event, none chosen."""
+    model_server.reply = explain_replies
+    try:
+        accepted = await post_turn(jp_fetch, strategy="explain", intent="Explain this cell",
+                                   options={"use_live_state": False})
+        events = await stream_events(jp_ws_fetch, accepted["job_id"])
+    finally:
+        model_server.reply = replies
+    assert_ordered(events, accepted["job_id"])
+    assert events[-1]["type"] == "done", events[-1]
+    assert sent_candidates(events) == []
+    result = events[-1]["data"]["result"]
+    assert result == {**result, "strategy": "explain", "chosen": None, "candidates": 0}
+    assert result["answer"].startswith("This cell builds **df**")
+    assert "df = pd.DataFrame" in model_server.generation_requests[-1].prompt
+
+
 def search_replies(request) -> str:
     """A JUPITER-style thought/action model that answers once it saw the count."""
     if "Observation:\n2" in request.prompt:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -183,16 +182,6 @@ class CountingBackend(Backend):
 # kernels
 
 
-def _kernel_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("MPLBACKEND", "Agg")
-    env.setdefault("PYTHONWARNINGS", "ignore")
-    # Kernels share the machine with the model: keep BLAS from spawning a pool per copy.
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(var, "1")
-    return env
-
-
 WARM_IMPORTS = "__import__('pandas'); __import__('numpy')"
 
 
@@ -218,19 +207,13 @@ class Workspace:
             shutil.copy2(f, os.path.join(self.dir, os.path.basename(os.fspath(f))))
 
     def start(self) -> "Workspace":
-        from jupyter_client.manager import KernelManager
-
+        from ..kernel.launch import start_kernel
         from ..kernel.snapshot import SnapshotTree
         from ..turn import open_copies
 
         try:
-            km = KernelManager(kernel_name="python3")
-            km.kernel_spec.argv[0] = sys.executable
-            km.start_kernel(env=_kernel_env(), cwd=self.dir)
-            self.km = km
-            kc = km.client()
-            kc.start_channels()
-            kc.wait_for_ready(timeout=self.start_timeout)
+            self.km, kc = start_kernel({"PYTHONWARNINGS": "ignore"}, self.dir,
+                                       timeout=self.start_timeout)
             self.kc = kc
             if self.warm:
                 kc.execute(WARM_IMPORTS, silent=True, store_history=False, reply=True,
@@ -268,18 +251,11 @@ class Workspace:
             except Exception:
                 pass
             self.copies = None
-        if self.kc is not None:
-            try:
-                self.kc.stop_channels()
-            except Exception:
-                pass
-            self.kc = None
         if self.km is not None:
-            try:
-                self.km.shutdown_kernel(now=True)
-            except Exception:
-                pass
-            self.km = None
+            from ..kernel.launch import stop_kernel
+
+            stop_kernel(self.km, self.kc)
+            self.km = self.kc = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> "Workspace":

@@ -29,7 +29,6 @@ import secrets
 import shutil
 import signal
 import socket
-import stat
 import sys
 import tempfile
 import threading

@@ -240,10 +240,15 @@ class ExecResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def text(self) -> str:
+    def text(self, *, errors: bool = True) -> str:
         """Outputs as plain text (ANSI stripped), e.g. for prompts and tests."""
         return "".join(strip_ansi(o.plain_text()) + ("" if o.output_type == "stream" else "\n")
-                       for o in self.outputs)
+                       for o in self.outputs if errors or o.output_type != "error")
+
+    def error_line(self) -> str:
+        """What went wrong, in one line: ``ename: evalue`` and the limit that stopped it."""
+        line = f"{self.ename}: {self.evalue}" if self.ename else str(self.status)
+        return line + (f" (stopped by the {self.limit} limit)" if self.limit else "")
 
     def stream(self, name: str = "stdout") -> str:
         return "".join(o.text or "" for o in self.outputs

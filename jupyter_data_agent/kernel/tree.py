@@ -31,11 +31,21 @@ class Executor(Protocol):
 class CopyTree(Protocol):
     """All copies of one search; ``close`` ends every process it started."""
 
-    kind: Literal["fork", "replay"]
-    fallback_reason: str | None  # why a replay tree stands in for a fork tree
-    protections: Protections | None
-    max_live: int
-    root: Executor
+    # Read-only members: each tree narrows them (its own node type, its kind).
+    @property
+    def kind(self) -> Literal["fork", "replay"]: ...
+
+    @property
+    def fallback_reason(self) -> str | None: ...  # why a replay tree stands in for a fork tree
+
+    @property
+    def protections(self) -> Protections | None: ...
+
+    @property
+    def max_live(self) -> int: ...
+
+    @property
+    def root(self) -> Executor: ...
 
     def live(self) -> list: ...
 

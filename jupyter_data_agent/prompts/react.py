@@ -186,12 +186,8 @@ def format_observation(result: ExecResult | None, max_chars: int = 2000) -> str:
     text = strip_ansi(result.text()) if result.outputs else ""
     if not result.ok:
         # The error output item duplicates ename/evalue: keep the other outputs, then the error.
-        text = "".join(strip_ansi(o.plain_text()) + ("" if o.output_type == "stream" else "\n")
-                       for o in result.outputs if o.output_type != "error")
-        err = f"{result.ename}: {result.evalue}" if result.ename else result.status
-        if result.limit:
-            err += f" (stopped by the {result.limit} limit)"
-        text = (text.rstrip() + "\n" if text.strip() else "") + "Error: " + err
+        text = result.text(errors=False)
+        text = (text.rstrip() + "\n" if text.strip() else "") + "Error: " + result.error_line()
     text = text.strip("\n")
     if not text.strip():
         return "(no output)"

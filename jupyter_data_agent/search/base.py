@@ -16,19 +16,10 @@ from typing import Any, Literal, Protocol
 
 from ..context.model import NotebookContext
 from ..kernel.results import ExecResult, Protections
+from ..kernel.tree import Executor
 from ..llm.base import Backend
 from ..prompts.parse import Step
 from .options import DirectOptions, PromptPolicy, SamplingPolicy, StrategyOptions, TaskInfo
-
-
-class Executor(Protocol):
-    """A copy of the user's kernel state (a snapshot or a replay sandbox)."""
-
-    def exec(self, code: str) -> ExecResult: ...
-
-    def fork(self) -> "Executor": ...
-
-    def close(self) -> None: ...
 
 
 class Cancelled(Exception):

@@ -139,16 +139,9 @@ def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats) -> ExecRe
     return result
 
 
-def error_text(result: ExecResult) -> str:
-    lines = [f"{result.ename}: {result.evalue}"] if result.ename else [result.status]
-    if result.limit:
-        lines.append(f"(stopped by the {result.limit} limit)")
-    return "\n".join(lines)
-
-
 def repair_prompt(plan: PromptPlan, candidate: Candidate) -> Prompt:
     """The original prompt plus the failing cell and its error, asking for a fix."""
-    error = error_text(candidate.result) if candidate.result else "error"
+    error = candidate.result.error_line() if candidate.result else "error"
     if plan.chat:
         messages = list(plan.built.prompt.messages or ())
         messages.append(ChatMessage("assistant", f"```python\n{candidate.code}\n```"))

@@ -91,7 +91,7 @@ def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] 
 
         try:
             replayed = ReplayTree.start(list(replay), notebook_dir=notebook_dir, limits=limits,
-                                        max_live=policy.max_live)
+                                        max_live=min(policy.max_live, policy.max_replay_kernels))
             replayed.fallback_reason = "; ".join(reasons) or "replay asked for"
             tree = replayed
         except Exception as error:  # a cell that fails to replay, a kernel that does not start

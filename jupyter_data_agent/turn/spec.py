@@ -38,6 +38,8 @@ class CopyPolicy(_Model):
     confinement: Literal["require", "warn"] = "require"
     limits: dict[str, Any] = Field(default_factory=dict)
     max_live: int = Field(16, ge=1)
+    # A replay copy is a whole kernel (start + the notebook's runtime): far fewer of them.
+    max_replay_kernels: int = Field(4, ge=1)
     # Why copies are off for this turn (mode "none"), in the user's words.
     reason: str = ""
 
