@@ -90,8 +90,8 @@ function readSettings(
       'defaultStrategy',
       DEFAULT_SETTINGS.defaultStrategy
     ),
-    samples: get('samples', DEFAULT_SETTINGS.samples),
-    budget: get('budget', DEFAULT_SETTINGS.budget),
+    samples: get<number | null>('samples', DEFAULT_SETTINGS.samples),
+    budget: get<number | null>('budget', DEFAULT_SETTINGS.budget),
     insertMode: get('insertMode', DEFAULT_SETTINGS.insertMode),
     autoInsert: get('autoInsert', DEFAULT_SETTINGS.autoInsert),
     temperature: get<number | null>('temperature', DEFAULT_SETTINGS.temperature)

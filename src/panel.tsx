@@ -464,7 +464,11 @@ function ExchangeView(props: {
   const selected = Math.min(shown, Math.max(0, candidates.length - 1));
   const placed = suggestion?.status === 'suggested';
   const status = placed ? 'suggested' : turn?.status;
-  const confinement = job.confinement ?? turn?.confinement ?? null;
+  // An explanation runs no code: no verdict on kernel copies to show.
+  const confinement =
+    exchange.strategy === EXPLAIN
+      ? null
+      : (job.confinement ?? turn?.confinement ?? null);
   return (
     <div className="jp-DataAgent-exchange" data-turn-id={exchange.turnId ?? ''}>
       <div className="jp-DataAgent-intent">
@@ -620,8 +624,8 @@ function Composer(props: {
   const { session, settings, strategies } = props;
   const [text, setText] = React.useState('');
   const [cursor, setCursor] = React.useState<number | null>(null);
-  const [samples, setSamples] = React.useState(settings.samples);
-  const [budget, setBudget] = React.useState(settings.budget);
+  const [samples, setSamples] = React.useState<number | null>(settings.samples);
+  const [budget, setBudget] = React.useState<number | null>(settings.budget);
   const [strategy, setStrategy] = React.useState<Strategy>(session.strategy);
   const draft = React.useRef('');
   React.useEffect(() => setStrategy(session.strategy), [session]);
@@ -718,36 +722,23 @@ function Composer(props: {
           }}
           options={chooserOptions(strategies, strategy)}
         />
-        {strategy === 'vote' && (
-          <label
-            className="jp-DataAgent-number"
-            title="Samples executed and voted"
-          >
-            samples
-            <input
-              type="number"
-              min={1}
-              max={20}
-              value={samples}
-              onChange={event =>
-                setSamples(Math.max(1, Number(event.target.value) || 1))
-              }
-            />
-          </label>
+        {knobDefault(strategies, strategy, 'samples') !== null && (
+          <KnobInput
+            name="samples"
+            title="Candidates sampled (and, for Vote, executed and voted)"
+            max={20}
+            value={samples ?? knobDefault(strategies, strategy, 'samples')}
+            onChange={setSamples}
+          />
         )}
-        {strategy === 'mcts' && (
-          <label className="jp-DataAgent-number" title="Search iterations">
-            budget
-            <input
-              type="number"
-              min={1}
-              max={200}
-              value={budget}
-              onChange={event =>
-                setBudget(Math.max(1, Number(event.target.value) || 1))
-              }
-            />
-          </label>
+        {knobDefault(strategies, strategy, 'budget') !== null && (
+          <KnobInput
+            name="budget"
+            title="Search iterations (Search) or steps (Agent)"
+            max={200}
+            value={budget ?? knobDefault(strategies, strategy, 'budget')}
+            onChange={setBudget}
+          />
         )}
         <span className="jp-DataAgent-spacer" />
         {running ? (
@@ -775,6 +766,38 @@ function Composer(props: {
  * The chooser's entries: every strategy of the server's catalog except
  * Explain (a command on a cell, not a way to write code), with its label.
  */
+/** The server's default for a strategy's knob; null when it has no such knob. */
+function knobDefault(
+  strategies: IServerStrategies | null,
+  name: string,
+  knob: 'samples' | 'budget'
+): number | null {
+  return strategies?.catalog.find(s => s.name === name)?.[knob] ?? null;
+}
+
+function KnobInput(props: {
+  name: string;
+  title: string;
+  max: number;
+  value: number | null;
+  onChange: (value: number) => void;
+}) {
+  return (
+    <label className="jp-DataAgent-number" title={props.title}>
+      {props.name}
+      <input
+        type="number"
+        min={1}
+        max={props.max}
+        value={props.value ?? ''}
+        onChange={event =>
+          props.onChange(Math.max(1, Number(event.target.value) || 1))
+        }
+      />
+    </label>
+  );
+}
+
 function chooserOptions(
   strategies: IServerStrategies | null,
   current: Strategy

@@ -30,8 +30,9 @@ import { ISuggestionCandidate, InsertMode } from './suggestions';
 
 export interface IAgentSettings {
   defaultStrategy: Strategy;
-  samples: number;
-  budget: number;
+  /** null: the server's default for the strategy (its catalog says which). */
+  samples: number | null;
+  budget: number | null;
   insertMode: InsertMode;
   autoInsert: boolean;
   temperature: number | null;
@@ -39,8 +40,8 @@ export interface IAgentSettings {
 
 export const DEFAULT_SETTINGS: IAgentSettings = {
   defaultStrategy: 'direct',
-  samples: 5,
-  budget: 20,
+  samples: null,
+  budget: null,
   insertMode: 'single',
   autoInsert: true,
   temperature: null
@@ -67,8 +68,8 @@ export interface ISendOptions {
   strategy?: Strategy;
   /** The cell the request is about; the active cell when absent. */
   cellId?: string | null;
-  samples?: number;
-  budget?: number;
+  samples?: number | null;
+  budget?: number | null;
   autoInsert?: boolean;
 }
 
@@ -191,12 +192,16 @@ export class NotebookSession implements IDisposable {
     this._pinned = null;
     this._changed.emit();
 
+    // Knobs left unset take the server's default for the strategy; the
+    // server ignores a knob the strategy does not have.
     const opts: TurnOptions = {};
-    if (strategy === 'vote') {
-      opts.samples = options.samples ?? settings.samples;
+    const samples = options.samples ?? settings.samples;
+    const budget = options.budget ?? settings.budget;
+    if (samples !== null) {
+      opts.samples = samples;
     }
-    if (strategy === 'mcts') {
-      opts.budget = options.budget ?? settings.budget;
+    if (budget !== null) {
+      opts.budget = budget;
     }
     if (settings.temperature !== null) {
       opts.temperature = settings.temperature;

@@ -262,7 +262,7 @@ export interface LogEvent {
   data: LogData;
 }
 export interface LogData {
-  state?: ('no_live_state' | 'kernel_timeout' | 'schema_failed' | 'no_kernel_copy') | null;
+  state?: ('no_live_state' | 'kernel_timeout' | 'schema_failed' | 'no_kernel_copy' | 'replay_fallback') | null;
 }
 export interface DoneEvent {
   version: 1;
@@ -348,12 +348,14 @@ export interface AgentConfig {
   [k: string]: unknown | undefined;
 }
 /**
- * One strategy the sidebar may offer (``search.options.strategy_catalog``).
+ * One strategy the sidebar may offer (``turn.resolve.catalog``).
  */
 export interface StrategyInfo {
   name: 'direct' | 'vote' | 'react' | 'mcts' | 'explain';
   label: string;
   summary: string;
+  samples: number | null;
+  budget: number | null;
 }
 export interface Capabilities {
   strategies: ('direct' | 'vote' | 'react' | 'mcts' | 'explain')[];

@@ -154,7 +154,7 @@ def test_replay_tree_evicts_and_rebuilds_18_nodes(notebook):
                 for i in path:
                     parent = parent.children[i]
                 batch = [next(numbers) for _ in range(3)]
-                for number, (c, r) in zip(batch, pool.map(lambda k: child(parent, k), batch)):
+                for number, (c, r) in zip(batch, pool.map(lambda k, p=parent: child(p, k), batch)):
                     expected[c] = expected[parent] + [number]
                     assert r.ok and r.value.value == sum(expected[c]), (r.ename, r.evalue)
         assert len(expected) == 19 and t.evictions > 0

@@ -498,6 +498,10 @@ async def test_config_never_holds_the_key(jp_fetch):
     labels = {s["name"]: s["label"] for s in body["strategies"]}
     assert labels["react"] == "Agent" and "explain" in labels
     assert all(s["summary"] for s in body["strategies"])
+    # The sidebar's knobs show the server's defaults (one place: search/options.py).
+    knobs = {s["name"]: (s["samples"], s["budget"]) for s in body["strategies"]}
+    assert knobs == {"direct": (None, None), "vote": (5, None), "react": (None, 10),
+                     "mcts": (3, 40), "explain": (None, None)}
 
 
 @on_server_loop
@@ -638,12 +642,15 @@ def test_committed_wire_schema_is_current():
 
 
 def make_job(**overrides):
+    from jupyter_data_agent.config import Settings
     from jupyter_data_agent.llm.scrub import Scrubber
     from jupyter_data_agent.server.jobs import Job
     from jupyter_data_agent.server.models import TurnRequestModel
+    from jupyter_data_agent.turn import TurnAsk, resolve
 
     request = TurnRequestModel.model_validate(turn_body(**overrides))
-    return Job("owner", request, None, Scrubber([KEY]))
+    spec = resolve(Settings(backend="openai"), TurnAsk(intent=request.intent, strategy=request.strategy))
+    return Job("owner", request, spec, None, Scrubber([KEY]))
 
 
 def exec_ok():

@@ -20,7 +20,7 @@ from jupyter_client import AsyncKernelClient
 
 from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import ExecResult, Limits
-from jupyter_data_agent.kernel.snapshot import (CapacityError, SnapshotClosed, SnapshotTree)
+from jupyter_data_agent.kernel.snapshot import CapacityError, SnapshotClosed, SnapshotTree
 
 pytestmark = pytest.mark.timeout(300)
 

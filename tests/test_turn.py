@@ -93,3 +93,13 @@ def test_without_a_kernel_nothing_runs_and_the_reason_is_given():
     copies = open_copies(CopyPolicy(), fork=None, unavailable="the notebook has no running kernel")
     assert copies.tree is None and copies.executor is None
     assert "no running kernel" in copies.confinement.message
+
+
+def test_the_settings_schema_offers_every_chat_strategy():
+    """The JupyterLab setting for the default strategy lists the same names as the server."""
+    import json
+    from pathlib import Path
+
+    schema = json.loads((Path(__file__).parents[1] / "schema" / "plugin.json").read_text())
+    offered = [o["const"] for o in schema["properties"]["defaultStrategy"]["oneOf"]]
+    assert offered == [s for s in STRATEGIES if s != "explain"]

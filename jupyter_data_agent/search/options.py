@@ -127,6 +127,13 @@ OPTIONS_BY_STRATEGY: dict[str, type[_Model]] = {
 }
 STRATEGIES: tuple[str, ...] = tuple(OPTIONS_BY_STRATEGY)
 
+#: The entry points' two generic knobs, per strategy: which option each one sets.
+KNOBS: dict[str, dict[str, str]] = {
+    "vote": {"samples": "samples"},
+    "react": {"budget": "max_turns"},
+    "mcts": {"samples": "k", "budget": "iterations"},
+}
+
 _ADAPTER: TypeAdapter = TypeAdapter(StrategyOptions)
 
 
@@ -136,9 +143,3 @@ def strategy_options(data: dict) -> DirectOptions | ExplainOptions | VoteOptions
     if name not in OPTIONS_BY_STRATEGY:
         raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
     return _ADAPTER.validate_python(data)
-
-
-def strategy_catalog() -> list[dict]:
-    """Name, label and one-line summary of each strategy, for the sidebar."""
-    return [{"name": name, "label": cls.label, "summary": cls.summary}  # type: ignore[attr-defined]
-            for name, cls in OPTIONS_BY_STRATEGY.items()]

@@ -82,6 +82,7 @@ class DataAgentExtension(ExtensionApp):
             kernel_wait_timeout_s=self.kernel_wait_timeout_s,
             snapshot_timeout_s=self.snapshot_timeout_s,
         )
+        assert self.serverapp is not None  # set by jupyter_server before initialize_settings
         self.jobs = JobManager(
             settings=self.agent_settings,
             limits=limits,

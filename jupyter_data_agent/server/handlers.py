@@ -21,7 +21,8 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..config import Settings
 from ..llm.scrub import MASK, redact_url
-from ..search.options import STRATEGIES, strategy_catalog
+from ..search.options import STRATEGIES
+from ..turn.resolve import catalog
 from .models import (
     API_VERSION,
     AgentConfig,
@@ -144,7 +145,7 @@ class ConfigHandler(AgentAPIHandler):
     def get(self) -> None:
         settings = self.agent_settings
         body = {"version": API_VERSION, **public_settings(settings)}
-        body["strategies"] = strategy_catalog()
+        body["strategies"] = catalog(settings)
         body["capabilities"] = {
             "strategies": available_strategies(),
             "chat": settings.api_mode != "completion",
@@ -264,7 +265,7 @@ class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHan
         await self.pre_get()
         await super().get(job_id=job_id)
 
-    def open(self, job_id: str) -> None:  # type: ignore[override]
+    def open(self, job_id: str) -> None:
         super().open()
         try:
             after = int(self.get_argument("after", "0"))

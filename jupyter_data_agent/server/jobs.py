@@ -32,9 +32,10 @@ from ..config import Settings
 from ..context.model import NotebookContext
 from ..context.turns import new_turn_id
 from ..kernel.policy import Confinement
-from ..turn import Copies, TurnAsk, resolve
+from ..kernel.tree import CopyTree
 from ..llm.base import BackendError
 from ..llm.scrub import Scrubber
+from ..turn import Copies, TurnAsk, TurnSpec, resolve
 from .models import API_VERSION, TurnRequestModel
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,13 @@ class JobLimits:
 class Job:
     """One turn: its request, its events and everything it started."""
 
-    def __init__(self, owner: str, request: TurnRequestModel, context: NotebookContext,
-                 scrub: Scrubber) -> None:
+    def __init__(self, owner: str, request: TurnRequestModel, spec: TurnSpec,
+                 context: NotebookContext, scrub: Scrubber) -> None:
         self.id = uuid.uuid4().hex
         self.turn_id = new_turn_id()
         self.owner = owner
         self.request = request
+        self.spec = spec  # the resolved turn (turn.resolve), fixed when the job is accepted
         self.context = context
         self.status = "running"
         self.phase = "queued"
@@ -75,13 +77,14 @@ class Job:
         self.listeners: list[Callable[[dict], None]] = []
         self.cancel_event = threading.Event()
         self.task: asyncio.Task | None = None
-        self.tree = None  # SnapshotTree while one is open
+        self.copies: Copies | None = None  # once open_copies has run
+        self.tree: CopyTree | None = None  # the copies' tree while one is open
         self.close_task: asyncio.Future | None = None  # closing the tree, once started
         self.tree_ready = asyncio.Event()  # set once no snapshot creation is in flight
         self.tree_ready.set()
         self.no_copy_reason = ""  # why no kernel copy exists, in plain words
         self._scrub = scrub
-        self._streamed: list[Any] = []  # Candidate objects already sent as events
+        self._streamed: list[Any] = []  # (index, Candidate) pairs already sent as events
 
     # -- events (event loop only) -------------------------------------------
     @property
@@ -287,9 +290,7 @@ class JobManager:
                 no_exec_reason="live kernel state is off for this turn"))
         except ValueError as exc:
             raise _Rejected(400, str(exc)) from None
-        job = Job(owner, request, context, self.scrub)
-        job.spec = spec
-        job.copies = None
+        job = Job(owner, request, spec, context, self.scrub)
         self.jobs[job.id] = job
         job.task = asyncio.ensure_future(self._run(job))
         return job

@@ -153,11 +153,14 @@ class CancelReply(_Reply):
 
 
 class StrategyInfo(_Reply):
-    """One strategy the sidebar may offer (``search.options.strategy_catalog``)."""
+    """One strategy the sidebar may offer (``turn.resolve.catalog``)."""
 
     name: StrategyName
     label: str  # in words a data scientist uses ("Agent" for react)
     summary: str
+    # What the sidebar's two knobs default to on this server (None: no such knob).
+    samples: int | None = None
+    budget: int | None = None
 
 
 class Capabilities(_Reply):

@@ -28,7 +28,7 @@ from pydantic import (
 
 from ..search.options import STRATEGIES
 
-API_VERSION = 1
+API_VERSION: Literal[1] = 1
 
 #: Every strategy the server knows (``search.options.STRATEGIES``, checked below).
 StrategyName = Literal["direct", "vote", "react", "mcts", "explain"]
@@ -58,6 +58,7 @@ LogState = Literal[
     "kernel_timeout",
     "schema_failed",
     "no_kernel_copy",
+    "replay_fallback",  # no fork: candidates run in a kernel that replayed the notebook
 ]
 
 

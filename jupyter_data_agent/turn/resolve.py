@@ -7,15 +7,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config import Settings
-from ..search.options import OPTIONS_BY_STRATEGY, STRATEGIES, PromptPolicy, SamplingPolicy, strategy_options
+from ..search.options import KNOBS, OPTIONS_BY_STRATEGY, STRATEGIES, PromptPolicy, SamplingPolicy, strategy_options
 from .spec import CopyPolicy, TurnAsk, TurnSpec, check_limits
-
-# The entry points' two generic knobs, per strategy: which option each one sets.
-KNOBS: dict[str, dict[str, str]] = {
-    "vote": {"samples": "samples"},
-    "react": {"budget": "max_turns"},
-    "mcts": {"samples": "k", "budget": "iterations"},
-}
 
 
 def strategy_name(ask: TurnAsk) -> str:
@@ -51,6 +44,17 @@ def check_settings(settings: Settings) -> None:
     check_limits(settings.snapshot_limits)
     for name in settings.strategy_defaults:
         _options(strategy_name(TurnAsk(intent="-", strategy=name)), settings, TurnAsk(intent="-"))
+
+
+def catalog(settings: Settings) -> list[dict]:
+    """Each strategy for the sidebar: name, label, summary, and what its knobs default to here."""
+    out = []
+    for name, cls in OPTIONS_BY_STRATEGY.items():
+        options = _options(name, settings, TurnAsk(intent="-"))
+        knobs = {knob: getattr(options, field) for knob, field in KNOBS.get(name, {}).items()}
+        out.append({"name": name, "label": cls.label, "summary": cls.summary,  # type: ignore[attr-defined]
+                    "samples": knobs.get("samples"), "budget": knobs.get("budget")})
+    return out
 
 
 def resolve(settings: Settings, ask: TurnAsk) -> TurnSpec:

@@ -258,7 +258,7 @@ export function event(
   return { version: 1, job_id: jobId, seq, type, message, data } as JobEvent;
 }
 
-/** Every strategy the server knows (search/options.py strategy_catalog). */
+/** Every strategy the server knows, with its knobs' defaults (turn/resolve.py catalog). */
 export const CATALOG: StrategyInfo[] = [
   {
     name: 'direct',
@@ -268,17 +268,23 @@ export const CATALOG: StrategyInfo[] = [
   {
     name: 'vote',
     label: 'Vote',
-    summary: 'Several candidates, run and voted on by their outputs.'
+    summary: 'Several candidates, run and voted on by their outputs.',
+    samples: 5,
+    budget: null
   },
   {
     name: 'react',
     label: 'Agent',
-    summary: 'Thinks, runs a cell, reads the output, and goes on (ReAct).'
+    summary: 'Thinks, runs a cell, reads the output, and goes on (ReAct).',
+    samples: null,
+    budget: 10
   },
   {
     name: 'mcts',
     label: 'Search',
-    summary: 'Tree search over executed steps, guided by a value estimate.'
+    summary: 'Tree search over executed steps, guided by a value estimate.',
+    samples: 3,
+    budget: 40
   },
   {
     name: 'explain',

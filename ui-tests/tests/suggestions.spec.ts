@@ -30,10 +30,13 @@ test('candidates stream in and become suggested cells', async ({ page }) => {
   await notebookWithDf(page, 'mocked.ipynb');
   await openPanel(page);
 
-  // Verified (vote) with its sample count.
+  // Vote with its sample count: the server's default is shown, then changed.
   await panel(page)
     .locator('.jp-DataAgent-strategy select')
     .selectOption('vote');
+  const samples = panel(page).locator('.jp-DataAgent-number input');
+  await expect(samples).toHaveValue('5');
+  await samples.fill('3');
   await ask(page, INTENT);
 
   await expect.poll(() => server.bodies.length).toBe(1);
@@ -42,7 +45,7 @@ test('candidates stream in and become suggested cells', async ({ page }) => {
     version: 1,
     intent: INTENT,
     strategy: 'vote',
-    options: { samples: 5 },
+    options: { samples: 3 },
     active_index: 0
   });
   expect(body.notebook_path).toMatch(/mocked\.ipynb$/);
