@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 
 USAGE = """\
 Usage:
-  %%agent [--samples N] [--strategy NAME] [--temperature T] [--model M] [--no-exemplars] [--no-exec]
+  %%agent [--strategy direct|vote|react|mcts|explain] [--samples N] [--budget N]
+         [--temperature T] [--model M] [--no-exemplars] [--no-exec]
   <what you want, in plain words>
+
+  Defaults come from c.DataAgent.* (temperature, strategy_defaults...), as in the sidebar.
 
   %agent config      show the active backend and model
 """
