@@ -22,8 +22,7 @@ from pydantic import ValidationError
 from .config import resolve_settings
 from .llm.base import BackendError
 from .render import escape, preview_bundle, text_bundle
-from .search.options import STRATEGIES
-from .turn.resolve import short_errors
+from .search.options import STRATEGIES, short_errors
 
 if TYPE_CHECKING:
     from .kernel.results import Limits
@@ -157,7 +156,7 @@ class AgentMagics(Magics):
                           exemplars=False if args.no_exemplars else None,
                           execute=not args.no_exec, no_exec_reason="--no-exec was given")
         except ValidationError as error:
-            raise AgentError(short_errors(error).replace("samples:", "--samples:")) from None
+            raise AgentError(short_errors(error, prefix="--")) from None
         spec = resolve(settings, ask)
 
         shell = self.shell

@@ -8,9 +8,10 @@ settings and the entry point's request; strategies only read them.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Annotated, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..prompts.arcade import OutputsMode
 
@@ -143,3 +144,20 @@ def strategy_options(data: dict) -> DirectOptions | ExplainOptions | VoteOptions
     if name not in OPTIONS_BY_STRATEGY:
         raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
     return _ADAPTER.validate_python(data)
+
+
+def short_errors(error: ValidationError, *, skip: Container = (), prefix: str = "",
+                 empty: str = "body") -> str:
+    """Field and reason of each problem, without the input (it may be large or secret).
+
+    ``skip``: location parts left out (a union's tag); ``prefix``: put before each
+    field (``--`` for the magic's flags); ``empty``: the name of a top-level problem.
+    """
+    items = error.errors(include_url=False, include_input=False)
+    parts = []
+    for item in items[:8]:
+        loc = ".".join(str(p) for p in item.get("loc", ()) if p not in skip)
+        parts.append(f"{prefix + loc if loc else empty}: {item.get('msg', 'invalid')}")
+    if len(items) > 8:
+        parts.append(f"... and {len(items) - 8} more")
+    return "; ".join(parts)

@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic.json_schema import GenerateJsonSchema
 
+from ..search.options import short_errors
 from ..turn.events import API_VERSION, JobEvent, StrategyName
 
 __all__ = ["API_VERSION", "AgentConfig", "CancelReply", "JobEvent", "JobPoll", "JobState",
@@ -191,15 +192,7 @@ class AgentConfig(_Reply):
 
 
 def validation_message(error: ValidationError) -> str:
-    """Short, input-free description (inputs may be large or sensitive)."""
-    parts = []
-    for item in error.errors(include_url=False, include_input=False)[:8]:
-        loc = ".".join(str(p) for p in item.get("loc", ())) or "body"
-        parts.append(f"{loc}: {item.get('msg', 'invalid')}")
-    more = len(error.errors()) - len(parts)
-    if more > 0:
-        parts.append(f"... and {more} more")
-    return "Invalid turn request: " + "; ".join(parts)
+    return "Invalid turn request: " + short_errors(error)
 
 
 class _NoFieldTitles(GenerateJsonSchema):

@@ -7,7 +7,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config import Settings
-from ..search.options import KNOBS, OPTIONS_BY_STRATEGY, STRATEGIES, PromptPolicy, SamplingPolicy, strategy_options
+from ..search.options import (
+    KNOBS,
+    OPTIONS_BY_STRATEGY,
+    STRATEGIES,
+    PromptPolicy,
+    SamplingPolicy,
+    short_errors,
+    strategy_options,
+)
 from .spec import CopyPolicy, TurnAsk, TurnSpec, check_limits
 
 
@@ -27,23 +35,15 @@ def _options(name: str, settings: Settings, ask: TurnAsk):
     try:
         return strategy_options(fields)
     except ValidationError as error:
-        raise ValueError(f"Invalid {name} options: {short_errors(error)}") from None
-
-
-def short_errors(error: ValidationError) -> str:
-    """Field and reason of each problem, without the (possibly large) input."""
-    parts = []
-    for item in error.errors(include_url=False, include_input=False)[:8]:
-        loc = ".".join(str(p) for p in item.get("loc", ()) if p not in OPTIONS_BY_STRATEGY)
-        parts.append(f"{loc or 'options'}: {item.get('msg', 'invalid')}")
-    return "; ".join(parts)
+        raise ValueError(f"Invalid {name} options: "
+                         f"{short_errors(error, skip=OPTIONS_BY_STRATEGY, empty='options')}") from None
 
 
 def check_settings(settings: Settings) -> None:
     """Fail at start-up, naming the key, on a typo in ``strategy_defaults`` or ``snapshot_limits``."""
     check_limits(settings.snapshot_limits)
     for name in settings.strategy_defaults:
-        _options(strategy_name(TurnAsk(intent="-", strategy=name)), settings, TurnAsk(intent="-"))
+        resolve(settings, TurnAsk(intent="-", strategy=name))
 
 
 def catalog(settings: Settings) -> list[dict]:
