@@ -1,242 +1,312 @@
+"""same_answer (votes), covers (ARCADE's scorer), answer_key and majority, in-process.
+
+The round trip through a real kernel copy is in tests/test_vote.py.
+"""
+
+from __future__ import annotations
+
+import time
+
 import numpy as np
 import pandas as pd
+import pytest
 
-from jupyter_data_agent.search.equivalence import cluster, equivalent, majority, outputs_match
+from jupyter_data_agent.kernel.answer_form import answer_form
+from jupyter_data_agent.search.equivalence import answer_key, as_form, covers, majority, same_answer
 
-# --- normalisation ---------------------------------------------------------
-
-
-def test_numpy_scalars_equal_python_values():
-    assert outputs_match(np.float64(2.5), 2.5)
-    assert outputs_match(3, np.int32(3))
-    assert outputs_match(np.bool_(True), True)
-    assert outputs_match(np.str_("abc"), "abc")
-    assert not outputs_match(np.float64(2.5), 3.5)
-    assert not outputs_match(np.int64(3), 4)
-
-
-def test_nan_counts_as_zero_on_both_sides():
-    assert outputs_match(float("nan"), 0)
-    assert outputs_match(0.0, np.nan)
-    assert outputs_match(np.nan, float("nan"))
-    assert outputs_match([1.0, np.nan], [1.0, 0.0])
-    assert outputs_match(pd.Series([np.nan, 2.0]), [0, 2])
-    assert not outputs_match(float("nan"), 1.0)
-    assert not outputs_match([np.nan, 1.0], [1.0, 1.0])
+SALES = pd.DataFrame({
+    "city": ["Lima", "Oslo", "Pune", "Lima", "Oslo", "Pune", "Lima"],
+    "amount": [3.5, np.nan, 2.25, 4.0, np.nan, 6.0, 1.5],
+    "units": [1, 2, 3, 4, 5, 6, 7],
+})
+BY_CITY = SALES.groupby("city")["amount"].sum()  # Lima 9.0, Oslo 0.0 (all NaN), Pune 8.25
+MEAN_BY_CITY = SALES.groupby("city")["amount"].mean()  # Oslo NaN
+FRAME = pd.DataFrame({"name": ["a", "b", "c"], "score": [1.5, 2.5, 3.5], "rank": [3, 2, 1]})
 
 
-def test_missing_markers_inside_collections_are_zero_but_bare_none_is_not():
-    assert outputs_match(pd.Series(["a", None]), ["a", None])  # str-dtype NaN vs None
-    assert outputs_match(pd.Series([1, None], dtype="Int64"), [1, 0])
-    assert outputs_match([None, 1], [0, 1])
-    assert not outputs_match(None, 0)
-    assert not outputs_match(pd.Series(["a", None]), ["a", "b"])
+def same_both_ways(a, b) -> bool:
+    ab, ba = same_answer(a, b), same_answer(b, a)
+    assert ab is ba, f"same_answer is not symmetric: {ab} vs {ba}"
+    return ab
 
 
-# --- strict equality -------------------------------------------------------
+# ------------------------------------------------------------------ same answer
+
+POSITIVES = [
+    pytest.param(BY_CITY, BY_CITY.to_frame(), id="series-vs-to_frame"),
+    pytest.param(BY_CITY, BY_CITY.reset_index(), id="series-vs-reset_index"),
+    pytest.param(BY_CITY.to_frame(), BY_CITY.reset_index(), id="to_frame-vs-reset_index"),
+    pytest.param(MEAN_BY_CITY, MEAN_BY_CITY.reset_index(), id="reset_index-with-nan"),
+    pytest.param(BY_CITY, BY_CITY.reset_index().rename(columns={"amount": "total", "city": "where"}),
+                 id="reset_index-renamed"),
+    pytest.param(SALES.groupby(["city", "units"])["amount"].sum(),
+                 SALES.groupby(["city", "units"])["amount"].sum().reset_index(), id="multiindex-reset_index"),
+    pytest.param(pd.Series(["a", "b", "a"]).value_counts(), pd.DataFrame({"key": ["a", "b"], "n": [2, 1]}),
+                 id="value_counts-vs-frame"),
+    pytest.param(SALES["amount"], SALES["amount"].to_numpy(), id="to_numpy"),
+    pytest.param(SALES["amount"], SALES["amount"].tolist(), id="tolist-with-nan"),
+    pytest.param(SALES["units"], np.array(SALES["units"], dtype=np.int32), id="int32-array"),
+    pytest.param(FRAME, FRAME.rename(columns={"score": "mean_score", "rank": "r"}), id="renamed-columns"),
+    pytest.param(FRAME, FRAME[["rank", "name", "score"]], id="reordered-columns"),
+    pytest.param(FRAME, FRAME.astype(object), id="astype-object"),
+    pytest.param(SALES, SALES.astype(object), id="astype-object-with-nan"),
+    pytest.param(FRAME, FRAME.assign(rank=FRAME["rank"].astype(float)), id="int-vs-integral-float"),
+    pytest.param(FRAME, FRAME.assign(score=FRAME["score"] * (1 + 1e-9)), id="1e-9-relative-noise"),
+    pytest.param(0.1 + 0.2, 0.3, id="float-rounding"),
+    pytest.param(2.0, 2.0000015, id="within-rtol-1e-6"),
+    pytest.param(1e-9, 0.0, id="within-atol"),
+    pytest.param(42, [42], id="scalar-vs-one-element-list"),
+    pytest.param(3.5, pd.Series([3.5]), id="scalar-vs-one-element-series"),
+    pytest.param(7, pd.DataFrame({"x": [7]}), id="scalar-vs-1x1-frame"),
+    pytest.param("Lima", np.array(["Lima"]), id="string-vs-one-element-array"),
+    pytest.param(5, {5}, id="scalar-vs-one-element-set"),
+    pytest.param(np.float64(2.5), 2.5, id="numpy-float"),
+    pytest.param(np.int64(3), 3, id="numpy-int"),
+    pytest.param(np.int64(3), 3.0, id="numpy-int-vs-float"),
+    pytest.param(np.bool_(True), True, id="numpy-bool"),
+    pytest.param(np.str_("abc"), "abc", id="numpy-str"),
+    pytest.param("Paris\n", "Paris", id="trailing-whitespace"),
+    pytest.param("  Paris ", "Paris", id="surrounding-whitespace"),
+    pytest.param(["Paris "], "Paris", id="whitespace-one-element-list"),
+    pytest.param({3, 1, 2}, {1, 2, 3}, id="set-vs-set"),
+    pytest.param([1, "a"], (1, "a"), id="list-vs-tuple"),
+    pytest.param({"a": 1, "b": 2.0}, {"b": 2, "a": 1.0000001}, id="dict"),
+    pytest.param([[1, 2], [3]], [[1, 2], [3.0000001]], id="ragged"),
+    pytest.param(pd.DataFrame({"p": [1, 2], "q": [3, 4]}), [[1, 3], [2, 4]], id="frame-vs-list-of-rows"),
+    pytest.param(pd.Series([1, 2], index=pd.Index([5, 6], name="k")), pd.Series([1, 2], index=[5, 6]),
+                 id="index-name-generic"),
+    pytest.param(np.nan, pd.NA, id="nan-vs-na"),
+    pytest.param(pd.Series([1.0, None]), [1.0, pd.NA], id="missing-cells"),
+    pytest.param(pd.Timestamp("2020-01-01"), np.datetime64("2020-01-01"), id="timestamp-vs-datetime64"),
+]
 
 
-def test_strict_equality_of_frames_arrays_and_objects():
-    df = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
-    assert outputs_match(df, df.copy())
-    assert outputs_match(np.arange(4), np.arange(4))
-    assert outputs_match(("a", 1), ("a", 1))
-    assert not outputs_match(df, df.assign(a=[1, 3]))
-    assert not outputs_match(np.arange(4), np.arange(1, 5))
+@pytest.mark.parametrize("a, b", POSITIVES)
+def test_same_answer_up_to_representation(a, b):
+    assert same_both_ways(a, b)
+    assert same_answer(as_form(a), b) and same_answer(a, as_form(b)) and same_answer(as_form(a), as_form(b))
 
 
-# --- collections as value lists ---------------------------------------------
+SHUFFLED_KEYS = pd.Series(BY_CITY.to_numpy(), index=pd.Index(["Oslo", "Lima", "Pune"], name="city"))
+WRONG_KEY = pd.Series(BY_CITY.to_numpy(), index=pd.Index(["Lima", "Oslo", "Rome"], name="city"))
+BIG = pd.DataFrame({"id": np.arange(1200), "v": np.arange(1200) * 0.25, "s": [f"r{i}" for i in range(1200)]})
+
+NEGATIVES = [
+    # a label names what the value is (a one-row group result keeps its key)
+    pytest.param(3.5, pd.Series([3.5], index=["mean"]), id="scalar-vs-one-element-labelled-series"),
+    pytest.param(FRAME, FRAME.assign(rank=[3, 2, 2]), id="off-by-one-int"),
+    pytest.param(FRAME, FRAME.assign(score=[1.5, 2.5, 3.6]), id="off-by-0.1-float"),
+    pytest.param(pd.DataFrame({"a": [1, 2], "b": [3, 4]}), pd.DataFrame({"a": [3, 4], "b": [1, 2]}),
+                 id="swapped-values-of-named-columns"),
+    pytest.param(FRAME, FRAME.rename(columns={"score": "rank", "rank": "score"}), id="swapped-names"),
+    pytest.param(BY_CITY, SHUFFLED_KEYS, id="shuffled-index-labels"),
+    pytest.param(BY_CITY, WRONG_KEY, id="wrong-group-key"),
+    pytest.param(BY_CITY, BY_CITY.to_numpy(), id="group-keys-dropped"),
+    pytest.param(MEAN_BY_CITY, MEAN_BY_CITY.fillna(0), id="nan-to-0"),
+    pytest.param(np.nan, 0, id="nan-to-0-scalar"),
+    pytest.param([1.0, None], [1.0, 0.0], id="none-cell-to-0"),
+    pytest.param(None, 0, id="none-vs-0"),
+    pytest.param(1179160, 1179161, id="int-plus-1"),
+    pytest.param(1179160.0, 1179161.0, id="int-plus-1-as-floats"),
+    pytest.param(1179160, 1179161.0, id="int-plus-1-int-vs-float"),
+    pytest.param(pd.Series([1179160, 5]), pd.Series([1179161.0, 5.0]), id="int-plus-1-in-a-column"),
+    pytest.param([1179160.0, 0.5], [1179161.0, 0.5], id="int-plus-1-in-a-float-column"),
+    pytest.param(BY_CITY.sort_values(), BY_CITY.sort_values(ascending=False), id="ascending-vs-descending"),
+    pytest.param([1, 2, 3], [3, 2, 1], id="reversed-list"),
+    pytest.param(BIG, BIG.head(60), id="1200-rows-vs-first-60"),
+    pytest.param(BIG, BIG.head(1199), id="1200-rows-vs-1199"),
+    pytest.param(True, 1, id="bool-vs-int"),
+    pytest.param(False, 0, id="false-vs-0"),
+    pytest.param(pd.Series([True, False]), pd.Series([1, 0]), id="bool-column-vs-int-column"),
+    pytest.param("1", 1, id="str-vs-int"),
+    pytest.param("paris", "Paris", id="case"),
+    pytest.param("New  York", "New York", id="inner-whitespace"),
+    pytest.param(1.001, 1.0, id="1e-3-relative"),
+    pytest.param([41], 42, id="one-element-wrong"),
+    pytest.param([42, 43], 42, id="two-elements-vs-scalar"),
+    pytest.param([], 0, id="empty-vs-0"),
+    pytest.param(FRAME, FRAME.assign(extra=0), id="extra-column"),
+    pytest.param({"a": 1}, {"b": 1}, id="dict-other-key"),
+    pytest.param(pd.Timestamp("2020-01-01", tz="UTC"), pd.Timestamp("2020-01-01"), id="tz-vs-naive"),
+    pytest.param(pd.Timestamp("2020-01-01 01:00", tz="Europe/Paris"), pd.Timestamp("2020-01-01", tz="UTC"),
+                 id="same-instant-other-zone"),
+    pytest.param([1, "a"], ["1", "a"], id="mixed-not-stringified"),
+]
 
 
-def test_list_tuple_array_compare_by_values():
-    assert outputs_match([1, 2, 3], np.array([1, 2, 3]))
-    assert outputs_match((1.0, 2.0), [1, 2.000001])
-    assert outputs_match(np.array([[1, 2], [3, 4]]), [[1, 2], [3, 4]])
-    assert not outputs_match([1, 2, 3], [1, 2])
-    assert not outputs_match([1, 2, 3], [3, 2, 1])  # order matters for lists
-    assert not outputs_match([1, 2], [1, 2.001])
+@pytest.mark.parametrize("a, b", NEGATIVES)
+def test_different_answers(a, b):
+    assert not same_both_ways(a, b)
+    assert answer_key(a) != answer_key(b)  # equal keys would imply the same answer
 
 
-def test_headers_and_index_are_ignored_for_value_lists():
-    s = pd.Series([10, 20], index=["a", "b"], name="whatever")
-    assert outputs_match(s, [10, 20])
-    assert outputs_match(pd.Series([10, 20], index=[7, 8]), pd.Series([10, 20]))
-    df = pd.DataFrame({"p": [1, 2], "q": [3, 4]})
-    assert outputs_match(df, [[1, 3], [2, 4]])
-    assert not outputs_match(df, [[1, 2], [3, 4]])
+def test_none_is_never_an_answer():
+    assert as_form(None) is None
+    assert not same_answer(None, None)
+    assert not covers(None, None) and not covers(1, None) and not covers(None, 1)
+    assert answer_key(None) == ""
 
 
-def test_sets_are_order_free():
-    assert outputs_match({3, 1, 2}, [1, 2, 3])
-    assert outputs_match([3, 1, 2], {1, 2, 3})
-    assert outputs_match({"b", "a"}, {"a", "b"})
-    assert not outputs_match({1, 2}, [1, 2, 3])
+def test_a_set_is_not_a_list_even_sorted():
+    # documented behaviour: a set's form is a sorted "seq" node, a flat list's a table column,
+    # so the two never meet (a one-element set still equals its element)
+    assert not same_answer({3, 1, 2}, [1, 2, 3])
+    assert not same_answer({3, 1, 2}, [3, 1, 2])
+    assert same_answer({"b", "a"}, {"a", "b"})
+    assert not same_answer({1, 2}, {1, 2, 3})
 
 
-def test_mixed_types_are_not_stringified():
-    assert not outputs_match([1, "a"], ["1", "a"])
-    assert outputs_match([1, "a"], (1, "a"))
+def test_a_dict_is_not_a_series():
+    # documented behaviour: dicts keep their own node kind
+    assert not same_answer({"x": 1, "y": 2}, pd.Series([1, 2], index=["x", "y"]))
 
 
-def test_dicts():
-    assert outputs_match({"a": 1, "b": 2.0}, {"b": 2, "a": 1.0000001})
-    assert not outputs_match({"a": 1}, {"b": 1})
-    assert not outputs_match({"a": 1}, {"a": 2})
-    # a dict against a Series is compared as pd.Series(dict)
-    assert outputs_match({"x": 1, "y": 2}, pd.Series([1, 2], index=["x", "y"]))
+def test_a_one_million_row_frame_with_its_last_text_cell_changed():
+    n = 1_000_000
+    a = pd.DataFrame({"i": np.arange(n), "t": np.array([f"w{i % 997}" for i in range(n)], dtype=object)})
+    b = a.copy()
+    b.iloc[-1, 1] = "w-changed"
+    started = time.perf_counter()
+    fa, fb = answer_form(a), answer_form(b)
+    formed = time.perf_counter()
+    assert not same_answer(fa, fb)
+    compared = time.perf_counter()
+    assert "values" not in fa["cols"][1]  # past the budget: digests only
+    assert not same_answer(a, b) and same_answer(fa, a.copy())
+    # two forms of 1M rows (vectorised hashing, about 1.5 s here), then digests compare at once
+    assert formed - started < 5.0 and compared - formed < 0.5
 
 
-# --- Series vs DataFrame -----------------------------------------------------
+def test_one_row_group_result_vs_its_reset_index():
+    one = SALES[SALES.city == "Pune"].groupby("city")["amount"].sum()  # Pune 8.25
+    assert same_answer(one, one.reset_index())
 
 
-def test_series_becomes_frame_with_index_column():
-    counts = pd.Series([3, 1], index=pd.Index(["a", "b"], name="k"), name="n")
-    frame = pd.DataFrame({"key": ["a", "b"], "count": [3, 1]})
-    assert outputs_match(counts, frame)  # value_counts() vs reset frame
-    assert outputs_match(frame, counts)
-    assert equivalent(counts, frame)
-    assert not outputs_match(counts, pd.DataFrame({"key": ["a", "c"], "count": [3, 1]}))
-    # a reference Series with a meaningful index needs that index in the prediction
-    assert not outputs_match(pd.DataFrame({"count": [3, 1]}), counts)
+def test_integers_past_64_bits_are_exact():
+    assert not same_answer(2**70, 2**70 + 1)
 
 
-def test_series_with_default_index_vs_single_column_frame():
-    assert outputs_match(pd.DataFrame({"v": [1.5, 2.5]}), pd.Series([1.5, 2.5]))
-    assert outputs_match(pd.Series([1.5, 2.5]), pd.DataFrame({"v": [1.5, 2.5]}))
-    assert not outputs_match(pd.Series([1.5, 2.5]), pd.DataFrame({"v": [1.5, 9.0]}))
+def test_equal_keys_imply_same_answer_with_duplicate_column_names():
+    a = pd.DataFrame([[1, 2], [3, 4]], columns=["a", "a"])
+    b = a.iloc[:, ::-1]
+    assert answer_key(a) != answer_key(b) or same_answer(a, b)
 
 
-# --- DataFrame column-subset rule -------------------------------------------
+def test_equal_keys_for_equal_representations():
+    # what keeps majority linear: plain re-representations share one key
+    for a, b in [(BY_CITY, BY_CITY.to_frame()), (BY_CITY, BY_CITY.reset_index()), ([1, 2, 3], np.array([1, 2, 3])),
+                 (FRAME, FRAME[["rank", "name", "score"]]), (42, [42]), ("Paris\n", "Paris")]:
+        assert answer_key(a) == answer_key(b) and same_answer(a, b)
 
+
+# ------------------------------------------------------------------ covers
 
 REF = pd.DataFrame({"name": ["a", "b", "c"], "score": [1.0, 2.0, 3.0]})
 
 
-def test_extra_predicted_columns_are_fine():
-    pred = pd.DataFrame(
-        {"id": [1, 2, 3], "S": [1.0, 2.0, 3.0000001], "N": ["a", "b", "c"]}
-    )
-    assert outputs_match(pred, REF)  # other header names, other column order
+def test_covers_allows_extra_predicted_columns():
+    pred = pd.DataFrame({"id": [1, 2, 3], "S": [1.0, 2.0, 3.0000001], "N": ["a", "b", "c"]})
+    assert covers(pred, REF)
+    assert not same_answer(pred, REF)  # symmetric relation: extras count
+    assert not covers(REF, pred)  # a reference column the prediction lacks
 
 
-def test_missing_reference_column_is_not_fine():
-    pred = pd.DataFrame({"name": ["a", "b", "c"], "id": [7, 8, 9]})
-    assert not outputs_match(pred, REF)
-    # asymmetric: the wider frame as reference is not covered by the narrow one
-    wide = REF.assign(extra=[0, 0, 0])
-    assert outputs_match(wide, REF)
-    assert not outputs_match(REF, wide)
-    assert not equivalent(wide, REF)
+def test_covers_one_predicted_column_cannot_serve_two_reference_columns():
+    ref = pd.DataFrame({"x": [1, 2, 3], "y": [1, 2, 3]})
+    assert not covers(pd.DataFrame({"z": [1, 2, 3]}), ref)
+    assert not covers(pd.DataFrame({"z": [1, 2, 3], "w": [7, 8, 9]}), ref)
+    assert covers(pd.DataFrame({"z": [1, 2, 3], "w": [1.0, 2.0, 3.0]}), ref)
 
 
-def test_row_count_and_row_order_matter():
-    assert not outputs_match(REF.iloc[:2], REF)
-    assert not outputs_match(REF.iloc[::-1].reset_index(drop=True), REF)
-    assert not outputs_match(REF.assign(score=[1.0, 2.0, 3.01]), REF)
+def test_covers_needs_the_reference_group_keys():
+    assert covers(BY_CITY.reset_index(), BY_CITY)
+    assert covers(BY_CITY.reset_index().assign(rank=[1, 3, 2]), BY_CITY)
+    assert covers(BY_CITY.to_frame("total"), BY_CITY)
+    assert not covers(pd.DataFrame({"amount": BY_CITY.to_numpy()}), BY_CITY)  # keys missing
+    assert not covers(WRONG_KEY, BY_CITY)
+    assert not covers(SHUFFLED_KEYS, BY_CITY)
+    assert covers(BY_CITY, pd.Series(BY_CITY.to_numpy()))  # keys the reference lacks are extras
 
 
-def test_predicted_index_counts_as_a_column():
-    pred = pd.DataFrame({"score": [1.0, 2.0, 3.0]}, index=pd.Index(["a", "b", "c"], name="n"))
-    assert outputs_match(pred, REF)
+def test_covers_needs_the_reference_group_key_of_a_single_group():
+    ref = pd.Series([8.25], index=pd.Index(["Pune"], name="city"), name="amount")
+    assert not covers(pd.Series([8.25], index=pd.Index(["Rome"], name="city"), name="amount"), ref)
 
 
-def test_missing_values_in_frames_count_as_zero():
-    pred = pd.DataFrame({"v": [1.0, np.nan]})
-    assert outputs_match(pred, pd.DataFrame({"w": [1.0, 0.0]}))
-    assert not outputs_match(pred, pd.DataFrame({"w": [1.0, 5.0]}))
+def test_covers_same_meaningful_name_must_hold_the_same_values():
+    pred = pd.DataFrame({"score": [9.0, 9.0, 9.0], "other": [1.0, 2.0, 3.0], "name": ["a", "b", "c"]})
+    assert not covers(pred, REF)
 
 
-# --- one-element collections vs scalars -------------------------------------
+def test_covers_nan_is_only_nan():
+    ref = pd.DataFrame({"v": [1.0, np.nan]})
+    assert not covers(pd.DataFrame({"v": [1.0, 0.0]}), ref)
+    assert not covers(ref, pd.DataFrame({"v": [1.0, 0.0]}))
+    assert covers(pd.DataFrame({"v": [1.0, None], "e": [0, 0]}), ref)
+    assert not covers(0, np.nan)
 
 
-def test_one_element_collection_matches_scalar():
-    assert outputs_match([42], 42)
-    assert outputs_match(42.0, np.array([42]))
-    assert outputs_match(pd.Series([3.14], index=["mean"]), 3.14)
-    assert outputs_match(pd.DataFrame({"x": [7]}), 7)
-    assert outputs_match(["abc"], "abc")
-    assert not outputs_match([42, 43], 42)
-    assert not outputs_match([41], 42)
-    assert not outputs_match([], 0)
+def test_covers_integers_exact():
+    assert not covers(pd.DataFrame({"v": [1179161, 2]}), pd.DataFrame({"v": [1179160, 2]}))
+    assert not covers(pd.DataFrame({"v": [1179161.0, 2.5]}), pd.DataFrame({"v": [1179160.0, 2.5]}))
+    assert not covers(1179161, 1179160)
+    assert covers(1179160.0, 1179160)
 
 
-# --- scalars ----------------------------------------------------------------
+def test_covers_rows_and_scalars():
+    assert not covers(REF.iloc[:2], REF) and not covers(REF, REF.iloc[:2])
+    assert not covers(REF.iloc[::-1].reset_index(drop=True), REF)
+    assert covers([3.0], 3) and covers("Paris ", "Paris") and not covers("Lima", "Paris")
 
 
-def test_numeric_tolerance():
-    assert outputs_match(0.1 + 0.2, 0.3)
-    assert outputs_match(1.000001, 1.0)  # 1e-6 off
-    assert not outputs_match(1.001, 1.0)  # 1e-3 off
-    assert outputs_match(5, 5.0)
+# ------------------------------------------------------------------ majority
 
-
-def test_strings_exact_after_strip():
-    assert outputs_match("Paris", "Paris")
-    assert outputs_match("Paris\n", " Paris")
-    assert not outputs_match("paris", "Paris")
-    assert not outputs_match("New  York", "New York")
-
-
-def test_incomparable_types_are_false_not_errors():
-    assert not outputs_match("1", 1)
-    assert not outputs_match(True, 1)
-    assert not outputs_match(None, 0)
-    assert not outputs_match(object(), object())
-    assert not outputs_match(pd.DataFrame({"a": [1]}), {"a": "b"})
-    assert not outputs_match(lambda: 1, [1])
-    assert outputs_match(None, None)
-    assert outputs_match(pd.NA, pd.NA)
-
-    class Angry:
-        def __eq__(self, other):
-            raise RuntimeError("no")
-
-        __hash__ = object.__hash__
-
-    assert not outputs_match(Angry(), Angry())
-    assert not outputs_match([Angry()], [Angry()])
-
-
-def test_ragged_and_nested_values():
-    assert outputs_match([[1, 2], [3]], [[1, 2], [3.0000001]])
-    assert not outputs_match([[1, 2], [3]], [[1, 2], [4]])
-    assert outputs_match([pd.Series([1, 2]), "x"], [[1, 2], "x"])
-
-
-def test_equivalent_is_symmetric_match():
-    a = pd.DataFrame({"a": [1, 2]})
-    b = pd.DataFrame({"a": [1, 2], "b": [3, 4]})
-    assert outputs_match(b, a) and not outputs_match(a, b)
-    assert not equivalent(a, b) and not equivalent(b, a)
-    assert equivalent([1, 2], np.array([1.0, 2.0]))
-
-
-# --- clustering ---------------------------------------------------------------
-
-
-def test_cluster_groups_largest_first_ties_by_first_occurrence():
-    values = ["b", 1, np.float64(1.0000001), "b", [1], 2, "c", "c"]
-    assert cluster(values) == [[1, 2, 4], [0, 3], [6, 7], [5]]
-
-
-def test_cluster_tie_empty_and_own_equality():
-    assert cluster(["x", "y", "y", "x"]) == [[0, 3], [1, 2]]
-    assert cluster([]) == []
-    assert cluster(["A", "a", "b"], same=lambda x, y: x.lower() == y.lower()) == [[0, 1], [2]]
-
-
-# --- the one majority pick -----------------------------------------------------
-
-
-def test_majority_none_never_votes():
-    # None: a candidate that raised or printed nothing
+def test_none_never_votes():
     assert majority([None, None, None, "b", "a", "a"]) == [[4, 5], [3]]
     assert majority([None, None]) == [] and majority([]) == []
-    assert majority([1.0, 2.0, np.float64(2.0000001), [2], 3.0])[0] == [1, 2, 3]
 
 
-def test_majority_over_frames_votes_by_value():
-    ref = pd.DataFrame({"k": ["a", "b"], "v": [1, 2]})
-    s = pd.Series([1, 2], index=pd.Index(["a", "b"], name="k"))
-    groups = majority([pd.DataFrame({"v": [9, 9]}), s, ref.rename(columns={"v": "value"})])
-    assert groups == [[1, 2], [0]]
+def test_two_silent_candidates_cannot_outvote_one_answer():
+    assert majority([None, 42, None]) == [[1]]
+
+
+def test_largest_class_first_then_best_score_then_first_seen():
+    assert majority(["b", 1, np.float64(1.0000001), "b", [1], 2, "c", "c"]) == [[1, 2, 4], [0, 3], [6, 7], [5]]
+    assert majority(["x", "y", "y", "x"]) == [[0, 3], [1, 2]]
+    assert majority(["x", "y", "y", "x"], scores=[0.1, 0.2, 0.3, 0.0]) == [[2, 1], [0, 3]]
+
+
+def test_representative_is_the_member_most_like_the_others():
+    # 1.0 ~ 1.0+9e-7 ~ 1.0+1.8e-6, but 1.0 !~ 1.0+1.8e-6: one class through tolerance, the middle speaks for it
+    assert majority([1.0, 1.0 + 9e-7, 1.0 + 1.8e-6]) == [[1, 0, 2]]
+    assert not same_answer(1.0, 1.0 + 1.8e-6)
+    frames = [pd.DataFrame({"v": [1.0, 2.0]}) + d for d in (0.0, 9e-7, 1.8e-6)]
+    assert not same_answer(frames[0], frames[2])
+    assert majority(frames) == [[1, 0, 2]]
+
+
+def test_representative_ties_by_score_then_fewer_steps_then_earlier():
+    assert majority([5, 5.0, [5]], scores=[0.1, 0.9, 0.5]) == [[1, 2, 0]]
+    assert majority([5, 5, 5], scores=[0.5, 0.5, 0.5], steps=[3, 1, 2]) == [[1, 2, 0]]
+    assert majority([5, 5, 5], steps=[3, 1, 1]) == [[1, 2, 0]]
+    assert majority([5, 5, 5], scores=[None, 0.2, None], steps=[1, 9, 1]) == [[1, 0, 2]]
+
+
+def test_many_answers_few_values():
+    answers = [[i % 3, 10] for i in range(200)]
+    started = time.perf_counter()
+    groups = majority(answers)
+    assert time.perf_counter() - started < 5.0
+    assert [len(g) for g in groups] == [67, 67, 66]
+    assert [sorted(g) for g in groups] == [list(range(r, 200, 3)) for r in range(3)]
+
+
+def test_forms_and_values_vote_together():
+    forms = [as_form(BY_CITY), BY_CITY.reset_index(), as_form(WRONG_KEY), BY_CITY.to_frame(), None]
+    assert majority(forms) == [[0, 1, 3], [2]]
+
+
+def test_own_relation_for_text_answers():
+    same = lambda x, y: x.strip().lower() == y.strip().lower()  # noqa: E731
+    assert majority(["Lima", "oslo", "lima ", "OSLO", "Oslo", None], same=same) == [[1, 3, 4], [0, 2]]
+    assert majority(["A", "a", "b"], same=lambda x, y: x.lower() == y.lower()) == [[0, 1], [2]]

@@ -1,15 +1,30 @@
-"""Self-consistency voting over executed candidates; the typed request (no model, no kernel)."""
+"""Self-consistency voting over executed candidates; the answer form's round trip through a real kernel copy.
+
+The first part needs no kernel (ExecResults are built here with ``describe_value``,
+as a copy builds them); the last part runs cells in fork copies of one real,
+module-scoped ipykernel and checks that a value's form is the same on either
+side of the round trip.
+"""
+
+from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from jupyter_data_agent.context.model import NotebookContext
-from jupyter_data_agent.kernel.results import ExecResult, OutputItem, describe_value
-from jupyter_data_agent.search.base import Candidate, RunContext, TurnRequest
+from jupyter_data_agent.kernel.answer_form import answer_form
+from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.results import ExecResult, Limits, OutputItem, ValueHandle, describe_value
+from jupyter_data_agent.kernel.snapshot import SnapshotTree
+from jupyter_data_agent.prompts.parse import Step
+from jupyter_data_agent.search.base import Candidate, RunContext, SearchStats, TurnRequest
+from jupyter_data_agent.search.equivalence import same_answer
 from jupyter_data_agent.search.generate import sampling
 from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy
-from jupyter_data_agent.search.values import exec_output, handle_value
+from jupyter_data_agent.search.values import exec_output
 from jupyter_data_agent.search.vote import VoteStrategy, vote
 from tests.scripted_backend import ScriptedBackend
 
@@ -20,35 +35,82 @@ def ran(value=None, *, status="ok", printed=""):
                       value=describe_value(value) if value is not None else None)
 
 
-def test_handles_rebuild_frames_series_and_arrays():
-    df = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
-    assert handle_value(describe_value(df)).equals(df)
-    s = df.set_index("b")["a"]
-    rebuilt = handle_value(describe_value(s))
-    assert list(rebuilt.index) == ["x", "y"] and rebuilt.name == "a"
-    assert np.array_equal(handle_value(describe_value(np.arange(3))), np.arange(3))
-    assert handle_value(describe_value(7)) == 7
+# ------------------------------------------------------------------ exec_output and handles
+
+def test_exec_output_is_the_value_form():
+    s = pd.Series([3, 1], index=pd.Index(["Lima", "Oslo"], name="city"))
+    assert exec_output(ran(s)) == answer_form(s)
+    assert exec_output(ran(7)) == answer_form(7)
 
 
-def test_printed_text_is_the_value_without_an_expression():
-    assert exec_output(ran(printed="3\n")) == "3"
+def test_printed_text_is_the_answer_without_an_expression():
+    assert exec_output(ran(printed="3\n")) == answer_form("3")
+    assert exec_output(ran(printed="  Lima \n")) == answer_form("Lima")
+    assert exec_output(ran(4, printed="noise\n")) == answer_form(4)  # the value wins over printed text
+
+
+def test_errors_and_silence_give_no_answer():
     assert exec_output(ran()) is None
+    assert exec_output(ran(printed="  \n")) is None
     assert exec_output(ran(7, status="error")) is None
     assert exec_output(None) is None
 
 
+def test_a_value_without_a_form_gives_no_answer():
+    class Unlistable(list):
+        def __iter__(self):
+            raise RuntimeError("no")
+
+    handle = describe_value(Unlistable([1, 2]))
+    assert handle.form is None
+    assert exec_output(ExecResult(status="ok", value=handle)) is None
+
+
+def test_value_handle_carries_the_form_through_json_but_not_to_browsers():
+    df = pd.DataFrame({"a": np.arange(100), "b": ["x"] * 100})
+    handle = describe_value(df, max_items=10)
+    assert handle.truncated and handle.form == answer_form(df)
+    assert ValueHandle.from_json(json.loads(json.dumps(handle.to_json()))).form == handle.form
+    assert "form" not in handle.to_json(form=False)
+    result = ExecResult(status="ok", value=handle)
+    assert "form" not in result.to_json(form=False)["value"]
+    assert ExecResult.from_json(json.loads(json.dumps(result.to_json()))).value.form == handle.form
+
+
+def test_describe_value_form_budget():
+    df = pd.DataFrame({"a": np.arange(100), "b": np.arange(100) * 0.5})
+    form = describe_value(df, form_cells=150).form
+    assert "values" in form["cols"][0] and "values" not in form["cols"][1]
+    assert form["cols"][1]["digest"] == answer_form(df)["cols"][1]["digest"]
+
+
+# ------------------------------------------------------------------ vote
+
 def test_largest_cluster_wins_and_errors_do_not_vote():
-    series = pd.Series([3, 1], index=["Lima", "Oslo"])
+    series = pd.Series([3, 1], index=pd.Index(["Lima", "Oslo"], name="city"))
     candidates = [
         Candidate("a", result=ran(pd.Series([9], index=["Pune"]))),
         Candidate("b", result=ran(series)),
         Candidate("c", result=ran(status="error")),
         Candidate("d", result=ran(series.to_frame("n"))),
         Candidate("e", result=ran(status="error")),
+        Candidate("f", result=ran(series.reset_index())),
     ]
-    chosen = vote(candidates)
+    stats = SearchStats()
+    chosen = vote(candidates, stats)
     assert chosen.code == "b"
-    assert [c.support for c in candidates] == [1, 2, 1, 2, 1]
+    assert [c.support for c in candidates] == [1, 3, 1, 3, 1, 3]
+    assert stats.classes == [3, 1]
+
+
+def test_wrong_group_keys_do_not_join_the_vote():
+    right = pd.Series([3, 1], index=pd.Index(["Lima", "Oslo"], name="city"))
+    wrong = pd.Series([3, 1], index=pd.Index(["Lima", "Rome"], name="city"))
+    candidates = [Candidate("w1", result=ran(wrong)), Candidate("r1", result=ran(right)),
+                  Candidate("w2", result=ran(wrong.reset_index())), Candidate("r2", result=ran(right.to_frame())),
+                  Candidate("r3", result=ran(right.to_numpy().tolist()))]  # keys dropped: a third answer
+    assert vote(candidates).code == "w1"  # two against two, no scores: the class seen first
+    assert [c.support for c in candidates] == [2, 2, 2, 2, 1]
 
 
 def test_no_error_free_candidate_means_no_vote():
@@ -60,6 +122,18 @@ def test_silent_cells_do_not_outvote_the_answer():
                   Candidate("c", result=ran(42))]
     assert vote(candidates).code == "c"
     assert candidates[2].support == 1
+
+
+def test_tie_goes_to_the_higher_score_then_fewer_steps():
+    candidates = [Candidate("a", result=ran(1.0), score=0.2), Candidate("b", result=ran(1.0000001), score=0.7),
+                  Candidate("c", result=ran(2.0), score=0.9)]
+    assert vote(candidates).code == "b"  # sizes 2 vs 1: size first, then the member with the higher score
+    candidates.append(Candidate("d", result=ran([2]), score=0.1))
+    assert vote(candidates).code == "c"  # 2 vs 2: the class with the best score
+    short, long = [Step(1, "x", "")], [Step(1, "x", ""), Step(2, "y", "")]
+    same = [Candidate("long", steps=long, result=ran(5), score=0.5),
+            Candidate("short", steps=short, result=ran(5.0), score=0.5)]
+    assert vote(same).code == "short"
 
 
 def test_a_strategy_refuses_another_strategys_options():
@@ -76,3 +150,119 @@ def test_sampling_follows_the_policy():
     assert (one.temperature, one.max_tokens, one.stop, one.seed) == (0.1, 77, ("#",), 7)
     assert (many.n, many.temperature, many.seed) == (4, 0.9, 5)
     assert sampling(request, 1, temperature=0.7).temperature == 0.7
+
+
+# ------------------------------------------------------------------ round trip through a real kernel copy
+
+SETUP = """
+import numpy as np, pandas as pd
+sales = pd.DataFrame({"city": ["Lima", "Oslo", "Pune", "Lima", "Oslo", "Pune"],
+                      "amount": [3.5, np.nan, 2.25, 4.0, np.nan, 6.0]})
+by_city = sales.groupby("city")["amount"].mean()
+stamps = pd.DataFrame({"when": pd.date_range("2021-03-27", periods=4, freq="12h", tz="Europe/Paris"),
+                       "n": [1, 2, 3, 4]}).set_index("when")
+big = pd.DataFrame({"i": np.arange(1200), "x": np.arange(1200) * 0.1, "s": [f"r{i}" for i in range(1200)]})
+huge = pd.DataFrame({"x": np.arange(60_000) * 0.5})
+"""
+
+EXPRESSIONS = [
+    "by_city",
+    "by_city.reset_index()",
+    "by_city.fillna(0)",
+    "stamps",
+    "stamps.reset_index()",
+    "big",
+    "big.head(60)",
+    "huge",
+    "{'mean': by_city.mean(), 'cities': list(by_city.index)}",
+    "by_city.max()",
+]
+
+
+@pytest.fixture(scope="module")
+def local():
+    namespace: dict = {}
+    exec(SETUP, namespace)
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory):
+    nb = tmp_path_factory.mktemp("notebook")
+    km, kc = start_kernel(cwd=nb)
+    tree = None
+    try:
+        reply = kc.execute_interactive(SETUP, timeout=120)
+        assert reply["content"]["status"] == "ok"
+        tree = SnapshotTree.from_blocking_client(kc, notebook_dir=str(nb), limits=Limits(timeout_s=60))
+        node = tree.root.fork()
+        yield node
+    finally:
+        if tree is not None:
+            tree.close()
+        stop_kernel(km, kc)
+
+
+@pytest.fixture(scope="module")
+def remote(copy):
+    """Each expression's answer as it came back from the copy."""
+    out = {}
+    for expr in EXPRESSIONS:
+        result = copy.exec(expr)
+        assert result.ok, (expr, result.text())
+        out[expr] = exec_output(result)
+    return out
+
+
+@pytest.mark.parametrize("expr", EXPRESSIONS)
+def test_the_form_from_a_copy_is_the_form_built_here(expr, local, remote):
+    here = answer_form(eval(expr, local))
+    assert remote[expr] == here
+    assert same_answer(remote[expr], eval(expr, local))
+
+
+def test_the_copy_keeps_the_details(remote):
+    stamps = remote["stamps"]
+    assert stamps["index"][0]["kind"] == "time" and stamps["index"][0]["tz"] == "Europe/Paris"
+    by_city = remote["by_city"]
+    assert by_city["cols"][0]["nulls"] == 1 and by_city["index"][0]["values"] == ["Lima", "Oslo", "Pune"]
+    assert remote["big"]["rows"] == 1200 and len(remote["big"]["cols"][2]["values"]) == 1200
+    huge = remote["huge"]["cols"][0]
+    assert huge["n"] == 60_000 and "values" not in huge  # past the copy's budget: digests only
+
+
+PAIRS = [
+    ("by_city", "by_city.reset_index()", True),
+    ("stamps", "stamps.reset_index()", True),
+    ("by_city", "by_city.fillna(0)", False),
+    ("big", "big.head(60)", False),
+    ("by_city", "stamps", False),
+]
+
+
+@pytest.mark.parametrize("a, b, expected", PAIRS)
+def test_same_answer_agrees_before_and_after_the_round_trip(a, b, expected, local, remote):
+    va, vb = eval(a, local), eval(b, local)
+    assert same_answer(va, vb) is expected
+    assert same_answer(remote[a], remote[b]) is expected
+    assert same_answer(remote[a], vb) is expected and same_answer(va, remote[b]) is expected
+
+
+def test_printed_answer_from_a_copy(copy):
+    result = copy.exec("print(by_city.max())")
+    assert exec_output(result) == answer_form("4.125")
+
+
+def test_vote_over_real_copies(copy):
+    codes = ["by_city", "by_city.fillna(0)", "by_city.reset_index()", "1 / 0", "unused = 1",
+             "sales.groupby('city')['amount'].mean().to_frame('avg')"]
+    candidates = []
+    for code in codes:
+        child = copy.fork()
+        try:
+            candidates.append(Candidate(code, result=child.exec(code)))
+        finally:
+            child.close()
+    chosen = vote(candidates)
+    assert chosen.code == "by_city"
+    assert [c.support for c in candidates] == [3, 1, 3, 1, 1, 3]

@@ -28,7 +28,7 @@ notebook would).
 
 Scoring: a sample is right when it ran without error and its output (the
 cell's last value, else its printed text) matches the reference output under
-:func:`~jupyter_data_agent.search.equivalence.outputs_match`. Per turn:
+:func:`~jupyter_data_agent.search.equivalence.covers`. Per turn:
 pass@k with the unbiased estimator over the N requested samples (a sample
 without code counts as wrong), and self-consistency (the largest cluster of
 equivalent outputs votes; errors never vote). Reported: means over turns,
@@ -202,9 +202,9 @@ def score_samples(outputs: Sequence[Any], oks: Sequence[bool], reference: Any, n
                   ks: Sequence[int], pick: int | None) -> dict:
     """Correctness per sample, pass@k (n requested samples), and whether the
     product's own pick (``SearchResult.chosen``, index ``pick``) is right."""
-    from ..search.equivalence import outputs_match
+    from ..search.equivalence import covers
 
-    correct = [bool(ok) and o is not None and outputs_match(o, reference)
+    correct = [bool(ok) and o is not None and covers(o, reference)
                for o, ok in zip(outputs, oks)]
     c = sum(correct)
     n = max(n, len(outputs))

@@ -702,7 +702,7 @@ def run_captured(code: str) -> ExecResult:
              "ScratchQuotaExceeded": "disk"}.get(ename or "")
     value = None
     if sink.value is not _NOVALUE and sink.value is not None:
-        value = describe_value(sink.value, state.limits.max_value_items)
+        value = describe_value(sink.value, state.limits.max_value_items, state.limits.max_form_cells)
     sink.value = _NOVALUE  # drop the reference; `_` in the namespace keeps it
     return ExecResult(status="error" if failed else "ok", outputs=outputs, value=value,
                       ename=ename, evalue=evalue, traceback=tb, duration_s=duration,

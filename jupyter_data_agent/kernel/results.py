@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from .answer_form import BUDGET_CELLS, answer_form
+
 TRUNCATION_MARKER = "\n... [output truncated: {n} more characters]"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -55,7 +57,8 @@ class Limits:
     max_capture_bytes: int = 1 << 20  # C-level/subprocess output kept per exec and stream
     max_file_bytes: int = 512 << 20  # RLIMIT_FSIZE: largest file a copy may write
     max_scratch_bytes: int = 1 << 30  # all files in scratch together (checked after exec)
-    max_value_items: int = 50  # rows/columns/elements in a ValueHandle
+    max_value_items: int = 50  # rows/columns/elements a ValueHandle shows
+    max_form_cells: int = BUDGET_CELLS  # values kept in a ValueHandle's form (digests beyond)
     fork_timeout_s: float = 30.0
 
     def to_json(self) -> dict:
@@ -194,26 +197,32 @@ class OutputItem:
 
 @dataclass
 class ValueHandle:
-    """A compact, comparable description of a cell's last value.
+    """A cell's last value: a bounded sample to show, and its form to compare.
 
-    ``value`` is JSON-able: scalars as is, containers capped, a Series as
-    {name, dtype, index, values}, a DataFrame as {columns, dtypes, index, values}.
+    ``value`` is JSON-able and capped (``truncated`` says so): scalars as is, a
+    Series as {name, dtype, index, values}, a DataFrame as {columns, dtypes,
+    index, values}. ``form`` (``kernel.answer_form``) is the lossless canonical
+    form every vote and score compares; it stays on the server (``to_json(form=False)``).
     """
 
     type: str
     shape: list[int] | None = None
     value: Any = None
     truncated: bool = False
+    form: dict | None = None
 
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+    def to_json(self, *, form: bool = True) -> dict:
+        d = dataclasses.asdict(self)
+        if not form:
+            del d["form"]
+        return d
 
     @classmethod
     def from_json(cls, d: dict | None) -> "ValueHandle | None":
         if d is None:
             return None
         return cls(type=d.get("type", "?"), shape=d.get("shape"), value=d.get("value"),
-                   truncated=bool(d.get("truncated", False)))
+                   truncated=bool(d.get("truncated", False)), form=d.get("form"))
 
 
 @dataclass
@@ -254,8 +263,12 @@ class ExecResult:
         return "".join(o.text or "" for o in self.outputs
                        if o.output_type == "stream" and o.name == name)
 
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+    def to_json(self, *, form: bool = True) -> dict:
+        """Plain JSON; ``form=False`` leaves out the value's canonical form (for browsers)."""
+        d = dataclasses.asdict(self)
+        if d["value"] is not None and not form:
+            del d["value"]["form"]
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "ExecResult":
@@ -338,8 +351,17 @@ def jsonable(x: Any, max_items: int = 50, depth: int = 0) -> tuple[Any, bool]:
     return r[:200], len(r) > 200
 
 
-def describe_value(obj: Any, max_items: int = 50) -> ValueHandle:
-    """Structured handle on a cell's last value, so candidates can be compared."""
+def describe_value(obj: Any, max_items: int = 50, form_cells: int = BUDGET_CELLS) -> ValueHandle:
+    """A cell's last value: its shown sample and its canonical form."""
+    handle = _sample_value(obj, max_items)
+    try:
+        handle.form = answer_form(obj, budget_cells=form_cells)
+    except Exception:  # noqa: BLE001 - an odd object gets no form, and so never votes
+        handle.form = None
+    return handle
+
+
+def _sample_value(obj: Any, max_items: int) -> ValueHandle:
     pd = sys.modules.get("pandas")
     np = sys.modules.get("numpy")
     try:

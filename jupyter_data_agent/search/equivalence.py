@@ -1,427 +1,370 @@
-"""Fuzzy output equivalence in the style of ARCADE (Yin et al., 2022).
+"""When two answers are the same: the vote's relation and ARCADE's scorer.
 
-Notebook answers are judged by the *value* a cell produces, and the same
-answer comes in many shapes (a Series vs. a one-column frame, a list vs. an
-ndarray, ``np.float64`` vs. ``float``).  Self-consistency voting and
-evaluation both need to treat those as one answer, so comparison is lenient
-about containers, headers and index but strict about values.
+Both work on canonical forms (``kernel.answer_form``), built the same way in a
+kernel copy and in-process, so a value compares alike on either side of the
+round trip. Python values are turned into forms on the way in.
 
-Rules, applied in order by :func:`outputs_match` (prediction, reference):
+* :func:`same_answer` (symmetric, clusters votes): equal up to representation.
+  A Series, a one-column frame, a list and a 1-D array are one column; a
+  non-default index is key columns (so ``reset_index`` of group keys changes
+  nothing) and a default ``0..n-1`` index is nothing; column order does not
+  count, and names count only where both sides use the same meaningful name
+  (so renamed columns are the same answer and swapped ones are not). Rows
+  keep their order, shapes are exact. Floats match within ``RTOL``/``ATOL``,
+  integral values exactly; a missing cell (NaN, None, NaT) equals only a
+  missing cell; strings are exact (a bare string answer ignores surrounding
+  whitespace, a printing artefact). A one-element collection equals its
+  element.
+* :func:`covers` (prediction, reference) scores against a reference as
+  ARCADE does: extra predicted columns are allowed, each reference column
+  (its meaningful index included) needs its own predicted column.
 
-1. Normalisation: numpy scalars become Python values (``np.datetime64`` ->
-   ``pd.Timestamp``); a float NaN becomes ``0.0``.  Inside arrays, Series, frames and value lists every
-   missing marker (NaN, None, pd.NA, NaT) counts as 0, since pandas uses
-   them interchangeably; a bare scalar ``None`` still only equals ``None``
-   (a cell that produced nothing is not the answer 0).
-2. Strict equality: same type and ``DataFrame.equals`` / ``np.array_equal`` /
-   ``==``.
-3. Scalars: numbers (not ``bool``) match within ``atol=1e-5`` (plus
-   ``rtol=1e-5``, the ``np.allclose`` rule, so large floats are not held to
-   an absolute bound they cannot represent); ``bool`` only equals ``bool``;
-   strings compare exactly **after stripping surrounding whitespace** (a
-   trailing newline is a formatting artefact, not a different answer; case
-   and inner whitespace still count); a string never equals a number.
-4. A one-element collection (list, tuple, set, ndarray, Series, 1x1 frame)
-   matches a scalar, in either direction.
-5. A Series compared with a DataFrame becomes ``to_frame().reset_index()``
-   (the reference keeps a default ``RangeIndex`` out, since it carries no
-   information).
-6. Two DataFrames with the same row count, where the prediction has at least
-   as many columns, match when every reference column equals (as a value
-   vector, rows in the given order, float tolerance) some predicted column.
-   Headers are ignored, a predicted column may serve several reference
-   columns, and the levels of a non-default predicted index count as extra
-   predicted columns (the same idea as rule 5).
-7. Other collection pairs (list, tuple, set, ndarray, Series, DataFrame,
-   Index) compare as value arrays ignoring headers and index: equal shapes
-   (after squeezing length-1 axes) and ``np.allclose(atol=1e-5)`` for numeric
-   data, element-wise fuzzy equality otherwise.  Sets are sorted first (both
-   sides), since their iteration order is arbitrary.
-8. Dicts: dict vs. dict needs the same keys and matching values; a dict vs.
-   another collection is compared as ``pd.Series(dict)``.
-
-Everything else, and any exception raised while comparing, is ``False``.
-:func:`outputs_match` is asymmetric (rule 6); :func:`equivalent` requires a
-match both ways and is what :func:`cluster` uses. :func:`majority` is the one
-self-consistency pick (``vote``, ``mcts``, the ARCADE benchmark).
+Columns are compared by content digest first; values, where the form kept
+them, settle float tolerance; past the form's budget the digests decide
+(never a prefix). Clustering groups by :func:`answer_key` (equal keys imply
+the same answer) and compares only one member per key, so it is linear in the
+number of answers for the usual few distinct ones.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-import numbers
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-import pandas as pd
+from ..kernel.answer_form import answer_form, is_form
 
-__all__ = ["ATOL", "RTOL", "cluster", "equivalent", "majority", "outputs_match"]
+__all__ = ["ATOL", "RTOL", "answer_key", "as_form", "covers", "majority", "same_answer"]
 
-ATOL = 1e-5
-RTOL = 1e-5
-_MAX_DEPTH = 40
-
-
-# --------------------------------------------------------------------------
-# normalisation helpers
+RTOL = 1e-6
+ATOL = 1e-8
+_GENERIC_NAMES = (None, "", "index", "values", "value", "0", "count", "size")
 
 
-def _normalize(x: Any) -> Any:
-    if isinstance(x, np.datetime64):
-        return pd.Timestamp(x)
-    if isinstance(x, np.timedelta64):
-        return pd.Timedelta(x)
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and math.isnan(x):
-        return 0.0
-    return x
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, numbers.Number) and not isinstance(x, bool)
-
-
-def _is_collection(x: Any) -> bool:
-    return isinstance(
-        x, (list, tuple, set, frozenset, dict, np.ndarray, pd.Series, pd.DataFrame, pd.Index)
-    )
-
-
-def _default_index(idx: pd.Index) -> bool:
-    return (
-        isinstance(idx, pd.RangeIndex)
-        and idx.start == 0
-        and idx.step == 1
-        and idx.name is None
-    )
-
-
-def _size(x: Any) -> int:
-    if isinstance(x, (np.ndarray, pd.Series, pd.DataFrame, pd.Index)):
-        return int(x.size)
-    return len(x)
-
-
-def _single(x: Any) -> Any:
-    """The only element of a one-element collection."""
-    if isinstance(x, (np.ndarray, pd.Series, pd.DataFrame, pd.Index)):
-        return np.asarray(x, dtype=object).ravel()[0]
-    if isinstance(x, dict):
-        return next(iter(x.values()))
-    return next(iter(x))
-
-
-def _sorted_list(xs: Any) -> list:
-    items = [_normalize(v) for v in xs]
-    try:
-        return sorted(items)
-    except TypeError:
-        return sorted(items, key=repr)
-
-
-# --------------------------------------------------------------------------
-# strict and scalar comparison
-
-
-def _strict_equal(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    try:
-        if isinstance(a, (pd.DataFrame, pd.Series, pd.Index)):
-            return bool(a.equals(b))
-        if isinstance(a, np.ndarray):
-            return a.shape == b.shape and bool(np.array_equal(a, b))
-        r = a == b
-        return isinstance(r, (bool, np.bool_)) and bool(r)
-    except Exception:
-        return False
-
-
-def _scalar_match(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) and _is_number(b):
-        try:
-            fa, fb = complex(a), complex(b)
-        except (TypeError, ValueError, OverflowError):
-            return False
-        if fa == fb:
-            return True
-        return abs(fa - fb) <= ATOL + RTOL * abs(fb)
-    if isinstance(a, str) or isinstance(b, str):
-        return isinstance(a, str) and isinstance(b, str) and a.strip() == b.strip()
-    if a is None or b is None:
-        return a is b
-    if _is_number(a) != _is_number(b):
-        return False
-    try:
-        r = a == b
-    except Exception:
-        return False
-    return isinstance(r, (bool, np.bool_)) and bool(r)
-
-
-# --------------------------------------------------------------------------
-# array comparison
-
-
-def _is_missing(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
-
-
-def _numeric(arr: np.ndarray) -> np.ndarray | None:
-    """A float/complex copy of ``arr`` with missing values as 0, or None.
-
-    Bools are deliberately not numeric, matching the scalar rule.
-    """
-    kind = arr.dtype.kind
-    if kind in "iu":
-        return arr.astype(np.float64)
-    if kind in "fc":
-        out = arr.astype(np.complex128 if kind == "c" else np.float64)
-        return np.where(np.isnan(out), 0, out)
-    if kind != "O" or arr.size == 0:
+def as_form(x: Any) -> dict | None:
+    """The canonical form of a value (a form stays as it is); ``None`` stays ``None``."""
+    if x is None:
         return None
-    vals = []
-    seen_number = False
-    for v in arr.ravel():
-        if isinstance(v, np.generic):
-            v = v.item()
-        if _is_missing(v):
-            vals.append(0)
-        elif _is_number(v):
-            seen_number = True
-            vals.append(v)
+    return x if is_form(x) else answer_form(x)
+
+
+def same_answer(a: Any, b: Any) -> bool:
+    """Whether two answers say the same (symmetric; see the module docstring)."""
+    fa, fb = as_form(a), as_form(b)
+    if fa is None or fb is None:
+        return False
+    return _same(_unwrap(fa), _unwrap(fb), strip=True)
+
+
+def covers(prediction: Any, reference: Any) -> bool:
+    """Whether ``prediction`` answers ``reference`` under ARCADE's lenient rules."""
+    fp, fr = as_form(prediction), as_form(reference)
+    if fp is None or fr is None:
+        return False
+    p, r = _unwrap(fp), _unwrap(fr)
+    if p["k"] == "table" and r["k"] == "table":
+        return p["rows"] == r["rows"] and _assign(_columns(r), _columns(p), all_right=False)
+    return _same(p, r, strip=True)
+
+
+# ------------------------------------------------------------------ shapes
+
+def _unwrap(node: dict) -> dict:
+    """A one-element collection is its element (unless an index labels it: a
+    one-row group result keeps its key)."""
+    while True:
+        if node["k"] == "table" and node["rows"] == 1 and len(node["cols"]) == 1 and not node["index"]:
+            inner = _cell(node["cols"][0], 0)
+            if inner is None:
+                return node
+            node = inner
+        elif node["k"] == "seq" and node["n"] == 1 and node["items"]:
+            node = node["items"][0]
         else:
-            return None  # bail out on the first non-number
-    if not seen_number:
+            return node
+
+
+def _cell(col: dict, i: int) -> dict | None:
+    """Row ``i`` of a column as a scalar node, when the form kept its values."""
+    if "values" not in col:
         return None
-    for dt in (np.float64, np.complex128):
-        try:
-            return np.array(vals, dtype=dt).reshape(arr.shape)
-        except (TypeError, ValueError, OverflowError):
-            continue
-    return None
+    v = col["values"][i]
+    if col["kind"] == "obj":
+        return v
+    if v is None:
+        return {"k": "scalar", "t": "missing", "v": None}
+    if col["kind"] == "num":
+        tag = "int" if col.get("integral") else "float"
+        return {"k": "scalar", "t": tag, "v": v}
+    node = {"k": "scalar", "t": col["kind"], "v": v}
+    if col["kind"] == "time":
+        node["tz"] = col.get("tz")
+    return node
 
 
-def _quick_equal(a: np.ndarray, b: np.ndarray) -> bool:
+def _columns(table: dict) -> list[dict]:
+    return list(table["index"]) + list(table["cols"])
+
+
+def _generic(name: Any) -> bool:
+    return isinstance(name, int) or name in _GENERIC_NAMES
+
+
+# ------------------------------------------------------------------ comparison
+
+def _same(x: dict, y: dict, *, strip: bool = False) -> bool:
+    if x["k"] != y["k"]:
+        return False
+    if x["k"] == "scalar":
+        return _scalars_same(x, y, strip=strip)
+    if x["k"] == "table":
+        if x["rows"] != y["rows"]:
+            return False
+        cx, cy = _columns(x), _columns(y)
+        return len(cx) == len(cy) and _assign(cx, cy, all_right=True)
+    if x["n"] != y["n"] or len(x["items"]) != len(y["items"]):
+        return False
+    if x["k"] == "dict":
+        return all(_same(kx, ky) and _same(_unwrap(vx), _unwrap(vy))
+                   for (kx, vx), (ky, vy) in zip(x["items"], y["items"]))
+    return all(_same(_unwrap(a), _unwrap(b)) for a, b in zip(x["items"], y["items"]))
+
+
+def _scalars_same(x: dict, y: dict, *, strip: bool = False) -> bool:
+    tx, ty = x["t"], y["t"]
+    numeric = ("int", "float")
+    if tx in numeric and ty in numeric:
+        return _numbers_same(x["v"], y["v"])
+    if tx != ty:
+        return False
+    if tx == "str" and strip:
+        return x["v"].strip() == y["v"].strip()
+    if tx == "time":
+        return x["v"] == y["v"] and x.get("tz") == y.get("tz")
+    if tx == "other":
+        return x["v"] == y["v"] and x.get("type") == y.get("type")
+    return x["v"] == y["v"]
+
+
+def _num(v: Any) -> float | int:
+    """A form's number: ints past 64 bits and infinities travel as text."""
+    if not isinstance(v, str):
+        return v
     try:
-        return bool(np.array_equal(a, b))
-    except Exception:
+        return int(v)
+    except ValueError:
+        return float(v)
+
+
+def _numbers_same(a: Any, b: Any) -> bool:
+    a, b = _num(a), _num(b)
+    if a == b:
+        return True
+    if isinstance(a, int) and isinstance(b, int):
         return False
+    if _integral(a) and _integral(b):
+        return False  # integral values are exact, whatever their type
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return abs(a - b) <= ATOL + RTOL * max(abs(a), abs(b))
 
 
-def _to_array(x: Any) -> np.ndarray | None:
+def _integral(v: float | int) -> bool:
+    return isinstance(v, int) or (math.isfinite(v) and v == int(v))
+
+
+def _columns_same(a: dict, b: dict) -> bool:
+    if a["n"] != b["n"]:
+        return False
+    if a["digest"] == b["digest"] and a["kind"] == b["kind"]:
+        return True
+    kinds = {a["kind"], b["kind"]}
+    if kinds == {"num"}:
+        if a.get("integral") and b.get("integral"):
+            return False  # exact digests differ: some integral value differs
+        if "values" in a and "values" in b:
+            return _number_lists_same(a["values"], b["values"])
+        return bool(set(a.get("q", ())) & set(b.get("q", ())))
+    if "obj" in kinds and "values" in a and "values" in b:
+        return all(_same(_cell(a, i) or {"k": "?"}, _cell(b, i) or {"k": "?"}) for i in range(a["n"]))
+    return False  # str, bool, time and delta columns are equal exactly or not at all
+
+
+def _number_lists_same(xs: list, ys: list) -> bool:
     try:
-        if isinstance(x, pd.DataFrame):
-            return x.to_numpy()
-        if isinstance(x, (pd.Series, pd.Index)):
-            return x.to_numpy()
-        if isinstance(x, np.ndarray):
-            return np.asarray(x)  # np.matrix never squeezes to 1-D
-        if isinstance(x, (set, frozenset)):
-            return _array_from_list(_sorted_list(x))
-        if isinstance(x, (list, tuple)):
-            return _array_from_list(list(x))
-    except Exception:
-        return None
-    return None
-
-
-def _array_from_list(xs: list) -> np.ndarray | None:
-    # dtype=object: letting numpy pick a dtype would turn [1, "a"] into strings
-    if any(isinstance(v, (dict, pd.DataFrame, pd.Series, set, frozenset)) for v in xs):
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            arr = np.asarray(xs, dtype=object)
-        except (ValueError, TypeError):
-            return None
-    if arr.dtype.kind == "O" and arr.ndim == 1 and any(_is_collection(v) for v in xs):
-        return None  # ragged: compare element-wise instead
-    return arr
-
-
-def _arrays_match(a: np.ndarray, b: np.ndarray, depth: int) -> bool:
-    if a.shape != b.shape:
-        a, b = np.squeeze(a), np.squeeze(b)
-        if a.shape != b.shape:
-            return False
-    if a.size == 0:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with pandas
+        return all((x is None and y is None) or (x is not None and y is not None and _numbers_same(x, y))
+                   for x, y in zip(xs, ys))
+    a = np.array([math.nan if v is None else _num(v) for v in xs], dtype=np.float64)
+    b = np.array([math.nan if v is None else _num(v) for v in ys], dtype=np.float64)
+    ma, mb = np.isnan(a), np.isnan(b)
+    if not np.array_equal(ma, mb):
+        return False
+    a, b = a[~ma], b[~mb]
+    exact = a == b
+    if exact.all():
         return True
-    na, nb = _numeric(a), _numeric(b)
-    if na is not None and nb is not None:
-        return bool(np.allclose(na, nb, atol=ATOL, rtol=RTOL))
-    if _quick_equal(a, b):
-        return True
-    # lazy, so a mismatching column fails at its first differing element
-    return all(
-        _match(_missing_to_zero(x), _missing_to_zero(y), depth + 1)
-        for x, y in zip(a.ravel(), b.ravel())
-    )
+    ia = np.isfinite(a) & (a == np.round(a))
+    ib = np.isfinite(b) & (b == np.round(b))
+    if np.any(~exact & ia & ib):
+        return False  # two integral values that differ
+    with np.errstate(all="ignore"):
+        close = np.abs(a - b) <= ATOL + RTOL * np.maximum(np.abs(a), np.abs(b))
+    return bool(np.all(exact | (close & np.isfinite(a) & np.isfinite(b))))
 
 
-def _missing_to_zero(v: Any) -> Any:
-    """Inside arrays, Series and frames every missing marker counts as 0."""
-    v = _normalize(v)
-    if v is None or v is pd.NA or v is pd.NaT:
-        return 0.0
-    return v
+def _assign(left: list[dict], right: list[dict], *, all_right: bool) -> bool:
+    """A one-to-one assignment of every ``left`` column to an equal ``right`` column.
 
-
-def _vectors_match(a: np.ndarray, b: np.ndarray, depth: int) -> bool:
-    return len(a) == len(b) and _arrays_match(a, b, depth)
-
-
-# --------------------------------------------------------------------------
-# frames
-
-
-def _series_to_frame(s: pd.Series, *, keep_default_index: bool) -> pd.DataFrame:
-    if not keep_default_index and _default_index(s.index):
-        return s.to_frame()
-    return s.to_frame().reset_index(allow_duplicates=True)
-
-
-def _frame_columns(df: pd.DataFrame, *, with_index: bool) -> list[np.ndarray]:
-    cols = [df.iloc[:, i].to_numpy() for i in range(df.shape[1])]
-    if with_index and not _default_index(df.index):
-        levels = [
-            df.index.get_level_values(i).to_numpy() for i in range(df.index.nlevels)
-        ]
-        cols = levels + cols
-    return cols
-
-
-def _frames_match(pred: pd.DataFrame, ref: pd.DataFrame, depth: int) -> bool:
-    if len(pred) != len(ref):
-        return False
-    if ref.shape[1] == 0:
-        return pred.shape[1] == 0
-    pcols = _frame_columns(pred, with_index=True)
-    rcols = _frame_columns(ref, with_index=False)
-    if len(pcols) < len(rcols):
-        return False
-    return all(any(_vectors_match(p, r, depth) for p in pcols) for r in rcols)
-
-
-# --------------------------------------------------------------------------
-# dispatcher
-
-
-def _match(pred: Any, ref: Any, depth: int = 0) -> bool:
-    if depth > _MAX_DEPTH:
-        return False
-    pred, ref = _normalize(pred), _normalize(ref)
-    if pred is ref or _strict_equal(pred, ref):
-        return True
-    pc, rc = _is_collection(pred), _is_collection(ref)
-    if not pc and not rc:
-        return _scalar_match(pred, ref)
-    if pc != rc:  # rule 4
-        coll, other = (pred, ref) if pc else (ref, pred)
-        try:
-            if _size(coll) != 1:
-                return False
-            elem = _single(coll)
-        except Exception:
-            return False
-        return _match(elem, other, depth + 1) if pc else _match(other, elem, depth + 1)
-
-    # both collections
-    if isinstance(pred, dict) and isinstance(ref, dict):
-        if set(pred) != set(ref):
-            return False
-        return all(_match(pred[k], ref[k], depth + 1) for k in ref)
-    if isinstance(pred, dict):
-        pred = pd.Series(pred, dtype=object)
-    if isinstance(ref, dict):
-        ref = pd.Series(ref, dtype=object)
-
-    if isinstance(pred, pd.Series) and isinstance(ref, pd.DataFrame):
-        pred = _series_to_frame(pred, keep_default_index=True)
-    elif isinstance(ref, pd.Series) and isinstance(pred, pd.DataFrame):
-        ref = _series_to_frame(ref, keep_default_index=False)
-    if isinstance(pred, pd.DataFrame) and isinstance(ref, pd.DataFrame):
-        return _frames_match(pred, ref, depth)
-
-    if isinstance(pred, (set, frozenset)) or isinstance(ref, (set, frozenset)):
-        pred, ref = _sorted_list(pred), _sorted_list(ref)
-    a, b = _to_array(pred), _to_array(ref)
-    if a is not None and b is not None:
-        return _arrays_match(a, b, depth)
-    # ragged or nested containers: compare element by element
-    pl, rl = _as_list(pred), _as_list(ref)
-    if pl is None or rl is None or len(pl) != len(rl):
-        return False
-    return all(_match(x, y, depth + 1) for x, y in zip(pl, rl))
-
-
-def _as_list(x: Any) -> list | None:
-    if isinstance(x, (list, tuple)):
-        return list(x)
-    if isinstance(x, (np.ndarray, pd.Series, pd.Index)):
-        return list(np.asarray(x, dtype=object).ravel()) if np.ndim(x) <= 1 else [
-            row for row in np.asarray(x, dtype=object)
-        ]
-    if isinstance(x, pd.DataFrame):
-        return [row for row in x.to_numpy(dtype=object)]
-    return None
-
-
-# --------------------------------------------------------------------------
-# public API
-
-
-def outputs_match(prediction: object, reference: object) -> bool:
-    """True if ``prediction`` answers ``reference`` under the ARCADE rules.
-
-    Asymmetric: extra predicted frame columns are allowed, missing reference
-    columns are not.  Never raises.
+    Same meaningful names pair first (and must be equal); then equal digests;
+    what is left is matched by value with augmenting paths. ``all_right``:
+    every right column must be used too (same_answer); otherwise extras are fine.
     """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return bool(_match(prediction, reference))
-    except Exception:
+    if all_right and len(left) != len(right):
         return False
-
-
-def equivalent(a: object, b: object) -> bool:
-    """Symmetric equivalence (a match in both directions), for clustering."""
-    return outputs_match(a, b) and outputs_match(b, a)
-
-
-def cluster(values: Sequence[object], same: Callable[[Any, Any], bool] = equivalent
-            ) -> list[list[int]]:
-    """Group indices of equal values (``same``); largest group first.
-
-    Fuzzy equivalence is not transitive, so grouping is greedy and
-    deterministic: each value joins the first existing group whose first
-    member it is equivalent to.  Ties in size go to the group that appeared
-    first.
-    """
-    groups: list[list[int]] = []
-    for i, v in enumerate(values):
-        for g in groups:
-            if same(values[g[0]], v):
-                g.append(i)
-                break
+    named: dict[str, list[int]] = {}
+    for j, c in enumerate(right):
+        if not _generic(c["name"]):
+            named.setdefault(_name_key(c["name"]), []).append(j)
+    used: set[int] = set()
+    todo: list[dict] = []
+    for c in left:
+        js = [] if _generic(c["name"]) else [j for j in named.get(_name_key(c["name"]), []) if j not in used]
+        if not js:
+            todo.append(c)
+        elif _columns_same(c, right[js[0]]):
+            used.add(js[0])
         else:
-            groups.append([i])
-    return sorted(groups, key=lambda g: (-len(g), g[0]))
+            return False
+    by_digest: dict[tuple[str, str], list[int]] = {}
+    for j in range(len(right)):
+        if j not in used:
+            by_digest.setdefault((right[j]["kind"], right[j]["digest"]), []).append(j)
+    rest = []
+    for c in todo:
+        same = by_digest.get((c["kind"], c["digest"]))
+        if same:
+            used.add(same.pop())
+        else:
+            rest.append(c)
+    return _match_rest(rest, [right[j] for j in range(len(right)) if j not in used])
 
 
-def majority(answers: Sequence[object], same: Callable[[Any, Any], bool] = equivalent
-             ) -> list[list[int]]:
-    """Self-consistency: the groups of equal answers, the winner first.
+def _name_key(name: Any) -> str:
+    return json.dumps(name, sort_keys=True, default=str)
 
-    ``None`` (a candidate that raised or showed nothing) never votes: two
-    silent cells must not out-vote the one that computed the answer.
+
+def _match_rest(left: list[dict], right: list[dict]) -> bool:
+    """Bipartite matching (Kuhn's augmenting paths) of columns equal within tolerance."""
+    if len(left) > len(right):
+        return False
+    edges = [[j for j, r in enumerate(right) if _columns_same(c, r)] for c in left]
+    owner: dict[int, int] = {}
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j in edges[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if j not in owner or place(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    return all(place(i, set()) for i in range(len(left)))
+
+
+# ------------------------------------------------------------------ votes
+
+def answer_key(x: Any) -> str:
+    """A hash of the answer's canonical content: equal keys imply :func:`same_answer`."""
+    form = as_form(x)
+    if form is None:
+        return ""
+    return hashlib.blake2b(json.dumps(_key(_unwrap(form), strip=True), sort_keys=True, default=str).encode(),
+                           digest_size=16).hexdigest()
+
+
+def _key(node: dict, *, strip: bool = False) -> Any:
+    if node["k"] == "scalar":
+        t, v = node["t"], node["v"]
+        if t in ("int", "float"):
+            n = _num(v)
+            return ["int", int(n)] if _integral(n) else ["float", repr(n)]
+        if t == "str" and strip:
+            return ["str", v.strip()]
+        return [t, v, node.get("tz"), node.get("type")]
+    if node["k"] == "table":
+        seen: dict[str | None, int] = {}
+        cols = []
+        for c in _columns(node):  # repeated names pair by position (as _assign does)
+            name = None if _generic(c["name"]) else _name_key(c["name"])
+            nth = seen[name] = seen.get(name, -1) + 1 if name is not None else 0
+            cols.append(json.dumps([name, nth, c["kind"], c["digest"]]))
+        return ["table", node["rows"], sorted(cols)]
+    if node["k"] == "dict":
+        return ["dict", node["n"], [[_key(k), _key(_unwrap(v))] for k, v in node["items"]]]
+    return ["seq", node["n"], [_key(_unwrap(i)) for i in node["items"]]]
+
+
+def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = None, *,
+             scores: Sequence[float | None] | None = None,
+             steps: Sequence[int] | None = None) -> list[list[int]]:
+    """Self-consistency: indices of equal answers grouped, the winner first.
+
+    ``None`` answers (errors, silent cells) never vote. Groups are ordered by
+    size, then by their best score, then by first appearance; each group's
+    first index is its representative: the member equal to most others, ties
+    to the higher score, then fewer steps, then the earlier answer. ``same``
+    replaces :func:`same_answer` (e.g. for answers in words).
     """
     voters = [i for i, a in enumerate(answers) if a is not None]
-    return [[voters[j] for j in g] for g in cluster([answers[i] for i in voters], same)]
+    if same is None:
+        forms = {i: as_form(answers[i]) for i in voters}
+        keys = {i: answer_key(forms[i]) for i in voters}
+        values = forms
+        relation: Callable[[Any, Any], bool] = same_answer
+    else:
+        keys = {i: str(i) for i in voters}
+        values = {i: answers[i] for i in voters}
+        relation = same
+    # one representative per distinct key; keys with equal representatives merge
+    firsts: dict[str, int] = {}
+    for i in voters:
+        firsts.setdefault(keys[i], i)
+    parent = {k: k for k in firsts}
+
+    def root(k: str) -> str:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    distinct = list(firsts)
+    for a_i, ka in enumerate(distinct):
+        for kb in distinct[a_i + 1:]:
+            if root(ka) != root(kb) and relation(values[firsts[ka]], values[firsts[kb]]):
+                parent[root(kb)] = root(ka)
+    classes: dict[str, list[int]] = {}
+    for i in voters:
+        classes.setdefault(root(keys[i]), []).append(i)
+
+    def score(i: int) -> float:
+        s = scores[i] if scores is not None else None
+        return s if s is not None else -math.inf
+
+    def rep_order(group: list[int]) -> list[int]:
+        count: dict[str, int] = {}
+        for i in group:
+            count[keys[i]] = count.get(keys[i], 0) + 1
+        # members with one key agree alike: compare one member per key
+        agree = {k: count[k] - 1 + sum(count[o] for o in count if o != k and
+                                       relation(values[firsts[k]], values[firsts[o]]))
+                 for k in count}
+        return sorted(group, key=lambda i: (-agree[keys[i]], -score(i), steps[i] if steps is not None else 0, i))
+
+    groups = [rep_order(g) for g in classes.values()]
+    return sorted(groups, key=lambda g: (-len(g), -max(score(i) for i in g), min(g)))

@@ -542,6 +542,7 @@ class MCTSSearch:
         if self.cfg.select == "value":
             groups.sort(key=lambda g: (-g.value, -g.votes))
         candidates = [self.candidate(g.best, g.votes) for g in groups]
+        self.stats.classes = [g.votes for g in sorted(groups, key=lambda g: -g.votes)]
         answer = groups[0].best.answer if groups else None
         if not candidates:
             best = self._best_unanswered()

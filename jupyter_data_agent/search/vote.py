@@ -1,7 +1,7 @@
 """``vote``: N samples, each executed; the answer of the largest cluster wins.
 
-Self-consistency as in ARCADE: candidates whose outputs are equivalent
-(fuzzy matching) vote together; errors and silent cells do not vote.
+Self-consistency as in ARCADE: candidates whose outputs are the same answer
+(``equivalence.same_answer``) vote together; errors and silent cells do not.
 """
 
 from __future__ import annotations
@@ -16,12 +16,18 @@ from .options import VoteOptions
 from .values import exec_output
 
 
-def vote(candidates: list[Candidate]) -> Candidate | None:
-    """The first of the largest group of equal outputs (``majority``); sets support."""
-    groups = majority([exec_output(c.result) for c in candidates])
+def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candidate | None:
+    """The representative of the largest class of equal outputs (``majority``).
+
+    Sets each candidate's support and, given ``stats``, the class sizes.
+    """
+    groups = majority([exec_output(c.result) for c in candidates],
+                      scores=[c.score for c in candidates], steps=[len(c.steps) for c in candidates])
     for group in groups:
         for i in group:
             candidates[i].support = len(group)
+    if stats is not None:
+        stats.classes = [len(g) for g in groups]
     return candidates[groups[0][0]] if groups else None
 
 
@@ -49,7 +55,7 @@ class VoteStrategy:
                 fixed = repair(candidate, request, ctx, plan, stats)
                 if fixed is not None:
                     candidates.append(fixed)
-        chosen = vote(candidates) if ctx.executor is not None else None
+        chosen = vote(candidates, stats) if ctx.executor is not None else None
         if chosen is None:
             chosen = candidates[0]
         if unparsable:
