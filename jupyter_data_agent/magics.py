@@ -204,7 +204,10 @@ class AgentMagics(Magics):
         chosen = result.chosen
         parts = [f"jupyter-data-agent ({result.strategy})"]
         if len(result.candidates) > 1 and chosen is not None:
-            parts.append(f"{len(result.candidates)} candidates, chosen with {chosen.support} vote(s)")
+            line = f"{len(result.candidates)} candidates, chosen with {chosen.support} vote(s)"
+            if len(s.classes) > 1:
+                line += f" (classes {', '.join(map(str, s.classes))})"
+            parts.append(line)
         parts.append(f"{s.model_calls} model call(s), {s.completion_tokens} tokens, {s.wall_time_s:.1f} s")
         if chosen is not None and chosen.repaired:
             parts.append("repaired after an error")

@@ -178,29 +178,73 @@ function resultBadge(candidate: Candidate, executed: boolean): string {
   return '';
 }
 
+/** What the vote says about one candidate: a short text and its explanation. */
+export interface IVoteSummary {
+  text: string;
+  title: string;
+}
+
+/**
+ * The vote as words, e.g. "3 of 5 agree (classes 3 · 1 · 1)": `support` is
+ * the size of the candidate's answer class, `classes` the sizes of all the
+ * classes that voted (largest first, from the turn's stats). Null when
+ * nothing voted; the class sizes only when there was more than one class.
+ */
+export function voteSummary(
+  support: number,
+  classes: readonly number[]
+): IVoteSummary | null {
+  const total = classes.reduce((sum, size) => sum + size, 0);
+  if (!classes.length || total <= 0) {
+    return null;
+  }
+  const split = classes.length > 1;
+  const samples = total === 1 ? 'sample' : 'samples';
+  return {
+    text:
+      `${support} of ${total} agree` +
+      (split ? ` (classes ${classes.join(' · ')})` : ''),
+    title:
+      'Samples whose outputs were the same answer: ' +
+      `${support} of the ${total} ${samples} that voted gave this one` +
+      (split
+        ? `; the answer classes, largest first, hold ${classes.join(', ')}.`
+        : '.')
+  };
+}
+
 function CandidateView(props: {
   candidate: Candidate;
   index: number;
   total: number;
   chosen: boolean;
+  /** Sizes of the turn's answer classes that voted; empty: no vote. */
+  classes: readonly number[];
   rendermime: IRenderMimeRegistry;
   confinement: Confinement | null;
 }) {
   const { candidate, rendermime, confinement } = props;
   const executed = !confinement || confinement.execute;
   const steps = candidate.steps.filter(s => s.explanation);
-  const facts: string[] = [];
+  const facts: { text: string; title?: string }[] = [];
   if (props.chosen && props.total > 1) {
-    facts.push('chosen');
+    facts.push({ text: 'chosen' });
   }
   if (candidate.score !== null) {
-    facts.push(`score ${candidate.score.toFixed(2)}`);
+    facts.push({ text: `score ${candidate.score.toFixed(2)}` });
   }
-  if (candidate.support > 1) {
-    facts.push(`support ${candidate.support}`);
+  // A support above 1 means the candidate voted; the chosen one won the vote.
+  const vote =
+    props.chosen || candidate.support > 1
+      ? voteSummary(candidate.support, props.classes)
+      : null;
+  if (vote) {
+    facts.push(vote);
+  } else if (candidate.support > 1) {
+    facts.push({ text: `support ${candidate.support}` });
   }
   if (candidate.repaired) {
-    facts.push('repaired');
+    facts.push({ text: 'repaired' });
   }
   const badge = resultBadge(candidate, executed);
   const resultStatus = executed ? (candidate.result?.status ?? 'none') : 'none';
@@ -211,7 +255,20 @@ function CandidateView(props: {
           {badge || 'not run'}
         </span>
         {facts.length > 0 && (
-          <span className="jp-DataAgent-facts">{facts.join(' · ')}</span>
+          <span className="jp-DataAgent-facts">
+            {facts.map((fact, i) => (
+              <React.Fragment key={i}>
+                {i > 0 && ' · '}
+                {fact.title ? (
+                  <span className="jp-DataAgent-vote" title={fact.title}>
+                    {fact.text}
+                  </span>
+                ) : (
+                  fact.text
+                )}
+              </React.Fragment>
+            ))}
+          </span>
         )}
       </div>
       {steps.length > 0 ? (
@@ -563,6 +620,7 @@ function ExchangeView(props: {
             index={selected}
             total={candidates.length}
             chosen={job.chosen === selected}
+            classes={job.result?.stats.classes ?? []}
             rendermime={rendermime}
             confinement={confinement}
           />

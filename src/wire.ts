@@ -300,6 +300,7 @@ export interface SearchStats {
   executions: number;
   wall_time_s: number;
   value: number | null;
+  classes: number[];
 }
 export interface ErrorEvent {
   version: 1;

@@ -88,7 +88,7 @@ class Candidate:
             "code": self.code,
             "steps": [asdict(s) for s in self.steps],
             "explanation": self.explanation,
-            "result": self.result.to_json() if self.result else None,
+            "result": self.result.to_json(form=False) if self.result else None,
             "score": self.score,
             "support": self.support,
             "repaired": self.repaired,
@@ -107,6 +107,8 @@ class SearchStats:
     executions: int = 0
     wall_time_s: float = 0.0
     value: float | None = None
+    # Sizes of the answer classes that voted (largest first); empty when nothing voted.
+    classes: list[int] = field(default_factory=list)
 
     def count_call(self, completions: list) -> None:
         """One model call: the prompt is counted once, every sample's output."""

@@ -204,6 +204,7 @@ class SearchStats(_Wire):
     executions: int
     wall_time_s: float
     value: float | None
+    classes: list[int]  # sizes of the answer classes that voted, largest first; [] when none voted
 
 
 class AnswerVotes(_Wire):

@@ -135,7 +135,8 @@ const STATS = {
   completion_tokens: 120,
   executions: 1,
   wall_time_s: 1.2,
-  value: null
+  value: null,
+  classes: []
 };
 
 /** The `done` event as the server sends it: a count and an index, never the candidates. */
