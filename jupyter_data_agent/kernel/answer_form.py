@@ -177,6 +177,8 @@ def _node(x: Any, budget: list[int], depth: int) -> dict:
         return _table("Index", [x.name], [x.to_numpy()], None, [len(x)], budget, dtypes=[x.dtype])
     if np is not None and isinstance(x, np.ndarray):
         return _array(x, budget, depth)
+    if pd is not None and isinstance(x, pd.api.extensions.ExtensionArray):
+        return _table("array", [None], [x.to_numpy()], None, [len(x)], budget, dtypes=[x.dtype])
     if isinstance(x, dict):
         items = sorted(((_node(k, budget, depth + 1), _node(v, budget, depth + 1)) for k, v in
                         list(x.items())[:_MAX_ITEMS]), key=lambda kv: _sort_key(kv[0]))
@@ -206,7 +208,7 @@ def _sequence(items: list, src: str, budget: list[int], depth: int) -> dict:
         if width and all(len(v) == width for v in items) and \
                 all(not _is_container(c) for v in items for c in v):
             cols = [[row[j] for row in items] for j in range(width)]
-            return _table(src, list(range(width)), cols, None, [len(items), width], budget)
+            return _table(src, [None] * width, cols, None, [len(items), width], budget)
     nodes = [_node(v, budget, depth + 1) for v in items[:_MAX_ITEMS]]
     return {"k": "seq", "src": src, "n": len(items), "items": nodes}
 
@@ -218,7 +220,7 @@ def _array(a: Any, budget: list[int], depth: int) -> dict:
         return _table("ndarray", [None], [a], None, [int(a.shape[0])], budget, dtypes=[a.dtype])
     if a.ndim == 2:
         cols = [a[:, j] for j in range(a.shape[1])]
-        return _table("ndarray", list(range(a.shape[1])), cols, None, list(a.shape), budget,
+        return _table("ndarray", [None] * a.shape[1], cols, None, list(a.shape), budget,
                       dtypes=[a.dtype] * a.shape[1])
     node = _sequence(list(a), "ndarray", budget, depth)
     node["shape"] = list(a.shape)
@@ -226,7 +228,9 @@ def _array(a: Any, budget: list[int], depth: int) -> dict:
 
 
 def _frame(df: Any, budget: list[int]) -> dict:
-    names = [_label(c) for c in df.columns]
+    # positional labels (0..n-1 on an unnamed axis, as from an array) name nothing
+    positional = df.columns.name is None and _default_index(df.columns, df.shape[1])
+    names = [None] * df.shape[1] if positional else [_label(c) for c in df.columns]
     cols = [df.iloc[:, j] for j in range(df.shape[1])]
     return _table("DataFrame", names, [c.to_numpy() for c in cols], df.index, list(df.shape), budget,
                   dtypes=[c.dtype for c in cols])
@@ -331,7 +335,10 @@ def _object_column(a: Any) -> tuple[str, Any] | None:
     inferred = pd.api.types.infer_dtype(a, skipna=True)
     miss = np.asarray(pd.isna(a), dtype=bool)
     if inferred == "string":
-        return "str", [None if m else v for v, m in zip(a.tolist(), miss.tolist())]
+        vals = a.tolist()
+        for i in miss.nonzero()[0].tolist():
+            vals[i] = None
+        return "str", vals
     if inferred in ("integer", "floating", "mixed-integer-float"):
         try:
             if not miss.any() and inferred == "integer":
@@ -394,27 +401,31 @@ def _fill_num(col: dict, arr: Any, keep: bool) -> None:
                         and (finite.size == 0 or np.max(np.abs(finite)) < 2**63))
     col["nulls"] = int(miss.sum())
     col["integral"] = integral
+    canon = np.where(miss, 0.0, arr).astype("<f8")
+    mask = miss.tobytes()
+    col["q"] = [_digest(b"q", mask, grid.tobytes()) for grid in _quantize(canon)]
     if integral:
         ints = np.where(miss, 0, arr).astype("<i8")
         col["digest"] = _digest(b"int", miss.tobytes(), ints.tobytes())
         if keep:
             col["values"] = [None if m else v for v, m in zip(ints.tolist(), miss.tolist())]
         return
-    canon = np.where(miss, 0.0, arr).astype("<f8")
     col["digest"] = _digest(b"float", miss.tobytes(), canon.tobytes())
-    col["q"] = [_digest(b"q", miss.tobytes(), _quantize(canon, shift).tobytes()) for shift in (0.0, 0.5)]
     if keep:
         col["values"] = [None if m else _float_json(v) for v, m in zip(canon.tolist(), miss.tolist())]
 
 
-def _quantize(x: Any, shift: float) -> Any:
-    """``x`` rounded to ``_QBITS`` mantissa bits on a grid shifted by ``shift`` steps."""
+def _quantize(x: Any) -> list:
+    """``x`` rounded to ``_QBITS`` mantissa bits on two grids half a step apart."""
     np = _numpy()
     finite = np.isfinite(x)
+    whole = bool(finite.all())
     with np.errstate(all="ignore"):
-        m, e = np.frexp(np.where(finite, x, 0.0))
-        out = np.ldexp(np.floor(m * (1 << _QBITS) + 0.5 + shift), e - _QBITS)
-    return np.where(finite, out, x).astype("<f8")
+        m, e = np.frexp(x if whole else np.where(finite, x, 0.0))
+        scaled = m * (1 << _QBITS) + 0.5
+        e -= _QBITS
+        grids = [np.ldexp(np.floor(scaled), e), np.ldexp(np.floor(scaled + 0.5), e)]
+    return [(g if whole else np.where(finite, g, x)).astype("<f8", copy=False) for g in grids]
 
 
 def _fill_bool(col: dict, arr: Any, keep: bool) -> None:
@@ -438,8 +449,8 @@ def _fill_time(col: dict, data: tuple, keep: bool) -> None:
 
 
 def _fill_str(col: dict, vals: list, keep: bool) -> None:
-    col["nulls"] = sum(1 for v in vals if v is None)
-    text = "\x1e".join("\x1f" if v is None else v for v in vals)
+    col["nulls"] = vals.count(None)
+    text = "\x1e".join(vals if not col["nulls"] else ["\x1f" if v is None else v for v in vals])
     col["digest"] = _digest(b"str", text.encode("utf-8", "surrogatepass"))
     if keep:
         col["values"] = vals

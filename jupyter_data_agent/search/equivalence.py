@@ -109,7 +109,7 @@ def _columns(table: dict) -> list[dict]:
 
 
 def _generic(name: Any) -> bool:
-    return isinstance(name, int) or name in _GENERIC_NAMES
+    return isinstance(name, str | type(None)) and name in _GENERIC_NAMES
 
 
 # ------------------------------------------------------------------ comparison
@@ -225,18 +225,16 @@ def _assign(left: list[dict], right: list[dict], *, all_right: bool) -> bool:
     """
     if all_right and len(left) != len(right):
         return False
-    named: dict[str, list[int]] = {}
-    for j, c in enumerate(right):
-        if not _generic(c["name"]):
-            named.setdefault(_name_key(c["name"]), []).append(j)
+    lnames, rnames = _unique_names(left), _unique_names(right)
+    named = {k: j for k, j in rnames.items() if k in lnames}
     used: set[int] = set()
     todo: list[dict] = []
-    for c in left:
-        js = [] if _generic(c["name"]) else [j for j in named.get(_name_key(c["name"]), []) if j not in used]
-        if not js:
+    for i, c in enumerate(left):
+        j = named.get(_name_key(c["name"])) if lnames.get(_name_key(c["name"])) == i else None
+        if j is None:
             todo.append(c)
-        elif _columns_same(c, right[js[0]]):
-            used.add(js[0])
+        elif _columns_same(c, right[j]):
+            used.add(j)
         else:
             return False
     by_digest: dict[tuple[str, str], list[int]] = {}
@@ -251,6 +249,19 @@ def _assign(left: list[dict], right: list[dict], *, all_right: bool) -> bool:
         else:
             rest.append(c)
     return _match_rest(rest, [right[j] for j in range(len(right)) if j not in used])
+
+
+def _unique_names(cols: list[dict]) -> dict[str, int]:
+    """Meaningful names used once in ``cols``, with their position (a repeated name aligns nothing)."""
+    seen: dict[str, int] = {}
+    repeated = set()
+    for j, c in enumerate(cols):
+        if not _generic(c["name"]):
+            k = _name_key(c["name"])
+            if k in seen:
+                repeated.add(k)
+            seen[k] = j
+    return {k: j for k, j in seen.items() if k not in repeated}
 
 
 def _name_key(name: Any) -> str:
@@ -298,12 +309,9 @@ def _key(node: dict, *, strip: bool = False) -> Any:
             return ["str", v.strip()]
         return [t, v, node.get("tz"), node.get("type")]
     if node["k"] == "table":
-        seen: dict[str | None, int] = {}
-        cols = []
-        for c in _columns(node):  # repeated names pair by position (as _assign does)
-            name = None if _generic(c["name"]) else _name_key(c["name"])
-            nth = seen[name] = seen.get(name, -1) + 1 if name is not None else 0
-            cols.append(json.dumps([name, nth, c["kind"], c["digest"]]))
+        unique = _unique_names(_columns(node))
+        cols = [json.dumps([_name_key(c["name"]) if _name_key(c["name"]) in unique else None,
+                            c["kind"], c["digest"]]) for c in _columns(node)]
         return ["table", node["rows"], sorted(cols)]
     if node["k"] == "dict":
         return ["dict", node["n"], [[_key(k), _key(_unwrap(v))] for k, v in node["items"]]]
