@@ -231,7 +231,7 @@ def _frame(df: Any, budget: list[int]) -> dict:
     # positional labels (0..n-1 on an unnamed axis, as from an array) name nothing
     positional = df.columns.name is None and _default_index(df.columns, df.shape[1])
     names = [None] * df.shape[1] if positional else [_label(c) for c in df.columns]
-    cols = [df.iloc[:, j] for j in range(df.shape[1])]
+    cols = [c for _, c in df.items()]  # by position, so repeated labels are fine
     return _table("DataFrame", names, [c.to_numpy() for c in cols], df.index, list(df.shape), budget,
                   dtypes=[c.dtype for c in cols])
 
@@ -391,28 +391,33 @@ def _digest(*parts: bytes) -> str:
 
 def _fill_num(col: dict, arr: Any, keep: bool) -> None:
     np = _numpy()
-    if arr.dtype.kind == "i":
-        miss = np.zeros(arr.shape, dtype=bool)
-        integral = True
-    else:
-        miss = np.isnan(arr)
-        finite = arr[~miss]
-        integral = bool(np.all(np.isfinite(finite)) and np.all(finite == np.floor(finite))
-                        and (finite.size == 0 or np.max(np.abs(finite)) < 2**63))
-    col["nulls"] = int(miss.sum())
-    col["integral"] = integral
-    canon = np.where(miss, 0.0, arr).astype("<f8")
+    miss = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape, dtype=bool)
+    nulls = int(miss.sum())
+    canon = (np.where(miss, 0.0, arr) if nulls else arr).astype("<f8", copy=False)
+    col["nulls"] = nulls
+    col["integral"] = integral = arr.dtype.kind == "i" or _integral_floats(canon, miss, nulls)
     mask = miss.tobytes()
     col["q"] = [_digest(b"q", mask, grid.tobytes()) for grid in _quantize(canon)]
     if integral:
-        ints = np.where(miss, 0, arr).astype("<i8")
-        col["digest"] = _digest(b"int", miss.tobytes(), ints.tobytes())
+        ints = canon.astype("<i8") if arr.dtype.kind == "f" else arr.astype("<i8", copy=False)
+        col["digest"] = _digest(b"int", mask, ints.tobytes())
         if keep:
             col["values"] = [None if m else v for v, m in zip(ints.tolist(), miss.tolist())]
         return
-    col["digest"] = _digest(b"float", miss.tobytes(), canon.tobytes())
+    col["digest"] = _digest(b"float", mask, canon.tobytes())
     if keep:
         col["values"] = [None if m else _float_json(v) for v, m in zip(canon.tolist(), miss.tolist())]
+
+
+def _integral_floats(x: Any, miss: Any, nulls: int) -> bool:
+    """Every present value a whole number that fits int64 (so it hashes as one)."""
+    np = _numpy()
+    first = x[~miss][:1] if nulls else x[:1]
+    if first.size and not (np.isfinite(first[0]) and first[0] == np.floor(first[0])):
+        return False  # the usual float column: settled by its first value
+    present = x[~miss] if nulls else x
+    return bool(np.all(np.isfinite(present)) and np.all(present == np.floor(present))
+                and (present.size == 0 or np.max(np.abs(present)) < 2**63))
 
 
 def _quantize(x: Any) -> list:
