@@ -299,3 +299,15 @@ def test_is_form():
     assert not is_form({"k": "scalar", "t": "int", "v": 3})
     assert not is_form([1])
     assert not is_form(None)
+
+
+def test_pandas_extension_arrays_are_columns():
+    """``Series.unique()`` of text is a StringArray: one column, like the list it holds."""
+    from jupyter_data_agent.search.equivalence import same_answer
+
+    ports = pd.Series(["S", "C", "Q", None]).dropna().unique()
+    assert isinstance(ports, pd.api.extensions.ExtensionArray)
+    assert answer_form(ports)["k"] == "table"
+    assert same_answer(ports, ["S", "C", "Q"])
+    assert same_answer(pd.Categorical(["a", "b"]), np.array(["a", "b"], dtype=object))
+    assert not same_answer(ports, ["S", "Q", "C"])

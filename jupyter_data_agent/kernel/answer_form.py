@@ -152,7 +152,8 @@ def _is_container(x: Any) -> bool:
     np, pd = _np(), _pd()
     if np is not None and isinstance(x, np.ndarray):
         return True
-    return pd is not None and isinstance(x, (pd.DataFrame, pd.Series, pd.Index))
+    return pd is not None and isinstance(x, (pd.DataFrame, pd.Series, pd.Index,
+                                             pd.api.extensions.ExtensionArray))
 
 
 # ----------------------------------------------------------------- nodes
