@@ -9,6 +9,7 @@ that leaves the process.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
@@ -26,8 +27,9 @@ ENV_MODEL = "JUPYTER_DATA_AGENT_MODEL"
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_CONFINEMENT = "JUPYTER_DATA_AGENT_CONFINEMENT"
+ENV_THREADS = "JUPYTER_DATA_AGENT_THREADS"
 
-BACKENDS = ("openai", "transformers", "vllm")
+BACKENDS = ("openai", "llamacpp", "transformers", "vllm")
 
 
 class DataAgent(Configurable):
@@ -35,8 +37,9 @@ class DataAgent(Configurable):
 
     backend = Unicode(
         "",
-        help="Model backend: 'openai', 'transformers' or 'vllm'. Empty: 'openai' "
-        "when base_url is set, else the embedded local model.",
+        help="Model backend: 'openai', 'llamacpp', 'transformers' or 'vllm'. Empty: 'openai' "
+        "when base_url is set, else the local model: 'llamacpp' when llama-cpp-python is "
+        "installed and the model is a GGUF file (the embedded one included), else 'transformers'.",
     ).tag(config=True)
     model = Unicode(
         "",
@@ -60,6 +63,10 @@ class DataAgent(Configurable):
     dtype = Unicode("auto", help="transformers/vllm dtype: 'auto', 'float32', 'bfloat16'...").tag(
         config=True
     )
+    threads = Int(
+        0,
+        help="CPU threads of the local model (llamacpp; 0: the number of physical cores).",
+    ).tag(config=True)
     max_prompt_tokens = Int(3000, help="Token budget of the prompt (context is left-truncated).").tag(
         config=True
     )
@@ -102,6 +109,7 @@ class Settings:
     api_mode: Literal["auto", "chat", "completion"] = "auto"
     device: str = "auto"
     dtype: str = "auto"
+    threads: int = 0
     max_prompt_tokens: int = 3000
     max_new_tokens: int = 512
     temperature: float = 0.2
@@ -147,6 +155,33 @@ def load_file_config(dirs: list[str] | None = None) -> Config:
     return merged
 
 
+def llamacpp_available() -> bool:
+    """Whether ``llama_cpp`` is installed (looked up, not imported: importing loads the library)."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def default_local_backend(model: str) -> str:
+    """The local backend when none is configured: llama.cpp for GGUF files when installed.
+
+    The embedded model (empty ``model``) is a GGUF file; Hugging Face directories and ids
+    stay with transformers, which is also the fallback without llama-cpp-python.
+    """
+    gguf = not model or model.strip().lower().endswith(".gguf")
+    return "llamacpp" if gguf and llamacpp_available() else "transformers"
+
+
+def _threads(env_value: str | None, configured: int) -> int:
+    if not env_value:
+        return max(0, configured)
+    try:
+        return max(0, int(env_value))
+    except ValueError:
+        raise ValueError(f"{ENV_THREADS} must be a whole number (0: physical cores), not {env_value!r}.") from None
+
+
 def resolve_settings(
     config: Config | None = None,
     env: dict[str, str] | None = None,
@@ -164,7 +199,7 @@ def resolve_settings(
     base_url = env.get(ENV_BASE_URL) or traits.base_url
     api_key = env.get(ENV_API_KEY) or traits.api_key
     if not backend:
-        backend = "openai" if base_url else "transformers"
+        backend = "openai" if base_url else default_local_backend(model)
     backend = backend.strip().lower()
     if backend not in BACKENDS:
         raise ValueError(
@@ -179,6 +214,7 @@ def resolve_settings(
         api_mode=traits.api_mode,
         device=traits.device,
         dtype=traits.dtype,
+        threads=_threads(env.get(ENV_THREADS), traits.threads),
         max_prompt_tokens=traits.max_prompt_tokens,
         max_new_tokens=traits.max_new_tokens,
         temperature=traits.temperature,

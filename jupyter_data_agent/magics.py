@@ -55,13 +55,25 @@ def _status(text: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def quiet_loading():
-    """Keep library progress bars and warnings out of the user's cell output."""
+    """Keep library progress bars and warnings out of the user's cell output.
+
+    Imports nothing: a kernel whose model lives in the server must not load
+    transformers just to silence it. Not yet imported, transformers and the
+    hub read ``HF_HUB_DISABLE_PROGRESS_BARS`` when a local model loads them.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            from transformers.utils import logging as hf_logging
-        except ImportError:
-            yield
+        hf_logging = sys.modules.get("transformers.utils.logging")
+        if hf_logging is None:
+            before = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
+            os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+            try:
+                yield
+            finally:
+                if before is None:
+                    os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+                else:
+                    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = before
             return
         was_enabled = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()

@@ -24,6 +24,14 @@ export interface IProgressLine {
   seq: number;
   type: JobEvent['type'];
   message: string;
+  /** The progress state, where the event had one. */
+  state?: string;
+}
+
+/** The text of the completion being generated, shown until its candidate arrives. */
+export interface IStreamedText {
+  candidate: number | null;
+  text: string;
 }
 
 export interface ISearchProgress {
@@ -53,6 +61,8 @@ export interface IJobView {
   turnId: string | null;
   /** The verdict on this turn's kernel copies, once the server sent it. */
   confinement: Confinement | null;
+  /** Streamed text of the candidate being written; null once it arrived. */
+  streaming: IStreamedText | null;
   error: string | null;
 }
 
@@ -74,8 +84,22 @@ export function initialJob(jobId: string | null = null): IJobView {
     chosen: null,
     turnId: null,
     confinement: null,
+    streaming: null,
     error: null
   };
+}
+
+/** Elapsed seconds as "7 s", "1 min 05 s", "1 h 02 min". */
+export function formatElapsed(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const pad = (n: number) => String(n).padStart(2, '0');
+  if (s < 3600) {
+    return `${Math.floor(s / 60)} min ${pad(s % 60)} s`;
+  }
+  return `${Math.floor(s / 3600)} h ${pad(Math.floor((s % 3600) / 60))} min`;
 }
 
 export function isFinished(job: IJobView): boolean {
@@ -151,10 +175,21 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
     lastSeq: event.seq
   };
   if (event.message) {
-    next.progress = [
-      ...state.progress,
-      { seq: event.seq, type: event.type, message: event.message }
-    ].slice(-MAX_PROGRESS_LINES);
+    const line: IProgressLine = {
+      seq: event.seq,
+      type: event.type,
+      message: event.message
+    };
+    if (event.type === 'progress' && event.data.state) {
+      line.state = event.data.state;
+    }
+    const last = state.progress[state.progress.length - 1];
+    // "generating: N tokens, S s" updates its own line rather than adding one a second.
+    const kept =
+      line.state === 'generating' && last?.state === 'generating'
+        ? state.progress.slice(0, -1)
+        : state.progress;
+    next.progress = [...kept, line].slice(-MAX_PROGRESS_LINES);
   }
   switch (event.type) {
     case 'progress': {
@@ -168,7 +203,17 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
       }
       break;
     }
+    case 'delta': {
+      const { text, candidate, start } = event.data;
+      const previous = state.streaming;
+      next.streaming =
+        start || !previous || previous.candidate !== candidate
+          ? { candidate, text }
+          : { candidate, text: previous.text + text };
+      break;
+    }
     case 'candidate':
+      next.streaming = null;
       Object.assign(
         next,
         placeCandidate(state, event.data.index, event.data.candidate)
@@ -181,6 +226,7 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
       const result = event.data.result;
       next.status = 'done';
       next.waitingForKernel = false;
+      next.streaming = null;
       next.message = event.message || 'Done';
       next.result = result;
       // `chosen` is the server's index of a candidate event already received.
@@ -196,6 +242,7 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
     }
     case 'error':
       next.waitingForKernel = false;
+      next.streaming = null;
       if (event.data.state === 'cancelled') {
         // A stop the user asked for is not a failure.
         next.status = 'cancelled';
@@ -221,13 +268,19 @@ export function endJob(
     return state;
   }
   if (status === 'done') {
-    return { ...state, status: 'done', waitingForKernel: false };
+    return {
+      ...state,
+      status: 'done',
+      waitingForKernel: false,
+      streaming: null
+    };
   }
   const error = status === 'cancelled' ? null : reason || 'The request failed.';
   return {
     ...state,
     status,
     waitingForKernel: false,
+    streaming: null,
     error,
     message: status === 'cancelled' ? 'Stopped' : (error ?? '')
   };

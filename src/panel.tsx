@@ -15,7 +15,7 @@ import { HTMLSelect, ReactWidget } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 
-import { IJobView, isFinished } from './events';
+import { formatElapsed, IJobView, isFinished } from './events';
 import { ITurn } from './metadata';
 import {
   CONFINEMENT_LABELS,
@@ -428,9 +428,24 @@ export function ConfinementBadge(props: { confinement: Confinement }) {
   );
 }
 
+/** Seconds since the component mounted, ticking once a second while `running`. */
+function useElapsed(running: boolean): number {
+  const started = React.useRef(Date.now());
+  const [now, setNow] = React.useState(() => Date.now());
+  React.useEffect(() => {
+    if (!running) {
+      return;
+    }
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, [running]);
+  return (now - started.current) / 1000;
+}
+
 function Progress(props: { job: IJobView }) {
   const { job } = props;
   const running = !isFinished(job);
+  const elapsed = useElapsed(running);
   const search = job.search;
   return (
     <div className="jp-DataAgent-progress" aria-live="polite">
@@ -438,7 +453,21 @@ function Progress(props: { job: IJobView }) {
         <div className="jp-DataAgent-progressLine">
           <span className="jp-DataAgent-spinner" aria-hidden="true" />
           <span className="jp-DataAgent-progressMessage">{job.message}</span>
+          <span
+            className="jp-DataAgent-elapsed"
+            title="Time since the turn started"
+          >
+            {formatElapsed(elapsed)}
+          </span>
         </div>
+      )}
+      {running && job.streaming && job.streaming.text && (
+        <pre
+          className="jp-DataAgent-streaming"
+          aria-label="The model is writing"
+        >
+          <code>{job.streaming.text}</code>
+        </pre>
       )}
       {job.waitingForKernel && running && (
         <div className="jp-DataAgent-waiting">

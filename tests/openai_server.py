@@ -143,6 +143,8 @@ class OpenAITestServer:
         self.logprob = logprob
         self.log_path = Path(log_path) if log_path else None
         self.requests: list[RecordedRequest] = []
+        # Streams the client closed before their last event (a cancelled generation).
+        self.aborted_streams = 0
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -220,6 +222,7 @@ class OpenAITestServer:
         with self._lock:
             self.requests.clear()
             self._failures.clear()
+            self.aborted_streams = 0
 
     @property
     def generation_requests(self) -> list[RecordedRequest]:
@@ -519,7 +522,8 @@ def _make_handler(server: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
-                pass
+                with server._lock:
+                    server.aborted_streams += 1
 
     return Handler
 

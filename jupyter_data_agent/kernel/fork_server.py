@@ -650,7 +650,25 @@ def _after_fork_common() -> None:
     global _REAPER
     _REAPER.drop_inherited()
     _REAPER = _Reaper()  # the parent's thread and lock are not ours
+    _single_threaded_math()
     gc.freeze()  # later collections skip inherited objects: no copy-on-write storm
+
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _single_threaded_math() -> None:
+    """A thread pool the kernel started (torch's OpenMP) is gone in a fork, and
+    the first parallel torch operation would wait on it forever: run the copy's
+    math on one thread."""
+    for name in _THREAD_VARS:
+        os.environ[name] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            torch.set_num_threads(1)
+        except Exception:
+            pass
 
 
 # ------------------------------------------------------------------ exec

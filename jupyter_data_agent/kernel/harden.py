@@ -150,13 +150,16 @@ def privatize_shared_mappings() -> int:
 
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH)", re.I)
 _URL_CREDENTIALS = re.compile(r"://[^/@\s]+@")
+#: Always removed, whatever their names: the address and token of the Jupyter
+#: server's model service (a copy must not send model requests as the kernel).
+SECRET_NAMES = ("JUPYTER_DATA_AGENT_MODEL_SOCKET", "JUPYTER_DATA_AGENT_MODEL_TOKEN")
 
 
 def secret_env_names(environ=None) -> list[str]:
     """Variables holding keys, tokens, passwords, or URLs with credentials."""
     environ = os.environ if environ is None else environ
     return [k for k, v in environ.items()
-            if SECRET_NAME.search(k) or _URL_CREDENTIALS.search(v or "")]
+            if k in SECRET_NAMES or SECRET_NAME.search(k) or _URL_CREDENTIALS.search(v or "")]
 
 
 def _kernel_session():

@@ -211,7 +211,7 @@ def sweep(tmpdir: str | None = None) -> list[str]:
     for name in entries:
         if name.startswith(CGROUP_PREFIX) and _owners_dead(name):
             path = os.path.join(mine, name)
-            if cgroup_kill(path, timeout=1.0):
+            if cgroup_kill(path):  # the default wait: a loaded machine ends many processes slowly
                 removed.append(path)
     tmpdir = tmpdir or tempfile.gettempdir()
     try:

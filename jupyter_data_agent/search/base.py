@@ -104,6 +104,8 @@ class SearchStats:
     model_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Prompt tokens the backend reused from its KV cache (prefix reuse), over every sample.
+    reused_tokens: int = 0
     executions: int = 0
     wall_time_s: float = 0.0
     value: float | None = None
@@ -116,6 +118,7 @@ class SearchStats:
         if completions:
             self.prompt_tokens += completions[0].prompt_tokens
         self.completion_tokens += sum(c.completion_tokens for c in completions)
+        self.reused_tokens += sum(getattr(c, "cached_tokens", 0) for c in completions)
 
 
 @dataclass
@@ -140,7 +143,9 @@ class SearchResult:
         }
 
 
-EventKind = Literal["progress", "candidate", "log"]
+#: ``delta``: text of the completion being generated, batched (``text``, ``candidate``,
+#: ``start`` on a generation's first batch); the ``candidate`` event that follows replaces it.
+EventKind = Literal["progress", "candidate", "log", "delta"]
 
 
 @dataclass
@@ -174,6 +179,10 @@ class RunContext:
 
     def progress(self, message: str, **data: Any) -> None:
         self.events(Event("progress", message, data))
+
+    def delta(self, text: str, *, candidate: int | None = None, start: bool = False) -> None:
+        """A batch of streamed text of the completion being generated."""
+        self.events(Event("delta", "", {"text": text, "candidate": candidate, "start": start}))
 
 
 class Strategy(Protocol):

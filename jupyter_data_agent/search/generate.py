@@ -28,7 +28,7 @@ from ..prompts import (
     stop_sequences,
 )
 from ..prompts.react import Task, build_task
-from .base import Candidate, RunContext, SearchResult, SearchStats, TurnRequest
+from .base import Cancelled, Candidate, RunContext, SearchResult, SearchStats, TurnRequest
 from .options import PromptPolicy
 
 O = TypeVar("O", bound=BaseModel)
@@ -112,14 +112,85 @@ def to_candidate(completion: Completion, plan: PromptPlan) -> Candidate | None:
     )
 
 
+#: Streamed text goes out at most this often (seconds), "generating: ..." progress at most each second.
+DELTA_INTERVAL_S = 0.1
+GENERATING_INTERVAL_S = 1.0
+
+
+def streams(backend: Backend) -> bool:
+    """Whether the backend really streams (the base class's ``stream`` is one ``generate``)."""
+    return backend.capabilities.streaming and type(backend).stream is not Backend.stream
+
+
+def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats: SearchStats, *,
+                 candidate: int | None = None, prompt_tokens: int | None = None) -> Completion:
+    """One completion, streamed to the turn's events as it is written.
+
+    Deltas go out batched (``DELTA_INTERVAL_S``) with a "generating: N
+    tokens, S s" progress line each second; the turn's cancel flag is read
+    between deltas and closes the stream (the backend ends its HTTP request or
+    its generation thread). A stream reports no usage: the tokens are counted
+    with ``backend.count_tokens``, and the completion has no log-probabilities.
+    Backends that do not stream get one ``generate`` call.
+    """
+    backend = ctx.backend
+    ctx.check_cancelled()
+    if params.n != 1 or not streams(backend):
+        completions = backend.generate(prompt, params)
+        stats.count_call(completions)
+        if not completions:
+            return Completion(text="")
+        return completions[0]
+    if prompt_tokens is None:
+        prompt_tokens = backend.count_tokens(prompt_text(prompt))
+    started = last_delta = last_progress = time.monotonic()
+    parts: list[str] = []
+    pending = ""
+    first = True
+    gen = backend.stream(prompt, params)
+    try:
+        for delta in gen:
+            if ctx.cancel.is_set():
+                raise Cancelled("the search was cancelled")
+            parts.append(delta)
+            pending += delta
+            now = time.monotonic()
+            if now - last_delta >= DELTA_INTERVAL_S and pending:
+                ctx.delta(pending, candidate=candidate, start=first)
+                pending, first, last_delta = "", False, now
+            if now - last_progress >= GENERATING_INTERVAL_S:
+                last_progress = now
+                tokens = backend.count_tokens("".join(parts))
+                elapsed = now - started
+                ctx.progress(f"generating: {tokens:,} tokens, {elapsed:.0f} s", state="generating",
+                             tokens=tokens, elapsed_s=round(elapsed, 1))
+    finally:
+        gen.close()
+    ctx.check_cancelled()
+    if pending:
+        ctx.delta(pending, candidate=candidate, start=first)
+    text = "".join(parts)
+    completion = Completion(text=text, finish_reason=None, prompt_tokens=prompt_tokens,
+                            completion_tokens=backend.count_tokens(text))
+    stats.count_call([completion])
+    return completion
+
+
 def sample_candidates(
     request: TurnRequest, ctx: RunContext, plan: PromptPlan, n: int, stats: SearchStats
 ) -> tuple[list[Candidate], int]:
     """Sample ``n`` completions; returns the parsable candidates and how many were not."""
     ctx.check_cancelled()
-    ctx.progress(f"asking the model for {n} candidate{'s' if n > 1 else ''}", samples=n)
-    completions = ctx.backend.generate(plan.built.prompt, _sampling(request, plan, n))
-    stats.count_call(completions)
+    prompt = plan.built.prompt
+    tokens = ctx.backend.count_tokens(prompt_text(prompt))
+    ctx.progress(f"asking the model for {n} candidate{'s' if n > 1 else ''} (prompt {tokens:,} tokens)",
+                 state="prompt", samples=n, prompt_tokens=tokens)
+    params = _sampling(request, plan, n)
+    if n == 1:
+        completions = [generate_one(ctx, prompt, params, stats, candidate=0, prompt_tokens=tokens)]
+    else:
+        completions = ctx.backend.generate(prompt, params)
+        stats.count_call(completions)
     candidates = [c for c in (to_candidate(x, plan) for x in completions) if c is not None]
     return candidates, len(completions) - len(candidates)
 
@@ -171,9 +242,8 @@ def repair(
     ctx.check_cancelled()
     ctx.progress("the candidate raised an error; asking the model to fix it")
     prompt = repair_prompt(plan, candidate)
-    completions = ctx.backend.generate(prompt, _sampling(request, plan, 1))
-    stats.count_call(completions)
-    fixed = to_candidate(completions[0], plan) if completions else None
+    completion = generate_one(ctx, prompt, _sampling(request, plan, 1), stats)
+    fixed = to_candidate(completion, plan)
     if fixed is None:
         return None
     fixed.repaired = True

@@ -31,7 +31,7 @@ from ..prompts.react import (
     to_prompt,
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
-from .generate import jupiter_task, options, prompt_text, sampling, use_chat
+from .generate import generate_one, jupiter_task, options, prompt_text, sampling, use_chat
 from .options import ReactOptions
 from .trajectories import TrajectoryRecord, path_histories, write_jsonl
 
@@ -88,9 +88,8 @@ class ReactStrategy:
                 first_prompt = first_prompt or prompt_text(prompt)
                 ctx.progress(f"step {turn}: asking the model", iterations=turn, nodes=len(lineage),
                              turn=turn)
-                completions = ctx.backend.generate(
-                    prompt, sampling(request, 1, stop=STOP, seed_offset=turn))
-                stats.count_call(completions)
+                completions = [generate_one(ctx, prompt, sampling(request, 1, stop=STOP, seed_offset=turn),
+                                            stats)]
                 stats.iterations = turn
                 ctx.check_cancelled()
                 raw_last = completions[0].text if completions else ""

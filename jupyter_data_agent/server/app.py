@@ -11,11 +11,12 @@ import asyncio
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Enum, Float, Instance, Int
+from traitlets import Any, Bool, Enum, Float, Instance, Int
 
 from ..config import DataAgent, Settings, resolve_settings
 from .handlers import CancelHandler, ConfigHandler, JobEventsHandler, JobHandler, TurnsHandler
 from .jobs import JobLimits, JobManager
+from .model_service import ModelService
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
@@ -67,6 +68,15 @@ class DataAgentExtension(ExtensionApp):
         "(JupyterHub, custom), 'server' under the stock token/password providers.",
     ).tag(config=True)
 
+    model_service = Bool(
+        True, help="Serve the model to the kernels this server launches (the agent magic): one model "
+        "per server, no weights in kernels. False: each kernel loads its own."
+    ).tag(config=True)
+    model_queue = Int(
+        8, help="Model requests from kernels that may wait for the model; beyond: 'model busy'."
+    ).tag(config=True)
+    service = Any(None, allow_none=True)
+
     def initialize_settings(self) -> None:
         from ..kernel.snapshot import SnapshotTree
 
@@ -100,6 +110,16 @@ class DataAgentExtension(ExtensionApp):
                 "max_concurrent_jobs": limits.max_concurrent_jobs,
             },
         }
+        if self.model_service and self.service is None:
+            self.service = ModelService(self.agent_settings, max_waiting=max(0, self.model_queue),
+                                        log_=self.log)
+            try:
+                path = self.service.start()
+                self.log.info("jupyter_data_agent: model service for kernels on %s", path)
+            except OSError as exc:  # no Unix sockets here: kernels load their own model
+                self.log.warning("jupyter_data_agent: model service not started: %s", exc)
+                self.service = None
+        self.settings["jupyter_data_agent"]["model_service"] = self.service
         self.log.info(
             "jupyter_data_agent: backend=%s model=%s",
             self.agent_settings.backend,
@@ -135,6 +155,9 @@ class DataAgentExtension(ExtensionApp):
         """
         if self.jobs is not None:
             await self.jobs.shutdown()
+        if self.service is not None:
+            service, self.service = self.service, None
+            await asyncio.to_thread(service.stop)
         from ..llm.factory import close_backends
 
         await asyncio.to_thread(close_backends)

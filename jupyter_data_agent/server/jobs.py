@@ -183,6 +183,10 @@ class Job:
                 # follows as a `candidate` event just before `done`.
                 self.progress(event.message or "candidate ready", state="candidate_ready", index=index)
             return
+        if event.kind == "delta":
+            self.emit("delta", "", {"text": str(data.get("text", "")), "candidate": data.get("candidate"),
+                                    "start": bool(data.get("start"))})
+            return
         kind = event.kind if event.kind in ("progress", "log") else "log"
         self.emit(kind, event.message, data)
 
@@ -382,6 +386,12 @@ class JobManager:
         job.phase = "loading_model"
         job.progress("Preparing the model.", state="loading_model", backend=self.settings.backend)
         backend = await asyncio.to_thread(create_backend, self.settings)
+        load = getattr(backend, "load", None)
+        if callable(load) and getattr(backend, "_loaded", False) is None:
+            # A local model loads on its first use: do it here, where the turn says so.
+            job.progress(f"Loading the model ({backend.model}).", state="loading_model",
+                         backend=self.settings.backend)
+            await asyncio.to_thread(load)
 
         schema = await self._live_state(job)
         if job.finished:

@@ -1,7 +1,8 @@
 """The typed events of a turn, as they go over the wire (websocket frame or poll item).
 
 One discriminated union on ``type``: ``progress``, ``candidate``, ``log``,
-``done`` and ``error``, each with typed ``data``. The server validates every
+``delta`` (streamed text of the completion being generated), ``done`` and
+``error``, each with typed ``data``. The server validates every
 event through :data:`JobEvent` before it stores or sends it, so a malformed
 event is a loud error, never a frame the browser has to guess about. The
 front end's types (``src/wire.ts``) are generated from the JSON Schema of
@@ -36,7 +37,7 @@ if set(get_args(StrategyName)) != set(STRATEGIES):  # pragma: no cover - a contr
     raise ImportError(f"turn.events.StrategyName {get_args(StrategyName)} differs from "
                       f"search.options.STRATEGIES {STRATEGIES}")
 
-EventType = Literal["progress", "candidate", "log", "done", "error"]
+EventType = Literal["progress", "candidate", "log", "delta", "done", "error"]
 
 #: ``state`` of a progress event: where the turn stands.
 ProgressState = Literal[
@@ -48,6 +49,8 @@ ProgressState = Literal[
     "kernel_copy_ready",
     "confinement",  # the policy's verdict on the kernel copies (once per turn)
     "searching",
+    "prompt",  # the model is asked: ``prompt_tokens`` in the prompt
+    "generating",  # the model is writing: ``tokens`` so far, ``elapsed_s`` since it was asked
     "candidate_ready",  # a strategy announced a candidate sent before ``done``
     "no_kernel",  # the notebook text alone: no kernel, or a dead one
 ]
@@ -201,6 +204,7 @@ class SearchStats(_Wire):
     model_calls: int
     prompt_tokens: int
     completion_tokens: int
+    reused_tokens: int = 0  # prompt tokens the backend reused from its cache (prefix reuse)
     executions: int
     wall_time_s: float
     value: float | None
@@ -235,10 +239,22 @@ class ProgressData(_Sparse):
     best_value: float | None = None
     answers: list[AnswerVotes] | None = None
     selected: str | None = None  # the search node being expanded (mcts)
+    prompt_tokens: int | None = Field(default=None, ge=0)  # prompt
+    tokens: int | None = Field(default=None, ge=0)  # generating
+    elapsed_s: float | None = Field(default=None, ge=0)  # generating
 
 
 class LogData(_Sparse):
     state: LogState | None = None
+
+
+class DeltaData(_Wire):
+    """A batch of text of the completion being generated; ``start``: a new generation begins
+    (the text streamed so far is dropped). The candidate event that follows replaces it."""
+
+    text: str
+    candidate: int | None = Field(ge=0)  # the candidate's index where known
+    start: bool
 
 
 class CandidateData(_Wire):
@@ -299,6 +315,11 @@ class LogEvent(_Event):
     data: LogData
 
 
+class DeltaEvent(_Event):
+    type: Literal["delta"]
+    data: DeltaData
+
+
 class DoneEvent(_Event):
     type: Literal["done"]
     data: DoneData
@@ -310,7 +331,7 @@ class ErrorEvent(_Event):
 
 
 JobEvent = Annotated[
-    Union[ProgressEvent, CandidateEvent, LogEvent, DoneEvent, ErrorEvent],
+    Union[ProgressEvent, CandidateEvent, LogEvent, DeltaEvent, DoneEvent, ErrorEvent],
     Field(discriminator="type"),
 ]
 

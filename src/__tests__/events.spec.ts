@@ -1,9 +1,16 @@
-import { endJob, initialJob, preferredIndex, reduceJob } from '../events';
+import {
+  endJob,
+  formatElapsed,
+  initialJob,
+  preferredIndex,
+  reduceJob
+} from '../events';
 import { parseConfinement, previewOutputs, toNbformatOutput } from '../models';
 import type {
   Candidate,
   CandidateEvent,
   Confinement,
+  DeltaEvent,
   DoneEvent,
   DoneResult,
   ErrorEvent,
@@ -501,5 +508,103 @@ describe('confinement verdict', () => {
       expect(parseConfinement(bad)).toBeNull();
     }
     expect(parseConfinement(undefined)).toBeNull();
+  });
+});
+
+const delta = (
+  seq: number,
+  text: string,
+  start = false,
+  index: number | null = 0
+): DeltaEvent => ({
+  version: 1,
+  job_id: JOB,
+  seq,
+  type: 'delta',
+  message: '',
+  data: { text, candidate: index, start }
+});
+
+describe('streamed text', () => {
+  it('accumulates deltas and is replaced by the candidate', () => {
+    let job = initialJob(JOB);
+    job = reduceJob(job, delta(1, '```python\n', true));
+    job = reduceJob(job, delta(2, '# Step 1: Count'));
+    job = reduceJob(job, delta(3, ' rows\n'));
+    expect(job.streaming).toEqual({
+      candidate: 0,
+      text: '```python\n# Step 1: Count rows\n'
+    });
+    // Deltas add no progress line.
+    expect(job.progress).toEqual([]);
+    job = reduceJob(job, sent(4, 0, candidate('len(df)')));
+    expect(job.streaming).toBeNull();
+    expect(job.candidates.map(c => c.code)).toEqual(['len(df)']);
+  });
+
+  it('starts over on a new generation or another candidate', () => {
+    let job = initialJob(JOB);
+    job = reduceJob(job, delta(1, 'first', true, null));
+    job = reduceJob(job, delta(2, ' try', false, null));
+    job = reduceJob(job, delta(3, 'again', true, null));
+    expect(job.streaming?.text).toBe('again');
+    job = reduceJob(job, delta(4, 'other', false, 1));
+    expect(job.streaming).toEqual({ candidate: 1, text: 'other' });
+  });
+
+  it('is dropped when the turn ends', () => {
+    const job = reduceJob(initialJob(JOB), delta(1, 'x = 1', true));
+    expect(
+      reduceJob(job, failed(2, 'Stopped', 'cancelled')).streaming
+    ).toBeNull();
+    expect(endJob(job, 'cancelled').streaming).toBeNull();
+    expect(endJob(job, 'done').streaming).toBeNull();
+  });
+
+  it('keeps one "generating" progress line, updated in place', () => {
+    let job = initialJob(JOB);
+    job = reduceJob(
+      job,
+      progress(1, 'asking the model (prompt 1,840 tokens)', {
+        state: 'prompt',
+        prompt_tokens: 1840
+      })
+    );
+    job = reduceJob(
+      job,
+      progress(2, 'generating: 12 tokens, 1 s', {
+        state: 'generating',
+        tokens: 12,
+        elapsed_s: 1
+      })
+    );
+    job = reduceJob(
+      job,
+      progress(3, 'generating: 30 tokens, 2 s', {
+        state: 'generating',
+        tokens: 30,
+        elapsed_s: 2
+      })
+    );
+    expect(job.message).toBe('generating: 30 tokens, 2 s');
+    expect(job.progress.map(l => l.message)).toEqual([
+      'asking the model (prompt 1,840 tokens)',
+      'generating: 30 tokens, 2 s'
+    ]);
+  });
+});
+
+describe('elapsed time', () => {
+  it.each([
+    [0, '0 s'],
+    [6.9, '6 s'],
+    [59, '59 s'],
+    [60, '1 min 00 s'],
+    [125, '2 min 05 s'],
+    [3600, '1 h 00 min'],
+    [3725, '1 h 02 min'],
+    [-3, '0 s']
+  ])('formats %p seconds as %p', (seconds, text) => {
+    expect(formatElapsed(seconds)).toBe(text);
   });
 });

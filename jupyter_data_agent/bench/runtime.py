@@ -1,0 +1,252 @@
+"""Model runtime: the embedded GGUF through llama.cpp and through transformers, side by side.
+
+    python -m jupyter_data_agent.bench.runtime [--runtimes llamacpp,transformers]
+        [--new-tokens 128] [--prefill-tokens 2000] [--steps 5] [--threads N] [--json F]
+
+For each available runtime, on the same prompts (the product's ARCADE prompt
+with its few-shot exemplars), greedy decoding:
+
+* load: building the backend and loading the weights (cold, caches cleared);
+* time to first token: ``stream()`` on a new prompt, and warm on a ~2k-token
+  prompt whose first ~90 % (the exemplars and notebook) was the previous
+  request's prompt;
+* decode tok/s: streamed tokens after the first over the time they took;
+* prefill tok/s: a ~2k-token prompt, nothing cached, one new token;
+* a ReAct-like trajectory: each step's prompt is the previous prompt plus the
+  previous completion and an observation; prompt tokens evaluated vs reused
+  from the KV cache (transformers re-evaluates every prompt), and wall time.
+
+Both runtimes get the same threads: llama.cpp ``n_threads`` and torch's
+``set_num_threads`` are set to the physical cores (or ``--threads``). The
+table ends with the ratio llama.cpp / transformers (for times,
+transformers / llama.cpp: higher is better for llama.cpp).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..config import Settings, llamacpp_available
+from ..context.model import NotebookContext
+from ..llm.base import Backend, Prompt, SamplingParams
+from ..prompts.arcade import build_prompt
+
+INTENT = "What is the mean temperature per city, sorted from the warmest?"
+FILLER_CELL = (
+    "# In[{i}]:\n"
+    "sales_{i} = df[df['region'] == 'r{i}'].groupby('month')['amount'].agg(['sum', 'mean', 'count'])\n"
+    "sales_{i}['share'] = sales_{i}['sum'] / sales_{i}['sum'].sum()\n"
+    "sales_{i}.sort_values('share', ascending=False).head({k})\n"
+)
+OBSERVATION = "\n# Observation: step {step} ran; df has 1000 rows and 2 columns (city, temp).\n# Step {next}:"
+
+
+@dataclass
+class RuntimeResult:
+    runtime: str
+    available: bool = True
+    error: str = ""
+    threads: int = 0
+    load_s: float = 0.0
+    ttft_s: float = 0.0
+    ttft_warm_2k_s: float = 0.0
+    decode_tok_s: float = 0.0
+    decode_tokens: int = 0
+    prefill_tokens: int = 0
+    prefill_tok_s: float = 0.0
+    trajectory_steps: int = 0
+    trajectory_evaluated: int = 0
+    trajectory_reused: int = 0
+    trajectory_generated: int = 0
+    trajectory_wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def physical_threads(requested: int | None) -> int:
+    from ..llm.llamacpp_backend import physical_cores
+
+    return requested if requested and requested > 0 else physical_cores()
+
+
+def base_prompt() -> str:
+    """The product's completion prompt for a fresh notebook: exemplars, then the problem."""
+    built = build_prompt(NotebookContext(), INTENT, exemplars=True)
+    return built.prompt.text or ""
+
+
+def long_prompt(count_tokens, base: str, target: int) -> str:
+    """``base``'s exemplars and problem behind notebook cells, about ``target`` tokens."""
+    cells: list[str] = []
+    i = 0
+    while count_tokens("\n".join(cells) + "\n" + base) < target:
+        i += 1
+        cells.append(FILLER_CELL.format(i=i, k=i % 9 + 1))
+    return "\n".join(cells) + "\n" + base
+
+
+def build_backend(runtime: str, threads: int) -> Backend:
+    settings = Settings(backend=runtime, threads=threads, device="cpu", max_new_tokens=512)
+    if runtime == "llamacpp":
+        from ..llm.llamacpp_backend import LlamaCppBackend, clear_model_cache
+
+        clear_model_cache()
+        return LlamaCppBackend(settings, load=True)
+    from ..llm import transformers_backend as tb
+    from .runner_common import set_torch_threads
+
+    set_torch_threads(threads)
+    tb.clear_model_cache()
+    return tb.TransformersBackend(settings, load=True)
+
+
+def reset_cache(backend: Backend) -> None:
+    """Forget llama.cpp's KV cache so the next prompt is evaluated from scratch."""
+    load = getattr(backend, "load", None)
+    llm = getattr(load(), "llm", None) if callable(load) else None
+    if llm is not None:
+        llm.reset()
+
+
+def timed_stream(backend: Backend, prompt: Prompt, params: SamplingParams) -> tuple[float, float, int]:
+    """(time to first delta, total time, generated tokens) of one streamed completion."""
+    start = time.perf_counter()
+    first = 0.0
+    text = ""
+    for delta in backend.stream(prompt, params):
+        if not first:
+            first = time.perf_counter() - start
+        text += delta
+    total = time.perf_counter() - start
+    return first or total, total, backend.count_tokens(text)
+
+
+def measure(runtime: str, args: argparse.Namespace, base: str, prompts: dict) -> RuntimeResult:
+    result = RuntimeResult(runtime)
+    threads = physical_threads(args.threads)
+    result.threads = threads
+    try:
+        start = time.perf_counter()
+        backend = build_backend(runtime, threads)
+        result.load_s = time.perf_counter() - start
+    except Exception as exc:  # not installed, weights missing: reported, not fatal
+        result.available, result.error = False, f"{type(exc).__name__}: {exc}"
+        return result
+    count = backend.count_tokens
+    if "long" not in prompts:
+        prompts["long"] = long_prompt(count, base, args.prefill_tokens)
+    greedy = SamplingParams(max_tokens=args.new_tokens, temperature=0.0)
+
+    # Time to first token and decode speed on the product prompt, nothing cached.
+    reset_cache(backend)
+    first, total, tokens = timed_stream(backend, Prompt(text=base), greedy)
+    result.ttft_s = first
+    result.decode_tokens = tokens
+    result.decode_tok_s = (tokens - 1) / (total - first) if tokens > 1 and total > first else 0.0
+
+    # Prefill: the ~2k-token prompt from scratch, one new token.
+    reset_cache(backend)
+    long_text = prompts["long"]
+    start = time.perf_counter()
+    out = backend.generate(Prompt(text=long_text), SamplingParams(max_tokens=1))[0]
+    elapsed = time.perf_counter() - start
+    result.prefill_tokens = out.prompt_tokens
+    result.prefill_tok_s = out.prompt_tokens / elapsed
+
+    # Warm time to first token: the same notebook and exemplars, a new question at the end.
+    warm = long_text.replace(INTENT, "Which city has the most rows? Show the top 3 with their counts.")
+    first, _, _ = timed_stream(backend, Prompt(text=warm), SamplingParams(max_tokens=8))
+    result.ttft_warm_2k_s = first
+
+    # ReAct-like trajectory: each prompt extends the previous one.
+    reset_cache(backend)
+    text = base
+    start = time.perf_counter()
+    for step in range(1, args.steps + 1):
+        c = backend.generate(Prompt(text=text), SamplingParams(max_tokens=args.new_tokens, stop=("# Step",)))[0]
+        result.trajectory_evaluated += c.prompt_tokens - c.cached_tokens
+        result.trajectory_reused += c.cached_tokens
+        result.trajectory_generated += c.completion_tokens
+        text += c.text + OBSERVATION.format(step=step, next=step + 1)
+    result.trajectory_wall_s = time.perf_counter() - start
+    result.trajectory_steps = args.steps
+    backend.close()
+    return result
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.1f}×" if a and b else "–"
+
+
+def table(results: list[RuntimeResult]) -> str:
+    ok = [r for r in results if r.available]
+    names = [r.runtime for r in ok]
+    header = "| | " + " | ".join(names) + (" | llama.cpp vs transformers |" if len(ok) == 2 else " |")
+    lines = [header, "|---" * (len(ok) + 1 + (len(ok) == 2)) + "|"]
+    by = {r.runtime: r for r in ok}
+
+    def row(label: str, fmt, value, higher_better: bool) -> None:
+        cells = [fmt(value(r)) for r in ok]
+        if len(ok) == 2 and "llamacpp" in by and "transformers" in by:
+            a, b = value(by["llamacpp"]), value(by["transformers"])
+            cells.append(_ratio(a, b) if higher_better else _ratio(b, a))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row("threads", str, lambda r: r.threads, True)
+    row("load (cold)", lambda v: f"{v:.2f} s", lambda r: r.load_s, False)
+    row("time to first token (new prompt)", lambda v: f"{v:.2f} s", lambda r: r.ttft_s, False)
+    row(f"time to first token, ~{ok[0].prefill_tokens if ok else 0}-token prompt, prefix cached",
+        lambda v: f"{v:.2f} s", lambda r: r.ttft_warm_2k_s, False)
+    row("decode", lambda v: f"{v:.1f} tok/s", lambda r: r.decode_tok_s, True)
+    row(f"prefill ({ok[0].prefill_tokens if ok else 0} tokens, nothing cached)", lambda v: f"{v:.0f} tok/s",
+        lambda r: r.prefill_tok_s, True)
+    steps = ok[0].trajectory_steps if ok else 0
+    lines.append(f"| **{steps}-step ReAct trajectory** |" + " |" * (len(ok) + (len(ok) == 2)))
+    row("prompt tokens evaluated", str, lambda r: r.trajectory_evaluated, False)
+    row("prompt tokens reused (KV cache)", str, lambda r: r.trajectory_reused, True)
+    row("tokens generated", str, lambda r: r.trajectory_generated, True)
+    row("wall time", lambda v: f"{v:.1f} s", lambda r: r.trajectory_wall_s, False)
+    for r in results:
+        if not r.available:
+            lines.append(f"\n{r.runtime}: not measured ({r.error})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_data_agent.bench.runtime", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runtimes", default="llamacpp,transformers",
+                        help="comma-separated: llamacpp, transformers (default: both)")
+    parser.add_argument("--new-tokens", type=int, default=128, help="tokens per completion (default 128)")
+    parser.add_argument("--prefill-tokens", type=int, default=2000, help="size of the long prompt (default 2000)")
+    parser.add_argument("--steps", type=int, default=5, help="steps of the ReAct trajectory (default 5)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads for both runtimes (default: physical cores)")
+    parser.add_argument("--json", default="", help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    unknown = set(runtimes) - {"llamacpp", "transformers"}
+    if unknown:
+        parser.error(f"unknown runtime(s): {', '.join(sorted(unknown))}")
+    if "llamacpp" in runtimes and not llamacpp_available():
+        print("llama-cpp-python is not installed: pip install 'jupyter_data_agent[llamacpp]'", file=sys.stderr)
+    base = base_prompt()
+    prompts: dict[str, str] = {}
+    results = []
+    for runtime in runtimes:
+        print(f"measuring {runtime}…", file=sys.stderr, flush=True)
+        results.append(measure(runtime, args, base, prompts))
+    print(f"Embedded SmolLM2-135M-Instruct Q4_1 GGUF, greedy, {args.new_tokens} new tokens per completion, "
+          f"threads = {physical_threads(args.threads)} for both runtimes.\n")
+    print(table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([asdict(r) for r in results], f, indent=2)
+    return 0 if any(r.available for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,444 @@
+"""A GGUF model through llama.cpp (``llama-cpp-python``): the fast local default.
+
+``Settings.model`` is empty (the embedded SmolLM2 GGUF) or a ``.gguf`` file.
+The weights are memory-mapped and load in a fraction of a second; decoding a
+quantized model on the CPU is several times faster than through transformers.
+
+Decisions worth knowing:
+
+* One ``Llama`` (one model, one context) per (file, context size, threads) in
+  the process, shared by every backend instance, with one lock: calls are
+  serialized, which is also what the cores want.
+* **Prefix reuse.** The context keeps the tokens it last evaluated (its KV
+  cache). Each request finds the longest common prefix with them, drops the
+  rest of the cache and evaluates only the new suffix (at least one token, so
+  the logits are fresh). ReAct and mcts steps extend the previous prompt, and
+  the ``n`` samples of one call share their prompt, so these are evaluated
+  once. :attr:`Completion.cached_tokens` reports how many prompt tokens were
+  reused.
+* Sampling follows OpenAI semantics: temperature and top_p, no top-k, min-p
+  or repetition penalty. Temperature 0 is greedy and deterministic, so ``n``
+  greedy samples are one decode, copied. Each sample gets its own seed (from
+  ``SamplingParams.seed`` when given, so runs are reproducible).
+* Log-probabilities are those of the model's own distribution (the raw
+  logits, before temperature/top-p), like the transformers backend and
+  OpenAI, so they are comparable across temperatures for the PUCT prior.
+* Chat prompts go through the GGUF's own chat template
+  (``tokenizer.chat_template``); raw text prompts are completed as is.
+* Stop sequences are matched on the decoded text while decoding (generation
+  ends as soon as one appears) and cut with :func:`cut_at_stop`; token
+  log-probabilities are trimmed to the tokens that produced the kept text.
+* :meth:`stream` decodes in the consumer's thread, one token per step:
+  when the consumer stops iterating (or closes the generator), decoding stops
+  before the next token.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from .base import (
+    Backend,
+    BackendError,
+    Capabilities,
+    ChatMessage,
+    Completion,
+    Prompt,
+    SamplingParams,
+    StopStream,
+    cut_at_stop,
+)
+from .embedded import DISPLAY_NAME, INSTALL_HINT, embedded_model_path
+
+INSTALL_LLAMACPP = (
+    "The llamacpp backend needs llama-cpp-python: pip install 'jupyter_data_agent[llamacpp]' "
+    "(it compiles llama.cpp from source, about 15 minutes on 2 cores), or set "
+    "c.DataAgent.backend = 'transformers' (pip install 'jupyter_data_agent[transformers]')."
+)
+
+
+def physical_cores() -> int:
+    """Physical CPU cores (llama.cpp gains nothing from hyper-threads), at least 1."""
+    try:
+        import psutil
+
+        count = psutil.cpu_count(logical=False)
+    except Exception:
+        count = None
+    if not count:
+        count = os.cpu_count() or 1
+    try:  # a container or taskset may allow fewer CPUs than the machine has
+        count = min(count, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        pass
+    return max(1, int(count))
+
+
+def resolve_threads(settings: Settings) -> int:
+    return settings.threads if settings.threads and settings.threads > 0 else physical_cores()
+
+
+def resolve_gguf(settings: Settings) -> tuple[Path, str, bool]:
+    """(file, display name, embedded) for ``settings.model``: empty is the embedded GGUF."""
+    if not settings.model:
+        path = embedded_model_path()
+        if path is None:
+            raise BackendError(INSTALL_HINT)
+        return path, DISPLAY_NAME, True
+    path = Path(os.path.expanduser(settings.model))
+    if path.suffix.lower() != ".gguf":
+        raise BackendError(
+            f"The llamacpp backend loads GGUF files; {settings.model!r} is not one. Set "
+            "c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL to a .gguf file, or use "
+            "c.DataAgent.backend = 'transformers' for a Hugging Face directory or id."
+        )
+    if not path.is_file():
+        raise BackendError(
+            f"GGUF file {settings.model!r} does not exist: check c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL."
+        )
+    return path, str(path), False
+
+
+def context_size(settings: Settings) -> int:
+    """Tokens the context holds: the prompt budget plus the new tokens, or ``extra['n_ctx']``."""
+    configured = settings.extra.get("n_ctx")
+    if configured:
+        return int(configured)
+    return max(4096, settings.max_prompt_tokens + settings.max_new_tokens + 64)
+
+
+@dataclass
+class LoadedLlama:
+    llm: Any
+    path: Path
+    threads: int
+    n_ctx: int
+    load_seconds: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    chat_formatter: Any = None
+    # Totals over the model's life (benchmarks, capabilities).
+    evaluated_tokens: int = 0
+    reused_tokens: int = 0
+
+
+_CACHE: dict[tuple, LoadedLlama] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_llama(settings: Settings) -> LoadedLlama:
+    """The loaded model for these settings, from the process-wide cache when possible."""
+    path, _, _ = resolve_gguf(settings)
+    threads = resolve_threads(settings)
+    n_ctx = context_size(settings)
+    key = (str(path.resolve()), n_ctx, threads)
+    with _CACHE_LOCK:
+        loaded = _CACHE.get(key)
+        if loaded is None:
+            loaded = _load(path, n_ctx, threads, settings)
+            _CACHE[key] = loaded
+        return loaded
+
+
+def clear_model_cache() -> None:
+    """Forget (and free) loaded models: tests, or to release memory after changing the model."""
+    with _CACHE_LOCK:
+        models = list(_CACHE.values())
+        _CACHE.clear()
+    for loaded in models:
+        with loaded.lock:
+            try:
+                loaded.llm.close()
+            except Exception:
+                pass
+
+
+def _load(path: Path, n_ctx: int, threads: int, settings: Settings) -> LoadedLlama:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise BackendError(f"{INSTALL_LLAMACPP} ({exc})") from exc
+    start = time.perf_counter()
+    try:
+        llm = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_batch=int(settings.extra.get("n_batch", 512)),
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_gpu_layers=int(settings.extra.get("n_gpu_layers", 0)),
+            logits_all=False,
+            verbose=bool(settings.extra.get("verbose", False)),
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise BackendError(f"Could not load GGUF file {str(path)!r} with llama.cpp: {exc}") from exc
+    loaded = LoadedLlama(llm, path, threads, llm.n_ctx(), time.perf_counter() - start)
+    template = (getattr(llm, "metadata", None) or {}).get("tokenizer.chat_template")
+    if template:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        def token_text(token_id: int) -> str:
+            if token_id < 0:
+                return ""
+            return llm.detokenize([token_id], special=True).decode("utf-8", errors="ignore")
+
+        loaded.chat_formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=token_text(llm.token_eos()),
+            bos_token=token_text(llm.token_bos()),
+            add_generation_prompt=True,
+        )
+    return loaded
+
+
+@dataclass
+class _Sample:
+    """One decode in progress: tokens, their log-probs and the text so far."""
+
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)  # text length after each token
+    text: str = ""
+    finish: str = "length"
+    reused: int = 0  # prompt tokens kept from the KV cache
+
+
+class LlamaCppBackend(Backend):
+    name = "llamacpp"
+
+    def __init__(self, settings: Settings, *, load: bool = False) -> None:
+        self.settings = settings
+        self.path, self._display, self.embedded = resolve_gguf(settings)  # fail early on a missing file
+        self._loaded: LoadedLlama | None = None
+        if load:
+            self.load()
+
+    def load(self) -> LoadedLlama:
+        """Load (or fetch from the cache) now; otherwise the first call does it."""
+        if self._loaded is None:
+            self._loaded = load_llama(self.settings)
+        return self._loaded
+
+    @property
+    def model(self) -> str:
+        return self._display
+
+    @property
+    def capabilities(self) -> Capabilities:
+        extra: dict[str, Any] = {"embedded": self.embedded, "runtime": "llama.cpp"}
+        if self._loaded is not None:
+            extra.update(
+                threads=self._loaded.threads,
+                n_ctx=self._loaded.n_ctx,
+                load_seconds=round(self._loaded.load_seconds, 3),
+                evaluated_tokens=self._loaded.evaluated_tokens,
+                reused_tokens=self._loaded.reused_tokens,
+            )
+        return Capabilities(chat=True, completion=True, logprobs=True, streaming=True, extra=extra)
+
+    @property
+    def threads(self) -> int:
+        return self.load().threads
+
+    def count_tokens(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self.load().llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    # -- prompt ----------------------------------------------------------------
+    def prompt_text(self, prompt: Prompt) -> str:
+        """The text fed to the model: the chat template applied to chat prompts."""
+        if not prompt.is_chat:
+            return prompt.text or ""
+        formatter = self.load().chat_formatter
+        messages = [{"role": m.role, "content": m.content} for m in prompt.messages or ()]
+        if formatter is not None:
+            return formatter(messages=messages).prompt
+        return _transcript(prompt.messages or ())
+
+    def prompt_ids(self, prompt: Prompt, max_new: int) -> tuple[list[int], int]:
+        """Prompt tokens (left-truncated to fit the context) and the new-token budget."""
+        loaded = self.load()
+        text = self.prompt_text(prompt)
+        ids = loaded.llm.tokenize(text.encode("utf-8"), add_bos=True, special=prompt.is_chat)
+        if prompt.is_chat and len(ids) >= 2 and ids[0] == ids[1] == loaded.llm.token_bos():
+            ids = ids[1:]  # the template wrote BOS and the tokenizer added one
+        max_new = max(1, min(max_new, loaded.n_ctx - 1))
+        room = loaded.n_ctx - max_new
+        if len(ids) > room:  # keep the end: the intent and the latest cells
+            ids = ids[len(ids) - room :]
+        return ids, max_new
+
+    # -- the KV cache ------------------------------------------------------------
+    @staticmethod
+    def _reuse_prefix(loaded: LoadedLlama, ids: list[int]) -> int:
+        """Keep the cached tokens ``ids`` starts with; return how many (the rest is evaluated)."""
+        import numpy as np
+
+        llm = loaded.llm
+        cached = llm.input_ids[: llm.n_tokens]
+        m = min(len(cached), len(ids) - 1)  # evaluate at least one token: fresh logits
+        keep = 0
+        if m > 0:
+            diff = np.nonzero(cached[:m] != np.asarray(ids[:m], dtype=cached.dtype))[0]
+            keep = int(diff[0]) if diff.size else m
+        if keep > 0 and llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            llm.n_tokens = keep
+        else:  # nothing shared, or a model whose cache cannot be cut (recurrent)
+            keep = 0
+            llm.reset()
+        return keep
+
+    # -- generation -------------------------------------------------------------
+    def _decode(
+        self,
+        loaded: LoadedLlama,
+        ids: list[int],
+        params: SamplingParams,
+        max_new: int,
+        seed: int | None,
+        sample: _Sample,
+    ) -> Iterator[str]:
+        """Decode into ``sample``, yielding the text delta of each token; the caller holds the lock.
+
+        Ends at an end-of-generation token, ``max_new`` tokens or a stop sequence in the text.
+        """
+        import llama_cpp
+        import numpy as np
+
+        llm = loaded.llm
+        reused = sample.reused = self._reuse_prefix(loaded, ids)
+        loaded.reused_tokens += reused
+        llm.set_seed(seed if seed is not None else random.getrandbits(31))
+        greedy = params.temperature <= 0
+        tokens = llm.generate(
+            ids[reused:],
+            reset=False,
+            temp=0.0 if greedy else float(params.temperature),
+            top_p=float(params.top_p) if 0 < params.top_p < 1 else 1.0,
+            top_k=0,
+            min_p=0.0,
+            typical_p=1.0,
+            repeat_penalty=1.0,
+        )
+        vocab = llm._model.vocab
+        n_vocab = llm.n_vocab()
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        stop = tuple(s for s in params.stop if s)
+        longest_stop = max((len(s) for s in stop), default=0)
+        try:
+            for token in tokens:
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    sample.finish = "stop"
+                    break
+                if params.logprobs:
+                    logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
+                    top = float(logits.max())
+                    logz = top + float(np.log(np.exp(logits - top, dtype=np.float64).sum()))
+                    sample.logprobs.append(float(logits[token]) - logz)
+                sample.ids.append(token)
+                delta = utf8.decode(llm.detokenize([token]))
+                sample.text += delta
+                sample.ends.append(len(sample.text))
+                yield delta
+                if stop and cut_at_stop(sample.text[-(len(delta) + longest_stop) :], stop)[1]:
+                    sample.finish = "stop"
+                    break
+                if len(sample.ids) >= max_new:
+                    break
+            tail = utf8.decode(b"", final=True)
+            if tail:
+                sample.text += tail
+                if sample.ends:
+                    sample.ends[-1] = len(sample.text)
+                yield tail
+        finally:
+            tokens.close()
+            loaded.evaluated_tokens += max(0, llm.n_tokens - reused)
+
+    def _sample_once(
+        self, loaded: LoadedLlama, ids: list[int], params: SamplingParams, max_new: int, seed: int | None
+    ) -> Completion:
+        sample = _Sample()
+        for _ in self._decode(loaded, ids, params, max_new, seed, sample):
+            pass
+        text, hit = cut_at_stop(sample.text, params.stop)
+        length, finish = len(sample.ids), sample.finish
+        if hit:
+            finish = "stop"
+            # Fewest tokens whose text covers what we keep.
+            length = next((i + 1 for i, end in enumerate(sample.ends) if end >= len(text)), length) if text else 0
+        return Completion(
+            text=text,
+            token_logprobs=[float(x) for x in sample.logprobs[:length]] if params.logprobs else None,
+            finish_reason=finish,
+            prompt_tokens=len(ids),
+            completion_tokens=length,
+            cached_tokens=sample.reused,
+        )
+
+    def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
+        loaded = self.load()
+        n = max(1, params.n)
+        greedy = params.temperature <= 0
+        with loaded.lock:
+            ids, max_new = self.prompt_ids(prompt, params.max_tokens)
+            completions = []
+            try:
+                for i in range(1 if greedy else n):
+                    seed = None if params.seed is None else params.seed + i
+                    completions.append(self._sample_once(loaded, ids, params, max_new, seed))
+            except (RuntimeError, ValueError) as exc:
+                raise BackendError(f"Generation with {self.model!r} failed: {exc}") from exc
+        if greedy and n > 1:
+            first = completions[0]
+            # The copies reuse the whole decode: their prompt is the first one's.
+            completions += [
+                replace(
+                    first,
+                    token_logprobs=None if first.token_logprobs is None else list(first.token_logprobs),
+                    cached_tokens=first.prompt_tokens,
+                )
+                for _ in range(n - 1)
+            ]
+        return completions
+
+    def stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[str]:
+        loaded = self.load()
+        single = replace(params, n=1)
+        stopper = StopStream(single.stop)
+        with loaded.lock:
+            ids, max_new = self.prompt_ids(prompt, single.max_tokens)
+            decode = self._decode(loaded, ids, single, max_new, single.seed, _Sample())
+            try:
+                for delta in decode:
+                    out = stopper.feed(delta)
+                    if out:
+                        yield out
+                    if stopper.done:
+                        return
+            except (RuntimeError, ValueError) as exc:
+                raise BackendError(f"Generation with {self.model!r} failed: {exc}") from exc
+            finally:
+                decode.close()  # stops decoding at once when the consumer leaves
+            tail = stopper.flush()
+            if tail:
+                yield tail
+
+    def close(self) -> None:
+        # The model is shared through the process-wide cache; clear_model_cache() frees it.
+        self._loaded = None
+
+
+def _transcript(messages: tuple[ChatMessage, ...]) -> str:
+    """A model without a chat template: a plain transcript is the best we can do."""
+    lines = [f"{m.role.capitalize()}: {m.content}" for m in messages]
+    return "\n\n".join(lines) + "\n\nAssistant:"

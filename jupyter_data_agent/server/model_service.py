@@ -1,0 +1,300 @@
+"""One model per Jupyter server: the service kernels send their generation requests to.
+
+The extension starts a :class:`ModelService` at server start: a Unix socket
+in a private (0700) directory and a random token, both put in the server's
+environment so the kernels it launches inherit them
+(:mod:`jupyter_data_agent.llm.remote_backend` is the client). Requests are
+served on threads; generation uses the server's own settings (a kernel may
+only change :data:`ALLOWED_OVERRIDES`) and the backends of
+:func:`jupyter_data_agent.llm.factory.create_backend`.
+
+One generation at a time per model, queued in arrival order, at most
+``max_waiting`` waiting (beyond: a clear "model busy" error); a waiting
+request is told how many turns are ahead of it. At most one local model
+(transformers, vLLM, llama.cpp: anything but an endpoint) is resident: asking
+for another closes the previous one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import secrets
+import shutil
+import socketserver
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict
+
+from ..config import Settings
+from ..llm import remote_backend as rb
+from ..llm.base import Backend, BackendError
+
+log = logging.getLogger(__name__)
+
+_MAX_LINE = 64 * 1024 * 1024  # a request line (prompts are long, not that long)
+_NOTICE_S = 1.0  # how often a waiting request hears its queue position
+
+
+class ModelBusy(BackendError):
+    pass
+
+
+class _Slot:
+    """One generation at a time, first come first served, bounded waiting line."""
+
+    def __init__(self, max_waiting: int) -> None:
+        self.max_waiting = max_waiting
+        self.cond = threading.Condition()
+        self.busy = False
+        self.waiting: deque[object] = deque()
+
+    def acquire(self, notify: Callable[[int], None]) -> None:
+        ticket = object()
+        with self.cond:
+            if not self.busy and not self.waiting:
+                self.busy = True
+                return
+            if len(self.waiting) >= self.max_waiting:
+                raise ModelBusy(
+                    f"The model is busy: {len(self.waiting) + 1} turns are running or waiting "
+                    f"(at most {self.max_waiting} may wait). Try again in a moment."
+                )
+            self.waiting.append(ticket)
+            try:
+                last = None
+                while self.busy or self.waiting[0] is not ticket:
+                    ahead = self.waiting.index(ticket) + (1 if self.busy else 0)
+                    if ahead != last:
+                        last = ahead
+                        self.cond.release()
+                        try:
+                            notify(ahead)  # may raise: the client went away
+                        finally:
+                            self.cond.acquire()
+                    self.cond.wait(_NOTICE_S)
+                self.busy = True
+            finally:
+                self.waiting.remove(ticket)
+                self.cond.notify_all()
+
+    def release(self) -> None:
+        with self.cond:
+            self.busy = False
+            self.cond.notify_all()
+
+
+def _is_local(settings: Settings) -> bool:
+    return settings.backend != "openai"
+
+
+class ModelService:
+    """Serves the protocol of :mod:`jupyter_data_agent.llm.remote_backend`."""
+
+    def __init__(self, settings: Settings, *, max_waiting: int = 8,
+                 create: Callable[[Settings], Backend] | None = None,
+                 log_: logging.Logger | None = None) -> None:
+        self.settings = settings
+        self.max_waiting = max_waiting
+        self._create = create
+        self.log = log_ or log
+        self.token = secrets.token_urlsafe(32)
+        self.directory: str | None = None
+        self.socket_path: str | None = None
+        self.requests = 0  # generation requests served (generate + stream)
+        self._lock = threading.Lock()
+        self._slots: dict[str, _Slot] = {}
+        self._resident: tuple[str, Backend] | None = None  # the one local model
+        self._server: socketserver.ThreadingUnixStreamServer | None = None
+        self._thread: threading.Thread | None = None
+        self._env_set = False
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self, export_env: bool = True) -> str:
+        self.directory = tempfile.mkdtemp(prefix="jda-model-")
+        os.chmod(self.directory, 0o700)
+        self.socket_path = os.path.join(self.directory, "model.sock")
+        service = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                service._handle(self.rfile, self.wfile)
+
+        server = socketserver.ThreadingUnixStreamServer(self.socket_path, Handler)
+        server.daemon_threads = True
+        os.chmod(self.socket_path, 0o600)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="jupyter-data-agent-model-service", daemon=True)
+        self._thread.start()
+        rb.LOCAL_SERVICE_TOKENS.add(self.token)
+        if export_env:
+            os.environ[rb.ENV_SOCKET] = self.socket_path
+            os.environ[rb.ENV_TOKEN] = self.token
+            self._env_set = True
+        return self.socket_path
+
+    def stop(self) -> None:
+        if self._env_set:
+            if os.environ.get(rb.ENV_TOKEN) == self.token:
+                os.environ.pop(rb.ENV_TOKEN, None)
+                os.environ.pop(rb.ENV_SOCKET, None)
+            self._env_set = False
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+        rb.LOCAL_SERVICE_TOKENS.discard(self.token)
+        with self._lock:
+            self._resident = None
+
+    # -- backends ----------------------------------------------------------------
+    def _settings_for(self, overrides) -> Settings:
+        if overrides is None:
+            overrides = {}
+        if not isinstance(overrides, dict):
+            raise ValueError("settings_overrides must be an object")
+        bad = set(overrides) - set(rb.ALLOWED_OVERRIDES)
+        if bad:
+            raise ValueError(f"settings the model service does not let a kernel change: "
+                             f"{', '.join(sorted(bad))}")
+        changes = {k: str(v) for k, v in overrides.items() if v}
+        return self.settings.with_overrides(**changes) if changes else self.settings
+
+    def _slot_key(self, settings: Settings) -> str:
+        from ..llm.factory import _key
+
+        return "local" if _is_local(settings) else _key(settings)
+
+    def _slot(self, settings: Settings) -> _Slot:
+        key = self._slot_key(settings)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot(self.max_waiting)
+            return slot
+
+    def _backend(self, settings: Settings) -> Backend:
+        """The backend for ``settings``; called holding its slot (local: evicts the other model)."""
+        from ..llm import factory
+
+        create = self._create or factory.create_backend
+        if not _is_local(settings):
+            return create(settings)
+        key = factory._key(settings)
+        with self._lock:
+            resident = self._resident
+        if resident is not None and resident[0] != key:
+            old_key, old = resident
+            with factory._LOCK:
+                if factory._INSTANCES.get(old_key) is old:
+                    del factory._INSTANCES[old_key]
+            with self._lock:
+                self._resident = None
+            self.log.info("jupyter_data_agent: closing the resident model %s", old.model)
+            try:
+                old.close()
+            except Exception:
+                self.log.warning("jupyter_data_agent: closing the previous model failed",
+                                 exc_info=True)
+        backend = create(settings)
+        with self._lock:
+            self._resident = (key, backend)
+        return backend
+
+    def _resident_backend(self, settings: Settings) -> Backend | None:
+        from ..llm import factory
+
+        if not _is_local(settings):
+            return (self._create or factory.create_backend)(settings)
+        with self._lock:
+            resident = self._resident
+        if resident is not None and resident[0] == factory._key(settings):
+            return resident[1]
+        return None
+
+    # -- requests -----------------------------------------------------------------
+    def _handle(self, rfile, wfile) -> None:
+        def send(obj: dict) -> None:
+            wfile.write(json.dumps(obj, default=str).encode() + b"\n")
+            wfile.flush()
+
+        try:
+            line = rfile.readline(_MAX_LINE)
+            try:
+                req = json.loads(line)
+                if not isinstance(req, dict):
+                    raise ValueError
+            except ValueError:
+                send({"error": "model service: a request is one JSON object on one line."})
+                return
+            token = req.get("token")
+            if not isinstance(token, str) or not hmac.compare_digest(token.encode(),
+                                                                      self.token.encode()):
+                send({"error": "model service: wrong or missing token; request refused."})
+                return
+            try:
+                self._serve(req, send)
+            except BackendError as exc:
+                send({"error": str(exc)})
+            except (ValueError, TypeError, KeyError) as exc:
+                send({"error": f"model service: bad request: {exc}"})
+            except Exception as exc:  # the message reaches the user's cell
+                self.log.warning("jupyter_data_agent: model service request failed", exc_info=True)
+                send({"error": f"model service: {type(exc).__name__}: {exc}"})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the kernel went away
+
+    def _serve(self, req: dict, send: Callable[[dict], None]) -> None:
+        from ..llm.remote_backend import decode_params, decode_prompt
+
+        op = req.get("op")
+        settings = self._settings_for(req.get("settings_overrides"))
+        if op in ("info", "count_tokens"):
+            backend = self._resident_backend(settings)
+            if backend is not None:
+                send({"done": self._quick(op, backend, req)})
+                return
+        elif op not in ("generate", "stream"):
+            raise ValueError(f"unknown op {op!r}")
+        prompt = decode_prompt(req.get("prompt") or {}) if op in ("generate", "stream") else None
+        params = decode_params(req.get("params") or {}) if op in ("generate", "stream") else None
+        slot = self._slot(settings)
+        slot.acquire(lambda ahead: send({"queue": ahead}))
+        try:
+            backend = self._backend(settings)
+            if op in ("info", "count_tokens"):
+                send({"done": self._quick(op, backend, req)})
+                return
+            assert prompt is not None and params is not None
+            with self._lock:
+                self.requests += 1
+            if op == "generate":
+                send({"done": [asdict(c) for c in backend.generate(prompt, params)]})
+            else:
+                for delta in backend.stream(prompt, params):
+                    if delta:
+                        send({"delta": delta})
+                send({"done": True})
+        finally:
+            slot.release()
+
+    @staticmethod
+    def _quick(op: str, backend: Backend, req: dict):
+        if op == "count_tokens":
+            return backend.count_tokens(str(req.get("text", "")))
+        caps = backend.capabilities
+        return {"name": backend.name, "model": backend.model,
+                "capabilities": {"chat": caps.chat, "completion": caps.completion,
+                                 "logprobs": caps.logprobs, "streaming": caps.streaming,
+                                 "extra": dict(caps.extra)}}

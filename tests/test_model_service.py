@@ -1,0 +1,315 @@
+"""One model per Jupyter server: the model service, its client, and kernels using it.
+
+The protocol is tested against a small real backend in this process; the end
+to end test runs a real jupyter_server with the extension (its model: the
+OpenAI-protocol test server), starts a real kernel through the server's
+kernel manager and runs ``%%agent`` in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from jupyter_data_agent.config import Settings
+from jupyter_data_agent.llm import factory
+from jupyter_data_agent.llm.base import (
+    Backend,
+    BackendError,
+    Capabilities,
+    Completion,
+    Prompt,
+    SamplingParams,
+)
+from jupyter_data_agent.llm.remote_backend import ENV_SOCKET, ENV_TOKEN, RemoteBackend
+from jupyter_data_agent.server.model_service import ModelService
+from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
+from tests.openai_server import OpenAITestServer
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+class EchoBackend(Backend):
+    """Answers with the prompt's last words; ``gate`` holds a generation until set."""
+
+    name = "echo"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started = threading.Event()
+        self.closed = False
+        self.calls = 0
+
+    @property
+    def model(self) -> str:
+        return self.settings.model or "echo-model"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(chat=True, completion=True, logprobs=True)
+
+    def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
+        self.calls += 1
+        self.started.set()
+        assert self.gate.wait(30)
+        text = prompt.text if prompt.text is not None else prompt.messages[-1].content
+        return [Completion(text=f"{self.model}:{text}:{i}", token_logprobs=[-0.5],
+                           finish_reason="stop", prompt_tokens=3, completion_tokens=1)
+                for i in range(params.n)]
+
+    def stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[str]:
+        yield from ("one ", "two ", "three")
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def service():
+    built: dict[str, EchoBackend] = {}
+
+    def create(settings: Settings) -> Backend:
+        key = settings.model
+        if key not in built or built[key].closed:
+            built[key] = EchoBackend(settings)
+        return built[key]
+
+    svc = ModelService(Settings(backend="transformers"), max_waiting=1, create=create)
+    svc.start(export_env=False)
+    svc.built = built  # type: ignore[attr-defined]
+    yield svc
+    svc.stop()
+
+
+def client(svc: ModelService, **kw) -> RemoteBackend:
+    return RemoteBackend(svc.socket_path, svc.token, **kw)
+
+
+def test_private_socket_and_wrong_token_refused(service):
+    assert stat.S_IMODE(os.stat(service.directory).st_mode) == 0o700
+    with pytest.raises(BackendError, match="wrong or missing token"):
+        RemoteBackend(service.socket_path, "not-the-token").generate(Prompt(text="x"),
+                                                                      SamplingParams())
+    # raw: no token at all
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(service.socket_path)
+        s.sendall(b'{"op": "info"}\n')
+        assert "refused" in json.loads(s.makefile().readline())["error"]
+    assert service.requests == 0
+
+
+def test_generate_stream_count_and_info(service):
+    remote = client(service)
+    out = remote.generate(Prompt.chat([{"role": "user", "content": "hi"}]),
+                          SamplingParams(n=2, stop=("\n",)))
+    assert [c.text for c in out] == ["echo-model:hi:0", "echo-model:hi:1"]
+    assert out[0].token_logprobs == [-0.5] and out[0].completion_tokens == 1
+    assert "".join(remote.stream(Prompt(text="x"), SamplingParams())) == "one two three"
+    assert remote.count_tokens("a b c") == 3
+    assert remote.model == "echo-model" and remote.capabilities.logprobs
+    assert service.requests == 2
+    assert "token" not in repr(remote).lower() or service.token not in repr(remote)
+
+
+def test_overrides_are_limited_and_evict_the_previous_model(service):
+    remote = client(service)
+    remote.generate(Prompt(text="a"), SamplingParams())
+    first = service.built["echo-model"] if "echo-model" in service.built else service.built[""]
+    other = client(service, overrides={"model": "other"})
+    assert other.generate(Prompt(text="b"), SamplingParams())[0].text == "other:b:0"
+    assert first.closed  # one local model resident at a time
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(service.socket_path)
+        s.sendall(json.dumps({"token": service.token, "op": "info",
+                              "settings_overrides": {"base_url": "http://evil"}}).encode() + b"\n")
+        assert "does not let a kernel change" in json.loads(s.makefile().readline())["error"]
+
+
+def test_queue_position_is_reported_and_bounded(service):
+    remote = client(service)
+    remote.generate(Prompt(text="warm"), SamplingParams())
+    backend = next(iter(service.built.values()))
+    backend.gate.clear()
+    backend.started.clear()
+    results: dict[str, object] = {}
+    waits: list[int] = []
+
+    def first():
+        results["first"] = remote.generate(Prompt(text="1"), SamplingParams())[0].text
+
+    def second():
+        results["second"] = client(service, on_wait=waits.append).generate(
+            Prompt(text="2"), SamplingParams())[0].text
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert backend.started.wait(10)
+    t2 = threading.Thread(target=second)
+    t2.start()
+    deadline = time.monotonic() + 10
+    while not waits and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert waits == [1]
+    # max_waiting=1: a third request is refused at once
+    with pytest.raises(BackendError, match="model is busy"):
+        remote.generate(Prompt(text="3"), SamplingParams())
+    backend.gate.set()
+    t1.join(10)
+    t2.join(10)
+    assert results == {"first": "echo-model:1:0", "second": "echo-model:2:0"}
+
+
+def test_service_gone_is_a_clear_error(service, monkeypatch):
+    remote = client(service)
+    service.stop()
+    with pytest.raises(BackendError, match="model service is gone"):
+        remote.generate(Prompt(text="x"), SamplingParams())
+
+
+def test_create_backend_chooses_the_service(service, monkeypatch):
+    settings = Settings(backend="openai", base_url="http://127.0.0.1:9/v1", model="m")
+    monkeypatch.setenv(ENV_SOCKET, service.socket_path)
+    monkeypatch.setenv(ENV_TOKEN, service.token)
+    try:
+        # the service runs in this process: a server never asks itself
+        from jupyter_data_agent.llm import remote_backend
+
+        assert not isinstance(factory.create_backend(settings), RemoteBackend)
+        remote_backend.LOCAL_SERVICE_TOKENS.discard(service.token)
+        backend = factory.create_backend(settings)
+        assert isinstance(backend, RemoteBackend)
+        assert factory.create_backend(settings) is backend
+        monkeypatch.setenv(ENV_SOCKET, "")  # opt out
+        assert not isinstance(factory.create_backend(settings), RemoteBackend)
+    finally:
+        factory.close_backends()
+
+
+# ---------------------------------------------------------------------------- end to end
+
+KEY = "sk-model-service-secret-1234"
+STEP_REPLY = "```python\n# Step 1: Count the rows.\nlen(df)\n```"
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with OpenAITestServer(reply=STEP_REPLY) as srv:
+        yield srv
+
+
+@pytest.fixture
+def jp_server_config(model_server, monkeypatch, tmp_path):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND",
+                 "JUPYTER_DATA_AGENT_MODEL", ENV_SOCKET, ENV_TOKEN):
+        monkeypatch.delenv(name, raising=False)
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
+        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
+                      "model": "test-model", "max_retries": 0},
+    }
+
+
+def test_agent_in_a_server_kernel_uses_the_server_model(jp_serverapp, jp_asyncio_loop,
+                                                        model_server):
+    ext = jp_serverapp.extension_manager.extension_apps["jupyter_data_agent"]
+    service = next(iter(ext)).service
+    assert service is not None and os.environ[ENV_SOCKET] == service.socket_path
+
+    async def start():
+        kid = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
+        km = jp_serverapp.kernel_manager.get_kernel(kid)
+        return kid, km
+
+    kid, km = jp_asyncio_loop.run_until_complete(start())
+    kc = km.blocking_client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        model_server.clear()
+        setup = run_cell(kc, "import os, pandas as pd\n"
+                             "df = pd.DataFrame({'a': [1, 2, 3]})\n"
+                             "%load_ext jupyter_data_agent")
+        assert setup.status == "ok", setup
+        env = run_cell(kc, f"print(bool(os.environ.get('{ENV_TOKEN}')), "
+                           f"os.environ.get('OPENAI_API_KEY'))")
+        assert env.stdout.split() == ["True", "None"], env  # the kernel holds no API key
+        turn = run_cell(kc, "%%agent\nHow many rows does df have?", timeout=120)
+        assert turn.status == "ok" and turn.error is None, turn
+        assert turn.next_input() == "# Step 1: Count the rows.\nlen(df)", turn
+        assert service.requests >= 1 and len(model_server.requests) >= 1
+        # No model runtime in the kernel.
+        mods = run_cell(kc, "import sys\nprint(sorted(m for m in ('torch', "
+                            "'transformers', 'llama_cpp', 'openai', 'vllm') "
+                            "if m in sys.modules))")
+        assert mods.stdout.strip() == "[]", mods
+        backend = run_cell(kc, "from jupyter_data_agent.llm.factory import _INSTANCES\n"
+                               "print([type(b).__name__ for b in _INSTANCES.values()])")
+        assert backend.stdout.strip() == "['RemoteBackend']", backend
+    finally:
+        kc.stop_channels()
+        jp_asyncio_loop.run_until_complete(jp_serverapp.kernel_manager.shutdown_kernel(kid))
+    socket_path = service.socket_path
+    jp_asyncio_loop.run_until_complete(ext_stop(jp_serverapp))
+    assert not os.path.exists(socket_path) and ENV_SOCKET not in os.environ
+
+
+async def ext_stop(serverapp) -> None:
+    await serverapp.extension_manager.stop_all_extensions()
+
+
+# ---------------------------------------------------------------------------- fork after torch
+
+def test_copy_runs_torch_after_the_kernel_used_it(tmp_path):
+    pytest.importorskip("torch")
+    env = {ENV_SOCKET: "", "JUPYTER_CONFIG_DIR": str(tmp_path)}
+    km, kc = start_kernel(env)
+    try:
+        warm = run_cell(kc, "import torch\ntorch.set_num_threads(2)\n"
+                            "x = torch.randn(500, 500)\n(x @ x).sum().item()\n"
+                            "%load_ext jupyter_data_agent")
+        assert warm.status == "ok", warm
+        code = (
+            "from jupyter_data_agent.kernel.snapshot import SnapshotTree\n"
+            "from jupyter_data_agent.kernel.results import Limits\n"
+            "tree = SnapshotTree.from_current_kernel(limits=Limits(timeout_s=60), "
+            "notebook_dir=os.getcwd())\n"
+            "try:\n"
+            "    r = tree.root.exec('y = torch.randn(500, 500)\\nprint(float((y @ y).sum()) != 0.0, "
+            "torch.get_num_threads())')\n"
+            "    print(r.status, r.text())\n"
+            "finally:\n"
+            "    tree.close()\n"
+        )
+        out = run_cell(kc, "import os\n" + code, timeout=90)
+        assert out.status == "ok", out
+        assert "True 1" in out.stdout, out
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_stop_is_idempotent():
+    svc = ModelService(Settings(backend="openai", base_url="http://x/v1"))
+    svc.start(export_env=False)
+    svc.stop()
+    svc.stop()
+    asyncio.run(asyncio.sleep(0))
+
+
+def test_kernel_copies_lose_the_service_address_and_token():
+    from jupyter_data_agent.kernel.harden import secret_env_names
+
+    env = {ENV_SOCKET: "/tmp/jda-model-x/model.sock", ENV_TOKEN: "t" * 40, "PATH": "/bin"}
+    assert sorted(secret_env_names(env)) == sorted([ENV_SOCKET, ENV_TOKEN])

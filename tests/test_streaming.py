@@ -1,0 +1,159 @@
+"""Streamed candidates: deltas reach the turn's events batched, cancel closes the stream.
+
+The real OpenAI SDK against the local OpenAI-protocol server, slowed per
+streamed token (``chunk_delay``); the server-level test runs a real Jupyter
+server (helpers from ``test_server.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from jupyter_data_agent.config import Settings
+from jupyter_data_agent.context.model import NotebookContext
+from jupyter_data_agent.llm.base import Prompt, SamplingParams
+from jupyter_data_agent.llm.openai_backend import OpenAIBackend
+from jupyter_data_agent.search import RunContext, TurnRequest, get_strategy
+from jupyter_data_agent.search.base import Cancelled, Event, SearchStats
+from jupyter_data_agent.search.generate import generate_one
+from tests.openai_server import OpenAITestServer, tokenize
+
+CELL = "```python\n# Step 1: Count the rows.\n" + "".join(f"x{i} = {i}\n" for i in range(40)) + "len(df)\n```"
+
+
+def backend_for(srv: OpenAITestServer) -> OpenAIBackend:
+    return OpenAIBackend(Settings(backend="openai", model="test-model", base_url=srv.base_url,
+                                  request_timeout=10.0, max_retries=0))
+
+
+def wait_for(predicate, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_one_candidate_streams_in_batches_and_counts_tokens():
+    with OpenAITestServer(reply=CELL, chunk_delay=0.015) as srv:
+        backend = backend_for(srv)
+        events: list[Event] = []
+        ctx = RunContext(backend=backend, events=events.append)
+        stats = SearchStats()
+        completion = generate_one(ctx, Prompt.chat([{"role": "user", "content": "rows?"}]),
+                                  SamplingParams(max_tokens=500), stats, candidate=0)
+    deltas = [e for e in events if e.kind == "delta"]
+    assert completion.text == CELL
+    assert "".join(e.data["text"] for e in deltas) == CELL
+    assert deltas[0].data["start"] and not any(e.data["start"] for e in deltas[1:])
+    assert {e.data["candidate"] for e in deltas} == {0}
+    # Batched: far fewer events than tokens.
+    assert 2 <= len(deltas) < len(tokenize(CELL)) / 3
+    generating = [e for e in events if e.kind == "progress" and e.data.get("state") == "generating"]
+    assert generating and generating[-1].message.startswith("generating: ")
+    assert stats.model_calls == 1
+    assert stats.completion_tokens == backend.count_tokens(CELL) > 0
+    assert stats.prompt_tokens > 0
+
+
+def test_cancel_stops_the_stream_within_a_batch():
+    slow = CELL * 5  # ~25 s at this pace: only a cancel ends it early
+    with OpenAITestServer(reply=slow, chunk_delay=0.05) as srv:
+        backend = backend_for(srv)
+        first = threading.Event()
+        cancel = threading.Event()
+
+        def events(event: Event) -> None:
+            if event.kind == "delta":
+                first.set()
+
+        ctx = RunContext(backend=backend, events=events, cancel=cancel)
+        request = TurnRequest(intent="How many rows?", context=NotebookContext())
+        outcome: list[BaseException | object] = []
+
+        def run() -> None:
+            try:
+                outcome.append(get_strategy("direct").run(request, ctx))
+            except BaseException as exc:  # noqa: BLE001 -- checked below
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        assert first.wait(10), "no streamed text arrived"
+        cancel.set()
+        started = time.monotonic()
+        thread.join(1.0)
+        assert not thread.is_alive(), "generation went on after cancel"
+        assert time.monotonic() - started < 1.0
+        assert isinstance(outcome[0], Cancelled)
+        # The HTTP stream was closed: the server could not send the rest.
+        assert wait_for(lambda: srv.aborted_streams == 1, 2.0)
+
+
+# -- through the Jupyter server ---------------------------------------------------------
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with OpenAITestServer(reply=CELL * 5, chunk_delay=0.05) as srv:
+        yield srv
+
+
+@pytest.fixture
+def jp_server_config(model_server, monkeypatch):
+    from tests.test_server import KEY
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND",
+                 "JUPYTER_DATA_AGENT_MODEL", "JUPYTER_DATA_AGENT_CONFINEMENT"):
+        monkeypatch.delenv(name, raising=False)
+    model_server.clear()
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
+        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
+                      "model": "test-model", "max_retries": 0},
+    }
+
+
+def _on_server_loop(fn):
+    from tests.test_server import on_server_loop
+
+    return on_server_loop(fn)
+
+
+@_on_server_loop
+async def test_server_streams_deltas_and_cancel_stops_the_model_call(jp_fetch, jp_serverapp,
+                                                                     model_server):
+    import asyncio
+    import json
+
+    from tests.test_server import NS, poll, poll_until, post_turn
+
+    job_id = (await post_turn(jp_fetch, options={"use_live_state": False}))["job_id"]
+    events = await poll_until(jp_fetch, job_id, lambda e: e["type"] == "delta", timeout=30)
+    delta = next(e for e in events if e["type"] == "delta")
+    assert delta["data"]["start"] is True and delta["data"]["candidate"] == 0
+    assert any(e["type"] == "progress" and e["data"].get("state") == "prompt"
+               and e["data"].get("prompt_tokens", 0) > 0 for e in events)
+
+    started = time.monotonic()
+    r = await jp_fetch(NS, "jobs", job_id, "cancel", method="POST", body="{}")
+    assert json.loads(r.body)["status"] == "cancelled"
+    reply = await poll(jp_fetch, job_id)
+    assert reply["status"] == "cancelled"
+    assert reply["events"][-1]["data"]["state"] == "cancelled"
+
+    ext = jp_serverapp.extension_manager.extension_apps["jupyter_data_agent"]
+    jobs = next(iter(ext)).jobs
+    # The worker thread ends within a batch, and the model's HTTP stream was closed.
+    while time.monotonic() - started < 1.0 and (
+            any(t.is_alive() for t in jobs._workers) or model_server.aborted_streams < 1):
+        await asyncio.sleep(0.02)
+    assert not any(t.is_alive() for t in jobs._workers), "the search thread went on after cancel"
+    assert model_server.aborted_streams >= 1
+    assert time.monotonic() - started < 1.5
