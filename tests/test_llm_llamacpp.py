@@ -128,6 +128,23 @@ def test_streaming_stops_when_the_consumer_leaves(backend):
     loaded.lock.release()
 
 
+def test_a_stream_closed_during_the_prompt_stops_evaluating_it(backend):
+    """Cancel within one batch: a long prompt is evaluated in batches, and closing the
+    stream after the first one leaves the rest unevaluated."""
+    loaded = backend.load()
+    long = Prompt(text=CODE_PROMPT.format(tag="long prompt") + "".join(
+        f"# note {i}: the column c{i} holds the reading of sensor {i} in degrees\n" for i in range(150)))
+    n_prompt = backend.count_tokens(long.text or "")
+    batch = int(loaded.llm.n_batch)
+    assert n_prompt > 2 * batch
+    stream = backend.stream(long, SamplingParams(max_tokens=50))
+    assert next(stream) == ""  # the first batch of the prompt is in
+    stream.close()
+    assert loaded.llm.n_tokens < n_prompt - batch // 2  # not the whole prompt (a shared prefix may be cached)
+    assert loaded.lock.acquire(blocking=False)
+    loaded.lock.release()
+
+
 def test_prefix_reuse_evaluates_only_the_suffix(backend):
     first = Prompt(text=CODE_PROMPT.format(tag="prefix reuse") + "total = df['a'].sum()\n")
     step1 = backend.generate(first, SamplingParams(max_tokens=16))[0]

@@ -309,6 +309,8 @@ class LlamaCppBackend(Backend):
     ) -> Iterator[str]:
         """Decode into ``sample``, yielding the text delta of each token; the caller holds the lock.
 
+        Yields ``""`` after each batch of prompt tokens, so a stream can be closed mid-prompt.
+
         Ends at an end-of-generation token, ``max_new`` tokens or a stop sequence in the text.
         """
         import llama_cpp
@@ -319,8 +321,13 @@ class LlamaCppBackend(Backend):
         loaded.reused_tokens += reused
         llm.set_seed(seed if seed is not None else random.getrandbits(31))
         greedy = params.temperature <= 0
+        # The prompt's new part in batches, each a point where the consumer may stop (cancel).
+        batch = max(1, int(llm.n_batch))
+        for start in range(reused, len(ids) - 1, batch):
+            llm.eval(ids[start:min(start + batch, len(ids) - 1)])
+            yield ""
         tokens = llm.generate(
-            ids[reused:],
+            ids[max(reused, len(ids) - 1):],
             reset=False,
             temp=0.0 if greedy else float(params.temperature),
             top_p=float(params.top_p) if 0 < params.top_p < 1 else 1.0,
@@ -421,7 +428,7 @@ class LlamaCppBackend(Backend):
             try:
                 for delta in decode:
                     out = stopper.feed(delta)
-                    if out:
+                    if out or not delta:  # "" after a prompt batch: the consumer may stop here
                         yield out
                     if stopper.done:
                         return

@@ -162,8 +162,12 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
                 last_progress = now
                 tokens = backend.count_tokens("".join(parts))
                 elapsed = now - started
-                ctx.progress(f"generating: {tokens:,} tokens, {elapsed:.0f} s", state="generating",
-                             tokens=tokens, elapsed_s=round(elapsed, 1))
+                if tokens:
+                    ctx.progress(f"generating: {tokens:,} tokens, {elapsed:.0f} s", state="generating",
+                                 tokens=tokens, elapsed_s=round(elapsed, 1))
+                else:  # a local model still reading the prompt (it yields "" between batches)
+                    ctx.progress(f"reading the prompt: {prompt_tokens:,} tokens, {elapsed:.0f} s", state="prompt",
+                                 prompt_tokens=prompt_tokens, elapsed_s=round(elapsed, 1))
     finally:
         gen.close()
     ctx.check_cancelled()
