@@ -86,6 +86,7 @@ export interface ProgressData {
     | (
         | 'queued'
         | 'loading_model'
+        | 'waiting_model'
         | 'waiting_for_kernel'
         | 'kernel_ready'
         | 'schema_ready'
@@ -115,6 +116,7 @@ export interface ProgressData {
   prompt_tokens?: number | null;
   tokens?: number | null;
   elapsed_s?: number | null;
+  queue?: number | null;
 }
 /**
  * Which layers are really active in a snapshot (``kernel.results.Protections.to_json``).

@@ -172,6 +172,57 @@ def test_queue_position_is_reported_and_bounded(service):
     assert results == {"first": "echo-model:1:0", "second": "echo-model:2:0"}
 
 
+def test_the_servers_own_turns_wait_in_the_same_line(service):
+    """A sidebar turn (in the server process) and a kernel's request share one line:
+    the sidebar hears its position, and a cancel while it waits leaves the line."""
+    from jupyter_data_agent.search.base import Cancelled
+
+    remote = client(service)
+    remote.generate(Prompt(text="warm"), SamplingParams())
+    backend = next(iter(service.built.values()))
+    backend.gate.clear()
+    backend.started.clear()
+    kernel_turn = threading.Thread(target=lambda: remote.generate(Prompt(text="k"), SamplingParams()))
+    kernel_turn.start()
+    assert backend.started.wait(10)
+
+    heard: list[int] = []
+    sidebar = service.queued(service.settings, backend, heard.append)
+    assert sidebar.model == backend.model and sidebar.count_tokens("a b") == 2
+    out: dict[str, str] = {}
+    t = threading.Thread(target=lambda: out.update(text=sidebar.generate(Prompt(text="s"), SamplingParams())[0].text))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not heard and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert heard == [1] and t.is_alive()  # the kernel's request goes first
+
+    cancel = threading.Event()
+    cancelled = service.queued(service.settings, backend, lambda _: None, cancel)
+    errors: list[BaseException] = []
+
+    def waiting_then_cancelled() -> None:
+        try:
+            cancelled.generate(Prompt(text="c"), SamplingParams())
+        except BaseException as exc:  # noqa: BLE001 - what the turn would see
+            errors.append(exc)
+
+    max_waiting = service.max_waiting
+    service._slot(service.settings).max_waiting = 2  # room for one more in the line
+    t3 = threading.Thread(target=waiting_then_cancelled)
+    t3.start()
+    time.sleep(0.2)
+    cancel.set()
+    t3.join(5)
+    service._slot(service.settings).max_waiting = max_waiting
+    assert not t3.is_alive() and isinstance(errors[0], Cancelled)
+
+    backend.gate.set()
+    kernel_turn.join(10)
+    t.join(10)
+    assert out == {"text": "echo-model:s:0"}
+
+
 def test_service_gone_is_a_clear_error(service, monkeypatch):
     remote = client(service)
     service.stop()

@@ -118,8 +118,10 @@ GENERATING_INTERVAL_S = 1.0
 
 
 def streams(backend: Backend) -> bool:
-    """Whether the backend really streams (the base class's ``stream`` is one ``generate``)."""
-    return backend.capabilities.streaming and type(backend).stream is not Backend.stream
+    """Whether the backend really streams (the base class's ``stream`` is one ``generate``;
+    a wrapper says for what it wraps with ``real_stream``)."""
+    real = getattr(backend, "real_stream", type(backend).stream is not Backend.stream)
+    return bool(backend.capabilities.streaming and real)
 
 
 def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats: SearchStats, *,

@@ -120,6 +120,7 @@ class DataAgentExtension(ExtensionApp):
                 self.log.warning("jupyter_data_agent: model service not started: %s", exc)
                 self.service = None
         self.settings["jupyter_data_agent"]["model_service"] = self.service
+        self.jobs.service = self.service
         self.log.info(
             "jupyter_data_agent: backend=%s model=%s",
             self.agent_settings.backend,

@@ -269,6 +269,8 @@ class JobManager:
         # Search threads, including those of cancelled turns still stuck in a model call.
         self._workers: dict[threading.Thread, Job] = {}
         self._closing = False
+        # The model service (server/model_service.py), when it runs: its line is the turns' too.
+        self.service: Any = None
 
     # -- public API ---------------------------------------------------------------
     def start(self, owner: str, request: TurnRequestModel, context: NotebookContext) -> Job:
@@ -408,6 +410,15 @@ class JobManager:
                 loop.call_soon_threadsafe(job.strategy_event, event)
             except RuntimeError:  # the loop is gone (server stopped)
                 pass
+
+        if self.service is not None:  # one line for the model, with the magic's turns
+            from ..search.base import Event
+
+            def waiting(ahead: int) -> None:
+                sink(Event("progress", f"waiting for the model: {ahead} turn{'s' if ahead != 1 else ''} ahead",
+                           {"state": "waiting_model", "queue": ahead}))
+
+            backend = self.service.queued(self.settings, backend, waiting, job.cancel_event)
 
         job.phase = "searching"
         job.progress(f"Running the {spec.strategy} strategy.", state="searching",

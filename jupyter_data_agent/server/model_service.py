@@ -53,7 +53,8 @@ class _Slot:
         self.busy = False
         self.waiting: deque[object] = deque()
 
-    def acquire(self, notify: Callable[[int], None]) -> None:
+    def acquire(self, notify: Callable[[int], None], check: Callable[[], None] | None = None) -> None:
+        """Wait for the model; ``notify`` hears the turns ahead, ``check`` may raise to leave the line."""
         ticket = object()
         with self.cond:
             if not self.busy and not self.waiting:
@@ -76,6 +77,8 @@ class _Slot:
                             notify(ahead)  # may raise: the client went away
                         finally:
                             self.cond.acquire()
+                    if check is not None:
+                        check()
                     self.cond.wait(_NOTICE_S)
                 self.busy = True
             finally:
@@ -86,6 +89,57 @@ class _Slot:
         with self.cond:
             self.busy = False
             self.cond.notify_all()
+
+
+class QueuedBackend(Backend):
+    """The server's own turns (the sidebar) in the service's line, with the magic's.
+
+    One generation at a time per model whoever asks; ``notify`` hears how many
+    turns are ahead, and ``cancel`` set while waiting leaves the line.
+    """
+
+    name = "queued"
+
+    def __init__(self, inner: Backend, slot: _Slot, notify: Callable[[int], None],
+                 cancel: threading.Event | None = None) -> None:
+        from ..search.generate import streams
+
+        self.inner = inner
+        self._slot = slot
+        self._notify = notify
+        self._cancel = cancel
+        self.real_stream = streams(inner)
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def _check(self) -> None:
+        if self._cancel is not None and self._cancel.is_set():
+            from ..search.base import Cancelled
+
+            raise Cancelled("the turn was cancelled while it waited for the model")
+
+    def generate(self, prompt, params):
+        self._slot.acquire(self._notify, self._check)
+        try:
+            return self.inner.generate(prompt, params)
+        finally:
+            self._slot.release()
+
+    def stream(self, prompt, params):
+        self._slot.acquire(self._notify, self._check)
+        try:
+            yield from self.inner.stream(prompt, params)
+        finally:
+            self._slot.release()
 
 
 def _is_local(settings: Settings) -> bool:
@@ -183,6 +237,17 @@ class ModelService:
             if slot is None:
                 slot = self._slots[key] = _Slot(self.max_waiting)
             return slot
+
+    def queued(self, settings: Settings, backend: Backend, notify: Callable[[int], None],
+               cancel: threading.Event | None = None) -> Backend:
+        """``backend`` (the server's, for ``settings``) taking its turn in the service's line.
+
+        Only a local model has one line: an endpoint serves turns side by side, and
+        a cancelled turn stuck in its call must not hold up the next one.
+        """
+        if not _is_local(settings):
+            return backend
+        return QueuedBackend(backend, self._slot(settings), notify, cancel)
 
     def _backend(self, settings: Settings) -> Backend:
         """The backend for ``settings``; called holding its slot (local: evicts the other model)."""
@@ -283,8 +348,7 @@ class ModelService:
                 send({"done": [asdict(c) for c in backend.generate(prompt, params)]})
             else:
                 for delta in backend.stream(prompt, params):
-                    if delta:
-                        send({"delta": delta})
+                    send({"delta": delta})  # "" too: a kernel gone mid-prompt ends the stream here
                 send({"done": True})
         finally:
             slot.release()

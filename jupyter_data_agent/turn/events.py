@@ -43,6 +43,7 @@ EventType = Literal["progress", "candidate", "log", "delta", "done", "error"]
 ProgressState = Literal[
     "queued",  # waiting for another turn to finish
     "loading_model",
+    "waiting_model",  # the model serves another turn first: ``queue`` turns ahead
     "waiting_for_kernel",  # the kernel is busy running a cell
     "kernel_ready",
     "schema_ready",  # DataFrame schemas read from the kernel
@@ -242,6 +243,7 @@ class ProgressData(_Sparse):
     prompt_tokens: int | None = Field(default=None, ge=0)  # prompt
     tokens: int | None = Field(default=None, ge=0)  # generating
     elapsed_s: float | None = Field(default=None, ge=0)  # generating
+    queue: int | None = Field(default=None, ge=0)  # waiting_model
 
 
 class LogData(_Sparse):
