@@ -2,6 +2,7 @@
 
     python -m jupyter_data_agent.bench.runtime [--runtimes llamacpp,transformers]
         [--new-tokens 128] [--prefill-tokens 2000] [--steps 5] [--threads N] [--json F]
+        [--mcts] [--data DIR] [--task 683] [--rss]
 
 For each available runtime, on the same prompts (the product's ARCADE prompt
 with its few-shot exemplars), greedy decoding:
@@ -20,15 +21,33 @@ Both runtimes get the same threads: llama.cpp ``n_threads`` and torch's
 ``set_num_threads`` are set to the physical cores (or ``--threads``). The
 table ends with the ratio llama.cpp / transformers (for times,
 transformers / llama.cpp: higher is better for llama.cpp).
+
+``--mcts``: a 2-iteration mcts turn end to end with each runtime, through the
+product's pipeline (``bench.dabench.run_task``: a fresh kernel in a private
+directory with the task's table, ``turn.resolve`` and ``turn.run_turn``) on
+one DABench task (``--data``, default ``tests/data/dabench``; ``--task``,
+default 683), 64 new tokens per call: wall time, model calls, prompt tokens
+evaluated vs reused from the KV cache.
+
+``--rss``: memory with 3 notebooks. A model service (what the server
+extension runs, :class:`~..server.model_service.ModelService`, with the
+configured settings: the embedded GGUF through llama.cpp by default) in a
+process of its own, 3 real kernels with its address, each running
+``%load_ext jupyter_data_agent`` and a ``%%agent --no-exec`` question; then
+the RSS of the service and of each kernel, and of one kernel that loaded the
+model itself (``JUPYTER_DATA_AGENT_MODEL_SOCKET=`` empty).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from ..config import Settings, llamacpp_available
 from ..context.model import NotebookContext
@@ -63,6 +82,13 @@ class RuntimeResult:
     trajectory_reused: int = 0
     trajectory_generated: int = 0
     trajectory_wall_s: float = 0.0
+    mcts_wall_s: float = 0.0
+    mcts_iterations: int = 0
+    mcts_model_calls: int = 0
+    mcts_evaluated: int = 0
+    mcts_reused: int = 0
+    mcts_generated: int = 0
+    mcts_error: str = ""
     notes: list[str] = field(default_factory=list)
 
 
@@ -173,8 +199,43 @@ def measure(runtime: str, args: argparse.Namespace, base: str, prompts: dict) ->
         text += c.text + OBSERVATION.format(step=step, next=step + 1)
     result.trajectory_wall_s = time.perf_counter() - start
     result.trajectory_steps = args.steps
+    if args.mcts:
+        measure_mcts(runtime, backend, threads, args, result)
     backend.close()
     return result
+
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "dabench"
+
+
+def measure_mcts(runtime: str, backend: Backend, threads: int, args: argparse.Namespace,
+                 result: RuntimeResult) -> None:
+    """A 2-iteration mcts turn on one DABench task, end to end, as ``bench.dabench`` runs it."""
+    from .dabench import load_tasks, run_task
+
+    try:
+        tasks, labels = load_tasks(args.data)
+        task = next(t for t in tasks if str(t["id"]) == str(args.task))
+    except (OSError, StopIteration) as exc:
+        result.mcts_error = f"task {args.task} not found in {args.data}: {exc}"
+        return
+    settings = Settings(backend=runtime, threads=threads, device="cpu", max_new_tokens=64)
+    reset_cache(backend)
+    start = time.perf_counter()
+    rec = run_task(task, labels.get(task["id"], []), strategy_name="mcts", backend=backend,
+                   settings=settings, tables_dir=Path(args.data) / "tables", budget=2)
+    result.mcts_wall_s = time.perf_counter() - start
+    stats = rec.get("stats") or {}
+    if rec.get("error"):
+        result.mcts_error = rec["error"]
+    result.mcts_iterations = int(stats.get("iterations") or 0)
+    result.mcts_model_calls = int(rec.get("model_calls") or stats.get("model_calls") or 0)
+    prompt = int(stats.get("prompt_tokens") or 0)
+    result.mcts_reused = int(stats.get("reused_tokens") or 0)
+    # prompt_tokens counts a call's prompt once, reused_tokens every sample's reuse:
+    # kept apart (mcts_evaluated + mcts_reused is SearchStats.prompt_tokens).
+    result.mcts_evaluated = prompt - result.mcts_reused
+    result.mcts_generated = int(stats.get("completion_tokens") or 0)
 
 
 def _ratio(a: float, b: float) -> str:
@@ -209,9 +270,117 @@ def table(results: list[RuntimeResult]) -> str:
     row("prompt tokens reused (KV cache)", str, lambda r: r.trajectory_reused, True)
     row("tokens generated", str, lambda r: r.trajectory_generated, True)
     row("wall time", lambda v: f"{v:.1f} s", lambda r: r.trajectory_wall_s, False)
+    if any(r.mcts_wall_s for r in ok):
+        lines.append("| **2-iteration mcts turn (DABench task, end to end)** |"
+                     + " |" * (len(ok) + (len(ok) == 2)))
+        row("iterations", str, lambda r: r.mcts_iterations, True)
+        row("model calls", str, lambda r: r.mcts_model_calls, True)
+        row("prompt tokens (SearchStats.prompt_tokens, once per call)", str,
+            lambda r: r.mcts_evaluated + r.mcts_reused, True)
+        row("prompt tokens reused (SearchStats.reused_tokens, every sample)", str,
+            lambda r: r.mcts_reused, True)
+        row("tokens generated", str, lambda r: r.mcts_generated, True)
+        row("wall time (kernel start to answer)", lambda v: f"{v:.1f} s", lambda r: r.mcts_wall_s, False)
     for r in results:
+        if r.mcts_error:
+            lines.append(f"\n{r.runtime} mcts: {r.mcts_error}")
         if not r.available:
             lines.append(f"\n{r.runtime}: not measured ({r.error})")
+    return "\n".join(lines)
+
+
+SERVICE_SCRIPT = """
+import sys, time
+from jupyter_data_agent.config import resolve_settings
+from jupyter_data_agent.server.model_service import ModelService
+svc = ModelService(resolve_settings())
+svc.start(export_env=False)
+print(svc.socket_path, svc.token, flush=True)
+sys.stdin.read()
+svc.stop()
+"""
+RSS_QUESTION = "%%agent --no-exec\nWhat is the mean of column a?"
+RSS_SETUP = "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\n%load_ext jupyter_data_agent"
+
+
+def _mib(pid: int) -> float:
+    import psutil
+
+    return psutil.Process(pid).memory_info().rss / 2**20
+
+
+def _kernel_pid(kc) -> int:
+    msg_id = kc.execute("import os; print(os.getpid())")
+    pid = ""
+    while True:
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            pid += msg["content"]["text"]
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return int(pid.strip())
+
+
+def _ask(kc, code: str, timeout: float = 300.0) -> str:
+    """Run ``code``; '' when it ran, else the error."""
+    reply = kc.execute(code, reply=True, timeout=timeout)
+    content = reply["content"]
+    return "" if content["status"] == "ok" else f"{content.get('ename')}: {content.get('evalue')}"
+
+
+def measure_rss(threads: int) -> list[tuple[str, float, str]]:
+    """(process, RSS MiB, note) with 3 notebooks on one model service, and one kernel without it."""
+    from ..kernel.launch import start_kernel, stop_kernel
+    from ..llm.remote_backend import ENV_SOCKET, ENV_TOKEN
+
+    env = {**os.environ, "JUPYTER_DATA_AGENT_THREADS": str(threads)}
+    service = subprocess.Popen([sys.executable, "-c", SERVICE_SCRIPT], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env=env)
+    rows: list[tuple[str, float, str]] = []
+    kernels = []
+    try:
+        socket_path, token = service.stdout.readline().split()
+        rows.append(("model service (idle, before any request)", _mib(service.pid), ""))
+        kenv = {ENV_SOCKET: socket_path, ENV_TOKEN: token, "JUPYTER_DATA_AGENT_THREADS": str(threads)}
+        for _ in range(3):
+            kernels.append(start_kernel(kenv))
+        notes = []
+        for _, kc in kernels:
+            err = _ask(kc, RSS_SETUP) or _ask(kc, RSS_QUESTION)
+            notes.append(err)
+        total = _mib(service.pid)
+        rows.append(("model service (after 3 `%%agent` turns)", total, "one copy of the weights"))
+        for i, (_, kc) in enumerate(kernels):
+            pid = _kernel_pid(kc)
+            rss = _mib(pid)
+            total += rss
+            rows.append((f"kernel {i + 1} (remote model)", rss, notes[i]))
+        rows.append(("**total, 3 notebooks + service**", total, ""))
+    finally:
+        for km, kc in kernels:
+            stop_kernel(km, kc)
+        if service.stdin:
+            service.stdin.close()
+        try:
+            service.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            service.kill()
+    # For comparison: a kernel that loads the model itself.
+    km, kc = start_kernel({ENV_SOCKET: "", ENV_TOKEN: "", "JUPYTER_DATA_AGENT_THREADS": str(threads)})
+    try:
+        err = _ask(kc, RSS_SETUP) or _ask(kc, RSS_QUESTION)
+        rss = _mib(_kernel_pid(kc))
+        rows.append(("kernel with the model in-process (no service)", rss, err))
+        rows.append(("3 such kernels (estimate: 3 ×)", 3 * rss, ""))
+    finally:
+        stop_kernel(km, kc)
+    return rows
+
+
+def rss_table(rows: list[tuple[str, float, str]]) -> str:
+    lines = ["| process | RSS | note |", "|---|---|---|"]
+    lines += [f"| {name} | {mib:.0f} MiB | {note} |" for name, mib, note in rows]
     return "\n".join(lines)
 
 
@@ -226,6 +395,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0,
                         help="threads for both runtimes (default: physical cores)")
     parser.add_argument("--json", default="", help="also write the results to this JSON file")
+    parser.add_argument("--mcts", action="store_true",
+                        help="also run a 2-iteration mcts turn end to end on a DABench task")
+    parser.add_argument("--data", default=str(DEFAULT_DATA),
+                        help="DABench folder for --mcts (default: tests/data/dabench)")
+    parser.add_argument("--task", default="683", help="DABench task id for --mcts (default 683)")
+    parser.add_argument("--rss", action="store_true",
+                        help="also measure RSS with 3 notebooks on one model service")
     args = parser.parse_args(argv)
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     unknown = set(runtimes) - {"llamacpp", "transformers"}
@@ -242,9 +418,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Embedded SmolLM2-135M-Instruct Q4_1 GGUF, greedy, {args.new_tokens} new tokens per completion, "
           f"threads = {physical_threads(args.threads)} for both runtimes.\n")
     print(table(results))
+    rss: list[tuple[str, float, str]] = []
+    if args.rss:
+        print("measuring RSS with 3 notebooks…", file=sys.stderr, flush=True)
+        rss = measure_rss(physical_threads(args.threads))
+        print("\nRSS with 3 notebooks (one model service, the configured backend):\n")
+        print(rss_table(rss))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([asdict(r) for r in results], f, indent=2)
+            json.dump({"runtimes": [asdict(r) for r in results],
+                       "rss_mib": [{"process": n, "rss_mib": round(m, 1), "note": x} for n, m, x in rss]},
+                      f, indent=2)
     return 0 if any(r.available for r in results) else 1
 
 
