@@ -65,7 +65,8 @@ class DataAgent(Configurable):
     )
     threads = Int(
         0,
-        help="CPU threads of the local model (llamacpp; 0: the number of physical cores).",
+        help="CPU threads of the local model (llamacpp; 0: the number of physical cores; "
+        "transformers on CPU: torch.set_num_threads, 0: torch's default).",
     ).tag(config=True)
     max_prompt_tokens = Int(3000, help="Token budget of the prompt (context is left-truncated).").tag(
         config=True

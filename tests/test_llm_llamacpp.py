@@ -15,7 +15,13 @@ pytest.importorskip("llama_cpp")
 
 from jupyter_data_agent import config  # noqa: E402
 from jupyter_data_agent.config import Settings, resolve_settings  # noqa: E402
-from jupyter_data_agent.llm.base import BackendError, ChatMessage, Prompt, SamplingParams  # noqa: E402
+from jupyter_data_agent.llm.base import (  # noqa: E402
+    BackendError,
+    ChatMessage,
+    Prompt,
+    SamplingParams,
+    Streamed,
+)
 from jupyter_data_agent.llm.embedded import embedded_model_path  # noqa: E402
 from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend, physical_cores  # noqa: E402
 from jupyter_data_agent.search.base import SearchStats  # noqa: E402
@@ -111,6 +117,29 @@ def test_streaming_matches_generate(backend):
     deltas = list(backend.stream(p, params))
     assert len(deltas) > 1
     assert "".join(deltas) == expected
+
+
+def test_a_stream_returns_its_completion_with_logprobs_and_reuse(backend):
+    """What a streamed turn counts: the stream's own completion, as generate would give it."""
+    from jupyter_data_agent.search.base import RunContext
+    from jupyter_data_agent.search.generate import generate_one
+
+    p = prompt("stream completion")
+    params = SamplingParams(max_tokens=24, logprobs=True, stop=("\n\n",))
+    expected = backend.generate(p, params)[0]
+    streamed = Streamed(backend.stream(p, params))
+    assert "".join(streamed) == expected.text
+    got = streamed.completion
+    assert got is not None and got.text == expected.text
+    assert got.completion_tokens == expected.completion_tokens
+    assert got.token_logprobs == pytest.approx(expected.token_logprobs, abs=1e-3)
+    assert got.cached_tokens >= got.prompt_tokens - 1  # the same prompt again: all of it from the cache
+    # Through the turn's streaming path, the turn stats see the reuse.
+    stats = SearchStats()
+    events: list = []
+    out = generate_one(RunContext(backend=backend, events=events.append), p, params, stats, candidate=0)
+    assert out.token_logprobs and stats.reused_tokens >= out.prompt_tokens - 1
+    assert stats.completion_tokens == out.completion_tokens
 
 
 def test_streaming_stops_when_the_consumer_leaves(backend):

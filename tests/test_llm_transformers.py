@@ -166,6 +166,17 @@ def test_loaded_once_and_shared(settings):
     assert caps.logprobs and caps.chat and caps.extra["device"] == "cpu"
 
 
+def test_threads_setting_sizes_torchs_pool(settings):
+    before = torch.get_num_threads()
+    try:
+        TransformersBackend(Settings(**{**settings.__dict__, "threads": 1})).load()
+        assert torch.get_num_threads() == 1
+        TransformersBackend(settings).load()  # 0: torch's own default is left alone
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_missing_directory_is_clear(tmp_path):
     with pytest.raises(BackendError, match="Could not load model"):
         TransformersBackend(Settings(backend="transformers", model=str(tmp_path), device="cpu")).load()

@@ -28,6 +28,7 @@ from jupyter_data_agent.llm.base import (
     Completion,
     Prompt,
     SamplingParams,
+    Streamed,
 )
 from jupyter_data_agent.llm.remote_backend import ENV_SOCKET, ENV_TOKEN, RemoteBackend
 from jupyter_data_agent.server.model_service import ModelService
@@ -69,6 +70,8 @@ class EchoBackend(Backend):
 
     def stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[str]:
         yield from ("one ", "two ", "three")
+        return Completion(text="one two three", token_logprobs=[-0.1, -0.2, -0.3], finish_reason="stop",
+                          prompt_tokens=1, completion_tokens=3, cached_tokens=1)
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
@@ -117,7 +120,12 @@ def test_generate_stream_count_and_info(service):
                           SamplingParams(n=2, stop=("\n",)))
     assert [c.text for c in out] == ["echo-model:hi:0", "echo-model:hi:1"]
     assert out[0].token_logprobs == [-0.5] and out[0].completion_tokens == 1
-    assert "".join(remote.stream(Prompt(text="x"), SamplingParams())) == "one two three"
+    streamed = Streamed(remote.stream(Prompt(text="x"), SamplingParams()))
+    assert "".join(streamed) == "one two three"
+    # The runtime's own completion (usage, reused tokens, log-probs) crosses the socket.
+    assert streamed.completion is not None
+    assert streamed.completion.token_logprobs == [-0.1, -0.2, -0.3]
+    assert (streamed.completion.cached_tokens, streamed.completion.completion_tokens) == (1, 3)
     assert remote.count_tokens("a b c") == 3
     assert remote.model == "echo-model" and remote.capabilities.logprobs
     assert service.requests == 2

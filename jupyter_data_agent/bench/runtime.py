@@ -122,9 +122,7 @@ def build_backend(runtime: str, threads: int) -> Backend:
         clear_model_cache()
         return LlamaCppBackend(settings, load=True)
     from ..llm import transformers_backend as tb
-    from .runner_common import set_torch_threads
 
-    set_torch_threads(threads)
     tb.clear_model_cache()
     return tb.TransformersBackend(settings, load=True)
 

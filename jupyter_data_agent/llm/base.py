@@ -8,9 +8,9 @@ touching the callers.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 
 class BackendError(RuntimeError):
@@ -147,6 +147,19 @@ class StopStream:
         return out
 
 
+class Streamed:
+    """A backend's stream to iterate; afterwards ``completion`` is the one it returned, if any."""
+
+    def __init__(self, stream: Iterator[str]) -> None:
+        self._stream = cast(Generator[str, None, object], stream)  # a generator's value, if it has one
+        self.completion: Completion | None = None
+
+    def __iter__(self) -> Iterator[str]:  # closing this generator closes the backend's stream
+        result = yield from self._stream
+        if isinstance(result, Completion):
+            self.completion = result
+
+
 class Backend(abc.ABC):
     """A loaded model. Instances are reused across turns (loading is slow)."""
 
@@ -166,7 +179,12 @@ class Backend(abc.ABC):
         """Return ``params.n`` completions for one prompt."""
 
     def stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[str]:
-        """Yield text deltas of one completion; backends override to truly stream."""
+        """Yield text deltas of one completion; backends override to truly stream.
+
+        A stream may *return* the finished :class:`Completion` (the generator's
+        value, read through :class:`Streamed`) with its usage, cached tokens and
+        log-probabilities; a stream that returns nothing leaves the caller to count.
+        """
         single = SamplingParams(**{**params.__dict__, "n": 1})
         yield self.generate(prompt, single)[0].text
 

@@ -40,7 +40,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -377,6 +377,10 @@ class LlamaCppBackend(Backend):
         sample = _Sample()
         for _ in self._decode(loaded, ids, params, max_new, seed, sample):
             pass
+        return self._completion(sample, ids, params)
+
+    @staticmethod
+    def _completion(sample: _Sample, ids: list[int], params: SamplingParams) -> Completion:
         text, hit = cut_at_stop(sample.text, params.stop)
         length, finish = len(sample.ids), sample.finish
         if hit:
@@ -418,27 +422,30 @@ class LlamaCppBackend(Backend):
             ]
         return completions
 
-    def stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[str]:
+    def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion]:
+        """Deltas as decoded; returns the finished completion (log-probs, reused tokens)."""
         loaded = self.load()
         single = replace(params, n=1)
         stopper = StopStream(single.stop)
+        sample = _Sample()
         with loaded.lock:
             ids, max_new = self.prompt_ids(prompt, single.max_tokens)
-            decode = self._decode(loaded, ids, single, max_new, single.seed, _Sample())
+            decode = self._decode(loaded, ids, single, max_new, single.seed, sample)
             try:
                 for delta in decode:
                     out = stopper.feed(delta)
                     if out or not delta:  # "" after a prompt batch: the consumer may stop here
                         yield out
                     if stopper.done:
-                        return
+                        break
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"Generation with {self.model!r} failed: {exc}") from exc
             finally:
                 decode.close()  # stops decoding at once when the consumer leaves
-            tail = stopper.flush()
+            tail = "" if stopper.done else stopper.flush()
             if tail:
                 yield tail
+        return self._completion(sample, ids, single)
 
     def close(self) -> None:
         # The model is shared through the process-wide cache; clear_model_cache() frees it.

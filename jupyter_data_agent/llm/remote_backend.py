@@ -22,7 +22,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict
 
 from .base import Backend, BackendError, Capabilities, Completion, Prompt, SamplingParams
@@ -190,11 +190,14 @@ class RemoteBackend(Backend):
         done = self._call("generate", prompt=encode_prompt(prompt), params=encode_params(params))
         return [Completion(**c) for c in done]
 
-    def stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[str]:
+    def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion | None]:
         for msg in self._request("stream", prompt=encode_prompt(prompt),
                                  params=encode_params(params)):
             if "delta" in msg:
                 yield str(msg["delta"])
+            elif isinstance(msg.get("done"), dict):  # the service's runtime reported the completion
+                return Completion(**msg["done"])
+        return None
 
     def count_tokens(self, text: str) -> int:
         return int(self._call("count_tokens", text=text))

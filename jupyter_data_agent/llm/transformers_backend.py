@@ -158,6 +158,8 @@ def load_model(settings: Settings) -> LoadedModel:
     trust = bool(settings.extra.get("trust_remote_code", False))
     allow_download = bool(settings.extra.get("allow_download", False))
     key = (source.location, source.gguf_file, device, str(dtype), trust)
+    if settings.threads > 0 and device == "cpu":  # torch's pool is per process: the last setting wins
+        torch.set_num_threads(settings.threads)
     with _CACHE_LOCK:  # loading twice in parallel would double the memory
         loaded = _CACHE.get(key)
         if loaded is None:

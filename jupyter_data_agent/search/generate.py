@@ -18,7 +18,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..kernel.results import ExecResult
-from ..llm.base import Backend, ChatMessage, Completion, Prompt, SamplingParams
+from ..llm.base import Backend, ChatMessage, Completion, Prompt, SamplingParams, Streamed
 from ..prompts import (
     BuiltPrompt,
     UnparsableOutput,
@@ -131,8 +131,10 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
     Deltas go out batched (``DELTA_INTERVAL_S``) with a "generating: N
     tokens, S s" progress line each second; the turn's cancel flag is read
     between deltas and closes the stream (the backend ends its HTTP request or
-    its generation thread). A stream reports no usage: the tokens are counted
-    with ``backend.count_tokens``, and the completion has no log-probabilities.
+    its generation thread). The completion is the one the stream returned
+    (llama.cpp, also through the model service: usage, reused tokens and
+    log-probabilities); otherwise the tokens are counted with
+    ``backend.count_tokens`` and it has no log-probabilities.
     Backends that do not stream get one ``generate`` call.
     """
     backend = ctx.backend
@@ -149,7 +151,8 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
     parts: list[str] = []
     pending = ""
     first = True
-    gen = backend.stream(prompt, params)
+    streamed = Streamed(backend.stream(prompt, params))
+    gen = iter(streamed)
     try:
         for delta in gen:
             if ctx.cancel.is_set():
@@ -176,8 +179,8 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
     if pending:
         ctx.delta(pending, candidate=candidate, start=first)
     text = "".join(parts)
-    completion = Completion(text=text, finish_reason=None, prompt_tokens=prompt_tokens,
-                            completion_tokens=backend.count_tokens(text))
+    completion = streamed.completion or Completion(
+        text=text, finish_reason=None, prompt_tokens=prompt_tokens, completion_tokens=backend.count_tokens(text))
     stats.count_call([completion])
     return completion
 

@@ -32,7 +32,7 @@ from dataclasses import asdict
 
 from ..config import Settings
 from ..llm import remote_backend as rb
-from ..llm.base import Backend, BackendError
+from ..llm.base import Backend, BackendError, Streamed
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class QueuedBackend(Backend):
     def stream(self, prompt, params):
         self._slot.acquire(self._notify, self._check)
         try:
-            yield from self.inner.stream(prompt, params)
+            return (yield from self.inner.stream(prompt, params))
         finally:
             self._slot.release()
 
@@ -347,9 +347,10 @@ class ModelService:
             if op == "generate":
                 send({"done": [asdict(c) for c in backend.generate(prompt, params)]})
             else:
-                for delta in backend.stream(prompt, params):
+                streamed = Streamed(backend.stream(prompt, params))
+                for delta in streamed:
                     send({"delta": delta})  # "" too: a kernel gone mid-prompt ends the stream here
-                send({"done": True})
+                send({"done": asdict(streamed.completion) if streamed.completion else True})
         finally:
             slot.release()
 
