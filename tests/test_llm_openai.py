@@ -155,6 +155,22 @@ def test_streaming_yields_deltas(prompt):
         assert srv.generation_requests[-1].stream
 
 
+@pytest.mark.parametrize("chat", [True, False])
+def test_a_stream_returns_the_servers_usage_and_logprobs(chat):
+    from jupyter_data_agent.llm.base import Streamed
+
+    reply = "import pandas as pd\npd.read_csv('f.csv')"
+    prompt = CHAT if chat else Prompt(text="df = ")
+    with OpenAITestServer(reply=reply, logprob=-0.25) as srv:
+        streamed = Streamed(make(srv).stream(prompt, SamplingParams(logprobs=True)))
+        assert "".join(streamed) == reply
+        got = streamed.completion
+        assert got is not None and got.text == reply
+        assert got.completion_tokens == len(tokenize(reply))
+        assert got.prompt_tokens == len(tokenize(srv.generation_requests[-1].prompt))
+        assert got.token_logprobs == [-0.25] * len(tokenize(reply))
+
+
 def test_streaming_stops_at_stop_sequence_split_across_chunks():
     class NoServerStop(OpenAITestServer):
         def _choice_texts(self, req):

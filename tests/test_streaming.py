@@ -56,8 +56,10 @@ def test_one_candidate_streams_in_batches_and_counts_tokens():
     generating = [e for e in events if e.kind == "progress" and e.data.get("state") == "generating"]
     assert generating and generating[-1].message.startswith("generating: ")
     assert stats.model_calls == 1
-    assert stats.completion_tokens == backend.count_tokens(CELL) > 0
-    assert stats.prompt_tokens > 0
+    # The stream asked for usage, and the turn counts the server's figures, not an estimate.
+    assert srv.requests[-1].body["stream_options"] == {"include_usage": True}
+    assert stats.completion_tokens == len(tokenize(CELL)) > 0
+    assert stats.prompt_tokens == len(tokenize(srv.requests[-1].prompt)) > 0
 
 
 def test_cancel_stops_the_stream_within_a_batch():

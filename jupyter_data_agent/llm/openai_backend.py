@@ -35,7 +35,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import httpx
@@ -165,26 +165,35 @@ class OpenAIBackend(Backend):
             raise BackendError(f"{self._where()} returned no choices for model {self.model!r}.")
         return results[: params.n]
 
-    def stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[str]:
+    def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion | None]:
+        """Deltas as they arrive; returns the completion with the server's usage when it sent one."""
         chat = self._use_chat(prompt)
         kwargs = self._request_kwargs(prompt, params, chat, 1)
         create = self._client.chat.completions.create if chat else self._client.completions.create
-        response = self._call(create, chat=chat, stream=True, **kwargs)
+        response = self._call(create, chat=chat, stream=True, stream_options={"include_usage": True}, **kwargs)
         stopper = StopStream(params.stop)
+        parts: list[str] = []
+        logprobs: list[float] | None = [] if params.logprobs else None
+        usage = finish = None
         try:
             self._check_stream(response)
             for chunk in response:
+                usage = getattr(chunk, "usage", None) or usage  # the last event, when asked for
                 if not chunk.choices:
                     continue
                 choice = chunk.choices[0]
-                delta = (choice.delta.content if chat else choice.text) or ""
-                out = stopper.feed(delta)
+                finish = choice.finish_reason or finish
+                if logprobs is not None:
+                    logprobs += _logprobs(choice, chat) or []
+                out = stopper.feed((choice.delta.content if chat else choice.text) or "")
                 if out:
+                    parts.append(out)
                     yield out
                 if stopper.done:
-                    return
+                    return None  # the rest (and its usage) is not read
             tail = stopper.flush()
             if tail:
+                parts.append(tail)
                 yield tail
         except openai.OpenAIError as exc:
             raise self._error(exc, chat) from None
@@ -192,6 +201,11 @@ class OpenAIBackend(Backend):
             raise self._not_json(exc.doc) from None
         finally:
             response.close()
+        if usage is None:
+            return None
+        return Completion(text="".join(parts), token_logprobs=logprobs, finish_reason=finish,
+                          prompt_tokens=int(usage.prompt_tokens or 0),
+                          completion_tokens=int(usage.completion_tokens or 0), cached_tokens=_cached(usage))
 
     def count_tokens(self, text: str) -> int:
         if not text:
@@ -246,12 +260,7 @@ class OpenAIBackend(Backend):
         out = []
         for choice in choices:
             text = (choice.message.content if chat else choice.text) or ""
-            logprobs = None
-            if params.logprobs and choice.logprobs is not None:
-                if chat:
-                    logprobs = [t.logprob for t in (choice.logprobs.content or [])]
-                else:
-                    logprobs = [lp for lp in (choice.logprobs.token_logprobs or []) if lp is not None]
+            logprobs = _logprobs(choice, chat) if params.logprobs else None
             text, hit = cut_at_stop(text, params.stop)
             finish = "stop" if hit else choice.finish_reason
             if logprobs is not None and not hit:
@@ -267,6 +276,7 @@ class OpenAIBackend(Backend):
                     finish_reason=finish,
                     prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens,
+                    cached_tokens=_cached(usage) if not out else 0,  # the prompt is shared by the choices
                 )
             )
         return out
@@ -435,3 +445,18 @@ class OpenAIBackend(Backend):
                 "JUPYTER_DATA_AGENT_MODEL or c.DataAgent.model."
             )
         return ids[0]
+
+
+def _logprobs(choice, chat: bool) -> list[float] | None:
+    """The token log-probabilities of a choice (or a streamed chunk's choice), if the server sent them."""
+    if choice.logprobs is None:
+        return None
+    if chat:
+        return [t.logprob for t in (choice.logprobs.content or [])]
+    return [lp for lp in (choice.logprobs.token_logprobs or []) if lp is not None]
+
+
+def _cached(usage) -> int:
+    """Prompt tokens the server took from its prefix cache (OpenAI, vLLM: ``prompt_tokens_details``)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    return int(getattr(details, "cached_tokens", 0) or 0)

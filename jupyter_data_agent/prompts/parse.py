@@ -22,7 +22,15 @@ from .arcade import STEP_PREFIX
 
 
 class UnparsableOutput(ValueError):
-    """The model's output holds no code; the sample should be discarded."""
+    """The model's output holds no code; the sample should be discarded.
+
+    ``stats`` is the failed turn's ``SearchStats`` when a strategy raises it: the
+    model calls and tokens were spent all the same (usage, benchmarks).
+    """
+
+    def __init__(self, message: str, stats: object | None = None) -> None:
+        super().__init__(message)
+        self.stats = stats
 
 
 @dataclass

@@ -22,7 +22,7 @@ class DirectStrategy:
         if not candidates:
             raise UnparsableOutput(
                 "The model's answer held no Python code. Try rephrasing the intent, "
-                "or configure a stronger model (see `%agent config`)."
+                "or configure a stronger model (see `%agent config`).", stats
             )
         chosen = candidates[0]
         result = execute(chosen, ctx, stats)

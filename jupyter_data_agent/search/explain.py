@@ -85,7 +85,7 @@ class ExplainStrategy:
         if not answer:
             raise UnparsableOutput(
                 "The model gave no explanation. Try again, or configure a stronger model "
-                "(see `%agent config`)."
+                "(see `%agent config`).", stats
             )
         stats.wall_time_s = time.monotonic() - started
         return SearchResult(

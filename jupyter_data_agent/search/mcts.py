@@ -549,7 +549,7 @@ class MCTSSearch:
             if best is None:
                 raise UnparsableOutput(
                     "None of the model's replies held code or an answer. Try rephrasing the "
-                    "intent, or configure a stronger model (see `%agent config`).")
+                    "intent, or configure a stronger model (see `%agent config`).", self.stats)
             candidates = [self.candidate(best)]
         chosen = candidates[0]
         self.stats.nodes = len(self.nodes) - 1

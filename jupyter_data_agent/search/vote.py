@@ -44,7 +44,7 @@ class VoteStrategy:
         if not candidates:
             raise UnparsableOutput(
                 f"None of the model's {n} answers held Python code. Try rephrasing the "
-                "intent, or configure a stronger model (see `%agent config`)."
+                "intent, or configure a stronger model (see `%agent config`).", stats
             )
         for i, candidate in enumerate(list(candidates)):
             ctx.progress(f"running candidate {i + 1} of {len(candidates)} in a kernel copy",
