@@ -191,3 +191,18 @@ def test_vote_scores_the_products_pick_not_a_silent_majority(tmp_path):
     assert rec["error"] is None, rec.get("traceback")
     assert rec["correct"] and rec["response_source"] == "output"
     assert len(rec["result"]["candidates"]) == 3
+
+
+@pytest.mark.skipif(not (DATA / "questions.jsonl").is_file(), reason="DABench data not present")
+@pytest.mark.parametrize("strategy", ["direct", "mcts"])
+def test_a_failed_turn_still_reports_what_it_spent(strategy):
+    """No reply holds code: the task is an error, and its stats still count the model calls."""
+    questions, labels = dabench.load_tasks(DATA)
+    task = dabench.select_tasks(questions, ids=[RIGHT])[0]
+    backend = ScriptedChat({})  # "no idea" to everything
+    rec = dabench.run_task(task, labels[RIGHT], strategy_name=strategy, backend=backend,
+                           settings=Settings(backend="openai", exemplars=False),
+                           tables_dir=DATA / "tables", budget=1)
+    assert rec["error"].startswith("UnparsableOutput") and not rec["correct"]
+    assert rec["stats"]["model_calls"] == backend.calls >= 1
+    assert rec["stats"]["completion_tokens"] > 0

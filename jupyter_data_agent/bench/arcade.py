@@ -2,37 +2,26 @@
 
 ``jupyter-data-agent bench arcade --data DIR --samples N --out results/NAME``
 
-Notebook format (``.ipynb``, nbformat 4; see ``jupyter_data_agent/bench/notebooks``):
+Notebook format (``.ipynb``, nbformat 4; see ``jupyter_data_agent/bench/notebooks``
+and docs/benchmarks.md): ``metadata.jupyter_data_agent.files`` lists the data
+files the notebook reads by bare name, copied at run time from ``--data/tables/``
+(then ``--data/``); a *turn* is a code cell whose ``metadata.jupyter_data_agent``
+is ``{"turn": n, "intent": "...", "reference": true}`` and whose source is the
+reference solution; every other cell is context.
 
-- ``metadata.jupyter_data_agent`` = ``{"suite": ..., "title": ..., "files":
-  ["titanic.csv", ...]}``: the data files the notebook reads by bare name.
-  They are *not* stored with the notebook: at run time each is looked up
-  under ``--data/tables/`` (then ``--data/``) and copied into the kernel's
-  working directory.
-- A *turn* is a code cell whose ``metadata.jupyter_data_agent`` is
-  ``{"turn": n, "intent": "...", "reference": true}``; its source is the
-  reference solution, which must end with an expression (or print) giving
-  the turn's output.
-- Every other cell (markdown, setup code that loads the data) is context.
+Harness, per notebook: one fresh kernel is forked into a *state* copy where
+the context cells run. At a turn the product's pipeline (``turn.resolve`` ->
+``turn.run_turn``) builds the prompt from the earlier cells and turns and the
+schema of the state's DataFrames, and the strategy's candidates run in forks
+of the state; the reference then runs in the state itself (the gold output,
+and the state moves on as the user's notebook would).
 
-Harness, per notebook: one fresh kernel (started in a temp dir holding the
-files) is forked into a *state* copy. Context cells run in it in order. At a
-turn, the prompt is built as the product would build it — the earlier cells,
-earlier turns as ``# Problem: <intent>`` + their reference solution, the
-schema of the DataFrames alive in the state, the new intent (ARCADE layout,
-:mod:`jupyter_data_agent.prompts`) — and the strategy (``vote`` with N
-samples, or ``direct``) generates candidates, each executed in its own fork
-of the state; the reference then runs in the state itself (its output is the
-gold output, and the state moves on to the next turn exactly as the user's
-notebook would).
-
-Scoring: a sample is right when it ran without error and its output (the
-cell's last value, else its printed text) matches the reference output under
-:func:`~jupyter_data_agent.search.equivalence.covers`. Per turn:
-pass@k with the unbiased estimator over the N requested samples (a sample
-without code counts as wrong), and self-consistency (the largest cluster of
-equivalent outputs votes; errors never vote). Reported: means over turns,
-overall and per notebook.
+Scoring: a sample is right when it ran and its output (last value, else
+printed text) matches the reference under
+:func:`~jupyter_data_agent.search.equivalence.covers`. Per turn: unbiased
+pass@k over the N requested samples (a sample without code counts as wrong)
+and whether the product's own pick is right; means over turns, overall and
+per notebook.
 """
 
 from __future__ import annotations
@@ -41,25 +30,29 @@ import argparse
 import contextlib
 import json
 import os
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..context.notebook import short_repr
+from ..kernel.results import truncate_text
 from ..search.values import exec_output
+from ..turn.copies import Copies
 from .metrics import pass_at_k
 from .runner_common import (
-    CountingBackend,
-    EventLog,
-    JsonlLog,
+    Meter,
+    RunFolder,
     Workspace,
-    add_model_arguments,
+    add_common_arguments,
+    bench_settings,
+    cost_line,
     cost_totals,
-    fmt_s,
     load_backend,
-    output_text,
+    only,
     parse_csv_list,
+    progress_bar,
+    run_meta,
     settings_from_args,
     write_json,
 )
@@ -98,11 +91,6 @@ class ArcadeNotebook:
         return [c for c in self.cells if c.is_turn]
 
 
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else str(s)
-
-
 def load_notebook(path: str | os.PathLike) -> ArcadeNotebook:
     import nbformat
 
@@ -113,26 +101,18 @@ def load_notebook(path: str | os.PathLike) -> ArcadeNotebook:
     for raw in nb.cells:
         cmeta = dict((raw.get("metadata") or {}).get(META_KEY) or {})
         if raw.get("cell_type") == "code" and cmeta.get("reference"):
-            cells.append(NbCell("code", _src(raw), int(cmeta.get("turn") or len(cells) + 1),
+            cells.append(NbCell("code", raw.source, int(cmeta.get("turn") or len(cells) + 1),
                                 str(cmeta.get("intent") or "").strip()))
         elif raw.get("cell_type") in ("code", "markdown"):
-            cells.append(NbCell(raw["cell_type"], _src(raw)))
+            cells.append(NbCell(raw.cell_type, raw.source))
     return ArcadeNotebook(name=path.stem, path=str(path), title=str(meta.get("title") or path.stem),
                           files=[str(f) for f in meta.get("files") or []], cells=cells)
 
 
 def load_suite(directory: str | os.PathLike | None = None,
                names: Sequence[str] | None = None) -> list[ArcadeNotebook]:
-    d = Path(directory) if directory else NOTEBOOK_DIR
-    paths = sorted(d.glob("*.ipynb"))
-    nbs = [load_notebook(p) for p in paths]
-    if names:
-        wanted = set(names)
-        nbs = [nb for nb in nbs if nb.name in wanted]
-        missing = wanted - {nb.name for nb in nbs}
-        if missing:
-            raise ValueError(f"unknown notebook(s): {', '.join(sorted(missing))}")
-    return nbs
+    nbs = [load_notebook(p) for p in sorted(Path(directory or NOTEBOOK_DIR).glob("*.ipynb"))]
+    return only(nbs, names, lambda nb: nb.name, "notebook")
 
 
 def validate(nb: ArcadeNotebook) -> list[str]:
@@ -163,7 +143,7 @@ def resolve_file(name: str, data_dir: str | os.PathLike) -> Path:
 
 
 # --------------------------------------------------------------------------
-# kernel helpers
+# kernels
 
 
 def probe_schema(state) -> str:
@@ -184,14 +164,27 @@ def probe_schema(state) -> str:
     return schema_block(frames)
 
 
-def _turn_id(nb: ArcadeNotebook, turn: int) -> str:
-    return f"{nb.name}-turn-{turn}"
+def notebook_states(notebooks: Sequence[ArcadeNotebook], data_dir: str | os.PathLike, settings,
+                    cell_timeout: float, prefix: str) -> Iterator[tuple[ArcadeNotebook, Copies]]:
+    """Each notebook with its own *state*: a fork of one fresh kernel holding every
+    notebook's files, as the ``root`` of the kernel copies (the product's copy policy)."""
+    from ..turn import TurnAsk, resolve
 
-
-def _context(cells: list, turns: list):
-    from ..context.model import NotebookContext
-
-    return NotebookContext(cells=list(cells), turns=list(turns))
+    if not notebooks:  # nothing left to run: no kernel
+        return
+    paths = [resolve_file(f, data_dir) for f in sorted({f for nb in notebooks for f in nb.files})]
+    settings = bench_settings(settings, cell_timeout, max_value_items=1000)
+    policy = resolve(settings, TurnAsk(intent="-")).copies
+    with Workspace(paths, prefix=prefix, policy=policy) as ws:
+        if ws.copies is None or ws.copies.executor is None:
+            raise RuntimeError("ARCADE runs its notebooks in kernel copies, and none may run "
+                               f"here: {ws.copies.confinement.message if ws.copies else ''}")
+        for nb in notebooks:
+            state = ws.copies.executor.fork()
+            try:
+                yield nb, replace(ws.copies, root=state)
+            finally:
+                state.close()
 
 
 # --------------------------------------------------------------------------
@@ -209,54 +202,27 @@ def score_samples(outputs: Sequence[Any], oks: Sequence[bool], reference: Any, n
     c = sum(correct)
     n = max(n, len(outputs))
     pass_k = {str(k): pass_at_k(n, c, k) for k in ks if 1 <= k <= n}
-    return {
-        "n": n,
-        "c": c,
-        "correct": correct,
-        "pass_at_k": pass_k,
-        "sc_pick": pick,
-        "sc_correct": pick is not None and correct[pick],
-    }
+    return {"n": n, "c": c, "correct": correct, "pass_at_k": pass_k, "sc_pick": pick,
+            "sc_correct": pick is not None and correct[pick]}
 
 
-def _short(value: Any, limit: int = 600) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        text = "<unrepresentable>"
-    return text if len(text) <= limit else text[:limit] + "..."
+def _error(r) -> str | None:
+    return None if r is None or r.ok else f"{r.ename}: {r.evalue}"
 
 
 # --------------------------------------------------------------------------
 # running
 
 
-@contextlib.contextmanager
-def _workspace(paths: Sequence[Path], prefix: str, settings, cell_timeout: float):
-    """The suite's kernel and its copies, under the product's copy policy."""
-    from ..turn import TurnAsk, resolve
-
-    limits = {**settings.snapshot_limits, "timeout_s": cell_timeout, "cpu_s": cell_timeout,
-              "max_value_items": 1000}
-    policy = resolve(settings.with_overrides(snapshot_limits=limits), TurnAsk(intent="-")).copies
-    with Workspace(paths, prefix=prefix, policy=policy) as ws:
-        if ws.root is None:
-            raise RuntimeError("ARCADE runs its notebooks in kernel copies, and none may run "
-                               f"here: {ws.copies.confinement.message}")
-        yield ws
-
-
-def run_turn(nb: ArcadeNotebook, cell: NbCell, copies, cells: list, turns: list, *,
-             strategy_name: str, backend, settings, samples: int, ks: Sequence[int],
-             temperature: float | None, repair: bool) -> tuple[dict, Any]:
+def run_turn(nb: ArcadeNotebook, cell: NbCell, copies: Copies, context, *, strategy_name: str,
+             backend, settings, samples: int, ks: Sequence[int], temperature: float | None,
+             repair: bool) -> tuple[dict, Any]:
     """Generate and score one turn through the product's pipeline; ``copies.root``
     is the notebook's state, advanced by the reference. Returns (record, reference ExecResult)."""
-    state = copies.root
     from ..turn import TurnAsk, resolve, run_turn
 
-    started = time.monotonic()
-    counting = CountingBackend(backend)
-    events = EventLog()
+    meter = Meter(backend)
+    state = copies.root
     schema = probe_schema(state)
     n = samples if strategy_name != "direct" else 1
     result, error = None, None
@@ -264,11 +230,11 @@ def run_turn(nb: ArcadeNotebook, cell: NbCell, copies, cells: list, turns: list,
         spec = resolve(settings, TurnAsk(intent=cell.intent, strategy=strategy_name,
                                          samples=n if strategy_name == "vote" else None,
                                          temperature=temperature, options={"repair": repair}))
-        result = run_turn(spec, _context(cells, turns), counting, schema=schema, copies=copies,
-                          events=events)
+        result = run_turn(spec, context, meter.backend, schema=schema, copies=copies,
+                          events=meter.events)
     except Exception as e:  # noqa: BLE001 - e.g. no sample held code: all wrong
         error = f"{type(e).__name__}: {e}"
-    gen_s = time.monotonic() - started
+    gen_s = meter.elapsed()
     ref = state.exec(cell.source)
     reference = exec_output(ref)
     cands = [c for c in (result.candidates if result else []) if not c.repaired][:n]
@@ -285,29 +251,20 @@ def run_turn(nb: ArcadeNotebook, cell: NbCell, copies, cells: list, turns: list,
         "strategy": strategy_name,
         "prompt": result.prompt if result else "",
         "schema": schema,
-        "reference": {"code": cell.source, "ok": ref.ok, "output": _short(reference),
-                      "error": None if ref.ok else f"{ref.ename}: {ref.evalue}"},
+        "reference": {"code": cell.source, "ok": ref.ok, "output": short_repr(reference, 600),
+                      "error": _error(ref)},
         "samples": [
-            {"code": c.code, "ok": ok, "output": _short(o), "text": output_text(c.result, 1000),
-             "error": None if ok or c.result is None else f"{c.result.ename}: {c.result.evalue}",
+            {"code": c.code, "ok": ok, "output": short_repr(o, 600),
+             "error": None if ok else _error(c.result),
+             "text": truncate_text(c.result.text(), 1000)[0] if c.result is not None else "",
              "correct": corr}
             for c, o, ok, corr in zip(cands, outputs, oks, scores["correct"])
         ],
-        "n": scores["n"],
+        **{k: scores[k] for k in ("n", "c", "pass_at_k", "sc_correct", "sc_pick")},
         "n_generated": len(cands),
-        "c": scores["c"],
-        "pass_at_k": scores["pass_at_k"],
-        "sc_correct": scores["sc_correct"],
-        "sc_pick": scores["sc_pick"],
         "error": error,
-        "events": events.items,
-        "calls": counting.counts.to_json(),
-        "model_calls": counting.counts.model_calls,
-        "prompt_tokens": counting.counts.prompt_tokens,
-        "completion_tokens": counting.counts.completion_tokens,
-        "generation_s": round(gen_s, 3),
-        "wall_time_s": round(time.monotonic() - started, 3),
-        "finished": time.time(),
+        "generation_s": gen_s,
+        **meter.fields(),
     }
     return record, ref
 
@@ -340,7 +297,7 @@ def summarize_turns(records: Sequence[dict], meta: dict, ks: Sequence[int]) -> d
 
 
 def summary_to_markdown(data: dict) -> str:
-    run, s, cost = data["run"], data["summary"], data["cost"]
+    run, s = data["run"], data["summary"]
     ks = list(s["pass_at_k"])
     head = "| Notebook | Turns | " + " | ".join(f"pass@{k} (%)" for k in ks) + \
         " | Self-consistency (%) | Turns solved by any sample |"
@@ -351,7 +308,6 @@ def summary_to_markdown(data: dict) -> str:
         return (f"| {label} | {b['turns']} | {cells} | {100 * b['self_consistency']:.2f} "
                 f"({b['sc_correct']}/{b['turns']}) | {b['any_correct']} |")
 
-    pt = cost["per_task"]
     lines = [
         f"# ARCADE-style suite: {run.get('strategy')} · {run.get('model')}",
         "",
@@ -359,9 +315,7 @@ def summary_to_markdown(data: dict) -> str:
         f"- strategy: {run.get('strategy')}, samples n={run.get('samples')}, "
         f"temperature: {run.get('temperature')}, max_new_tokens: {run.get('max_new_tokens')}, "
         f"exemplars: {run.get('exemplars')}",
-        f"- cost: {cost['model_calls']} model calls, {cost['prompt_tokens']} prompt + "
-        f"{cost['completion_tokens']} completion tokens, {fmt_s(cost['wall_time_s'])} "
-        f"(per turn: {pt['completion_tokens']} completion tokens, {pt['wall_time_s']} s)",
+        cost_line(data["cost"], "turn"),
         f"- samples: {s['correct_samples']}/{s['samples']} correct",
         "",
         head,
@@ -390,87 +344,41 @@ def run_suite(
     notebooks_label: str = "",
 ) -> dict:
     """Run (or resume) the suite into ``out``; returns the summary dict."""
-    from dataclasses import replace
+    from ..context.model import Cell, NotebookContext, Turn
 
-    from ..context.model import Cell, Turn
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "kind": "arcade",
-        "data": str(data_dir),
-        "notebooks": notebooks_label or ", ".join(nb.name for nb in notebooks),
-        "strategy": strategy,
-        "samples": samples if strategy != "direct" else 1,
-        "budget": samples if strategy != "direct" else 1,
-        "ks": list(ks),
-        "backend": getattr(settings, "backend", None),
-        "model": getattr(backend, "model", "?"),
-        "max_new_tokens": getattr(settings, "max_new_tokens", None),
-        "temperature": temperature,
-        "exemplars": getattr(settings, "exemplars", None),
-        "repair": repair,
-    }
-    write_json(out / "run.json", meta)
-    log = JsonlLog(out / "turns.jsonl")
-    records = {r["key"]: r for r in log.read() if "key" in r}
-    total = sum(len(nb.turns) for nb in notebooks)
-    todo = total - sum(1 for nb in notebooks for c in nb.turns
-                       if f"{nb.name}#{c.turn}" in records)
-    if print_fn and todo < total:
-        print_fn(f"resuming: {total - todo} of {total} turns already done in {out}")
-    bar = None
-    if progress and todo:
-        from tqdm import tqdm
-
-        bar = tqdm(total=todo, desc=f"arcade {strategy} n={samples}", unit="turn",
-                   dynamic_ncols=True)
-    files = sorted({f for nb in notebooks for f in nb.files})
-    paths = [resolve_file(f, data_dir) for f in files]
-    try:
-        with _workspace(paths, "arcade-", settings, cell_timeout) as ws:
-            for nb in notebooks:
-                if all(f"{nb.name}#{c.turn}" in records for c in nb.turns):
-                    continue
-                state = ws.root.fork()
-                cells, turns = [], []
-                try:
-                    for cell in nb.cells:
-                        if not cell.is_turn:
-                            if cell.cell_type == "code":
-                                state.exec(cell.source)
-                            cells.append(Cell(cell.cell_type, cell.source))
-                            continue
-                        key = f"{nb.name}#{cell.turn}"
-                        if key in records:
-                            state.exec(cell.source)
-                        else:
-                            rec, _ = run_turn(nb, cell, replace(ws.copies, root=state), cells, turns,
-                                              strategy_name=strategy, backend=backend,
-                                              settings=settings, samples=samples, ks=ks,
-                                              temperature=temperature, repair=repair)
-                            log.append(rec)
-                            records[key] = rec
-                            if bar is not None:
-                                bar.update(1)
-                        tid = _turn_id(nb, cell.turn)
-                        cells.append(Cell("code", cell.source, turn_id=tid))
-                        turns.append(Turn(intent=cell.intent, code=cell.source, status="accepted",
-                                          turn_id=tid))
-                finally:
-                    state.close()
-    finally:
-        if bar is not None:
-            bar.close()
-    wanted = [records[f"{nb.name}#{c.turn}"] for nb in notebooks for c in nb.turns
-              if f"{nb.name}#{c.turn}" in records]
-    data = summarize_turns(wanted, meta, ks)
-    md = summary_to_markdown(data)
-    (out / "summary.md").write_text(md, encoding="utf-8")
-    write_json(out / "summary.json", data)
-    if print_fn:
-        print_fn(md)
-    return data
+    n = samples if strategy != "direct" else 1
+    folder = RunFolder(out, "turns.jsonl", "key")
+    records = folder.records
+    keys = [f"{nb.name}#{c.turn}" for nb in notebooks for c in nb.turns]
+    todo = sum(1 for k in keys if k not in records)
+    meta = run_meta("arcade", settings, getattr(backend, "model", "?"), data=str(data_dir),
+                    notebooks=notebooks_label or ", ".join(nb.name for nb in notebooks),
+                    strategy=strategy, samples=n, budget=n, ks=list(ks), temperature=temperature,
+                    repair=repair)
+    folder.start(meta, len(keys), todo, "turn", print_fn)
+    left = [nb for nb in notebooks if any(f"{nb.name}#{c.turn}" not in records for c in nb.turns)]
+    states = notebook_states(left, data_dir, settings, cell_timeout, "arcade-")
+    with (progress_bar(todo, f"arcade {strategy} n={samples}", "turn", progress) as tick,
+          contextlib.closing(states)):
+        for nb, copies in states:
+            cells: list[Cell] = []
+            turns: list[Turn] = []
+            for cell in nb.cells:
+                if cell.is_turn and f"{nb.name}#{cell.turn}" not in records:
+                    context = NotebookContext(cells=list(cells), turns=list(turns))
+                    folder.add(run_turn(nb, cell, copies, context, strategy_name=strategy,
+                                        backend=backend, settings=settings, samples=samples, ks=ks,
+                                        temperature=temperature, repair=repair)[0])
+                    tick()
+                elif cell.cell_type == "code":
+                    copies.root.exec(cell.source)
+                tid = f"{nb.name}-turn-{cell.turn}" if cell.is_turn else None
+                cells.append(Cell(cell.cell_type, cell.source, turn_id=tid))
+                if cell.is_turn:
+                    turns.append(Turn(intent=cell.intent, code=cell.source, status="accepted",
+                                      turn_id=tid))
+    data = summarize_turns([records[k] for k in keys if k in records], meta, ks)
+    return folder.finish(data, summary_to_markdown(data), print_fn)
 
 
 def verify_references(notebooks: Sequence[ArcadeNotebook], data_dir: str | os.PathLike, *,
@@ -480,33 +388,23 @@ def verify_references(notebooks: Sequence[ArcadeNotebook], data_dir: str | os.Pa
     from ..config import resolve_settings
 
     rows = []
-    files = sorted({f for nb in notebooks for f in nb.files})
-    paths = [resolve_file(f, data_dir) for f in files]
-    with _workspace(paths, "arcade-verify-", resolve_settings(), cell_timeout) as ws:
-        for nb in notebooks:
-            state = ws.root.fork()
-            try:
-                for cell in nb.cells:
-                    if cell.cell_type != "code":
-                        continue
-                    r = state.exec(cell.source)
-                    if not cell.is_turn:
-                        if not r.ok:
-                            rows.append({"notebook": nb.name, "turn": None, "ok": False,
-                                         "has_output": False,
-                                         "error": f"setup: {r.ename}: {r.evalue}"})
-                        continue
-                    value = exec_output(r)
+    states = notebook_states(notebooks, data_dir, resolve_settings(), cell_timeout, "arcade-verify-")
+    with contextlib.closing(states):
+        for nb, copies in states:
+            for cell in (c for c in nb.cells if c.cell_type == "code"):
+                r = copies.root.exec(cell.source)
+                value = exec_output(r)
+                if cell.is_turn:
                     rows.append({
                         "notebook": nb.name, "turn": cell.turn, "ok": r.ok,
                         "has_output": value is not None,
                         "type": r.value.type if r.value is not None else ("stdout" if value else None),
-                        "error": None if r.ok else f"{r.ename}: {r.evalue}",
-                        "output": _short(value, 200),
+                        "error": _error(r), "output": short_repr(value, 200),
                         "seconds": round(r.duration_s, 3),
                     })
-            finally:
-                state.close()
+                elif not r.ok:
+                    rows.append({"notebook": nb.name, "turn": None, "ok": False,
+                                 "has_output": False, "error": f"setup: {_error(r)}"})
     return rows
 
 
@@ -527,11 +425,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", default=None, help="pass@k values, comma separated (default 1,5,10,20,30 up to n).")
     p.add_argument("--repair", action="store_true", help="Let the strategy repair failing samples "
                    "(repaired cells are not scored).")
-    p.add_argument("--cell-timeout", type=float, default=60.0, help="Limit per executed cell (s).")
     p.add_argument("--verify", action="store_true",
                    help="Only run the reference solutions and check each gives an output (no model).")
-    p.add_argument("--no-progress", action="store_true", help="No progress bar.")
-    add_model_arguments(p)
+    add_common_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -539,11 +435,9 @@ def main(args: argparse.Namespace) -> int:
     if not notebooks:
         print("no notebooks found")
         return 1
-    bad = {nb.name: validate(nb) for nb in notebooks}
-    bad = {k: v for k, v in bad.items() if v}
+    bad = [f"{nb.name}: {'; '.join(problems)}" for nb in notebooks if (problems := validate(nb))]
     if bad:
-        for name, problems in bad.items():
-            print(f"{name}: {'; '.join(problems)}")
+        print("\n".join(bad))
         return 1
     if args.verify:
         rows = verify_references(notebooks, args.data, cell_timeout=args.cell_timeout)
@@ -563,7 +457,7 @@ def main(args: argparse.Namespace) -> int:
     n = args.samples if args.strategy != "direct" else 1
     ks = [int(k) for k in parse_csv_list(args.k)] or [k for k in DEFAULT_KS if k <= n]
     settings = settings_from_args(args)
-    backend = load_backend(settings, args.torch_threads)
+    backend = load_backend(settings)
     run_suite(notebooks=notebooks, data_dir=args.data, out=args.out, backend=backend,
               settings=settings, strategy=args.strategy, samples=n, ks=ks,
               temperature=args.temperature, repair=args.repair, cell_timeout=args.cell_timeout,

@@ -2,39 +2,22 @@
 
 ``jupyter-data-agent bench dabench --data DIR --strategy S --out results/NAME``
 
-Per task:
+Per task (in full: docs/benchmarks.md, "How a task runs"):
 
-1. A private temp dir gets a copy of the task's CSV and a fresh ipykernel is
-   started there (:class:`~.runner_common.Workspace`); nothing is pre-loaded,
-   so the agent reads the file by name, as a user would. Strategies execute
-   their cells in fork copies of that kernel.
-2. The prompt follows JUPITER's ReAct task input: ``Question:``,
-   ``Constraints:``, ``Format:``, ``Available Local Files:``. For ``direct``
-   and ``vote`` (one-cell strategies) that text is the intent, plus one line
-   asking to print the answer in the required format. For multi-turn
-   strategies (``react``, ``mcts``) the intent is the question and the rest
-   travels as ``TaskInfo`` (``constraints``, ``format``, ``files``). The
-   turn is resolved and run by ``turn.resolve``/``turn.run_turn``, exactly
-   as the product runs it.
-3. The response that is scored: the strategy's final answer text
-   (``SearchResult.answer``; the part after the last ``Formatted answer:`` /
-   ``Final Answer:`` when present) if it holds any ``@name[value]`` tag;
-   otherwise the chosen candidate's executed output (stdout + displayed
-   text). Code is never scored: a tag written in the code is a template
-   (``@x[{x}]``), not a value. A task whose strategy raised, or that left
-   no answer and no output, is *unanswered* and counts as wrong.
+1. A fresh ipykernel in a private temp dir holding a copy of the task's CSV
+   (:class:`~.runner_common.Workspace`); nothing is pre-loaded, so the agent
+   reads the file by name, as a user would. Candidates run in fork copies of it.
+2. The turn (:func:`task_ask`: JUPITER's ReAct task input) is resolved and run
+   by ``turn.resolve``/``turn.run_turn``, exactly as the product runs it.
+3. The scored response (:func:`response_for`): the final answer when it holds
+   an ``@name[value]`` tag, else the chosen cell's printed output; code is
+   never scored. A task that raised or showed nothing counts as wrong.
 4. Scoring uses :mod:`.dabench_score` (the benchmark authors' rules).
 
-Outputs in ``--out``: ``run.json`` (settings), ``tasks.jsonl`` (one line per
-task: prompt, candidates and steps with their outputs, events, answer,
-score, tokens, model calls, wall time), ``summary.md`` / ``summary.json``.
-Re-running with the same ``--out`` skips tasks already in ``tasks.jsonl``.
-With several budgets (``--budget 1,4,16``) each budget runs into
-``OUT/budget-N/`` and ``OUT`` gets ``sweep.md``/``sweep.json`` and
-``accuracy_vs_budget.png``.
-
-Budget: the number of samples for ``vote``, the search budget otherwise
-(iterations for ``mcts``, steps for ``react``).
+Outputs in ``--out`` (``run.json``, ``tasks.jsonl``, ``summary.md``/``.json``;
+with several budgets ``budget-N/`` folders plus ``sweep.md``/``sweep.json`` and
+``accuracy_vs_budget.png``) and resuming: docs/benchmarks.md. Budget: the
+number of samples for ``vote``, the search budget otherwise.
 """
 
 from __future__ import annotations
@@ -45,7 +28,6 @@ import os
 import random
 import re
 import threading
-import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -53,27 +35,25 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..kernel.results import OutputItem, strip_ansi, truncate_text
 from ..llm.base import Backend
 from ..search.options import STRATEGIES
-from .dabench_score import (
-    QuestionScore,
-    Summary,
-    extract_answers,
-    score_question,
-    summarize,
-    summary_markdown,
-)
+from .dabench_score import Summary, extract_answers, score_question, summarize, summary_markdown
 from .runner_common import (
-    CountingBackend,
-    EventLog,
-    JsonlLog,
+    Meter,
+    RunFolder,
     Workspace,
-    add_model_arguments,
+    add_common_arguments,
+    bench_settings,
+    cost_line,
     cost_totals,
-    fmt_s,
     load_backend,
+    only,
     parse_csv_list,
     parse_options,
+    progress_bar,
+    pyplot,
+    run_meta,
     settings_from_args,
     slim,
     write_json,
@@ -126,13 +106,7 @@ def select_tasks(
     round-robin (easy, medium, hard, easy, ...), so 50 tasks are 17/17/16;
     the result is returned in file order.
     """
-    pool = list(questions)
-    if ids:
-        wanted = {str(i) for i in ids}
-        pool = [q for q in pool if str(q["id"]) in wanted]
-        missing = wanted - {str(q["id"]) for q in pool}
-        if missing:
-            raise ValueError(f"unknown task id(s): {', '.join(sorted(missing, key=_id_key))}")
+    pool = only(questions, [str(i) for i in ids or ()], lambda q: str(q["id"]), "task id")
     if levels:
         keep = {lv.lower() for lv in levels}
         pool = [q for q in pool if str(q.get("level", "")).lower() in keep]
@@ -147,18 +121,10 @@ def select_tasks(
     order = sorted(groups, key=lambda lv: (LEVELS.index(lv) if lv in LEVELS else len(LEVELS), lv))
     for lv in order:
         rng.shuffle(groups[lv])
-    picked: list[dict] = []
-    while len(picked) < limit and any(groups[lv] for lv in order):
-        for lv in order:
-            if groups[lv] and len(picked) < limit:
-                picked.append(groups[lv].pop(0))
-    chosen = {id(q) for q in picked}
+    # round-robin: every level's i-th task before any level's (i+1)-th
+    ranked = sorted((i, k, id(q)) for k, lv in enumerate(order) for i, q in enumerate(groups[lv]))
+    chosen = {key for _, _, key in ranked[:limit]}
     return [q for q in pool if id(q) in chosen]
-
-
-def _id_key(x: Any):
-    s = str(x)
-    return (0, int(s), s) if s.isdigit() else (1, 0, s)
 
 
 # --------------------------------------------------------------------------
@@ -218,18 +184,10 @@ def printed_text(result_json: dict | None, limit: int = 4000) -> str:
     Error messages and stderr (warnings) are left out: a cell that only
     raised has given no answer.
     """
-    parts = []
-    for o in (result_json or {}).get("outputs") or []:
-        kind = o.get("output_type")
-        if kind == "stream" and o.get("name", "stdout") == "stdout":
-            parts.append(str(o.get("text") or ""))
-        elif kind in ("execute_result", "display_data"):
-            text = (o.get("data") or {}).get("text/plain")
-            if text:
-                parts.append("".join(text) if isinstance(text, list) else str(text))
-                parts.append("\n")
-    text = "".join(parts)
-    return text if len(text) <= limit else text[:limit] + f"\n...[{len(text) - limit} more chars]"
+    outputs = [OutputItem.from_json(o) for o in (result_json or {}).get("outputs") or []]
+    text = "".join(strip_ansi(o.plain_text()) + ("" if o.output_type == "stream" else "\n")
+                   for o in outputs if o.output_type != "error" and o.name != "stderr")
+    return truncate_text(text, limit)[0]
 
 
 def response_for(answer: str | None, chosen_result_json: dict | None) -> tuple[str | None, str | None]:
@@ -257,6 +215,16 @@ def scored_response(result) -> tuple[str | None, str | None]:
     return response_for(getattr(result, "answer", None), res)
 
 
+def score_fields(task_id: Any, response: str | None, source: str | None, labels) -> dict:
+    """A task record's scored fields: the response, its tags, and the verdict against ``labels``."""
+    score = score_question(task_id, response, labels) if labels else None
+    return dict(response=response, response_source=source,
+                extracted=extract_answers(response) if response else {},
+                correct=bool(score.correct) if score else None,
+                share=score.share if score else None,
+                subs=[asdict(x) for x in score.subs] if score else [])
+
+
 def rescore_record(rec: dict) -> dict:
     """Re-derive response and score of a logged task from its logged result
     (after a change to answer extraction or scoring); no model, no kernel."""
@@ -265,13 +233,7 @@ def rescore_record(rec: dict) -> dict:
     if result and result.get("chosen") is not None:
         chosen = (result.get("candidates") or [])[result["chosen"]].get("result")
     response, source = response_for(rec.get("answer"), chosen) if result else (None, None)
-    labels = [tuple(x) for x in rec.get("labels") or []]
-    score = score_question(rec["id"], response, labels) if labels else None
-    rec.update(response=response, response_source=source,
-               extracted=extract_answers(response) if response else {},
-               correct=bool(score.correct) if score else None,
-               share=score.share if score else None,
-               subs=[asdict(x) for x in score.subs] if score else [])
+    rec.update(score_fields(rec["id"], response, source, [tuple(x) for x in rec.get("labels") or []]))
     return rec
 
 
@@ -297,88 +259,61 @@ def run_task(
     from ..context.model import NotebookContext
     from ..turn import resolve, run_turn
 
-    started = time.monotonic()
-    counting = CountingBackend(backend)
-    events = EventLog()
+    meter = Meter(backend)
     ask = task_ask(task, strategy_name, budget=budget, temperature=temperature, options=options)
     record: dict[str, Any] = {
-        "id": task["id"],
-        "level": task.get("level"),
-        "concepts": task.get("concepts") or [],
-        "file_name": task.get("file_name"),
-        "strategy": strategy_name,
-        "budget": budget,
-        "intent": ask.intent,
-        "options": dict(options or {}),
+        "id": task["id"], "level": task.get("level"), "concepts": task.get("concepts") or [],
+        "file_name": task.get("file_name"), "strategy": strategy_name, "budget": budget,
+        "intent": ask.intent, "options": dict(options or {}),
     }
     result = None
     error = None
+    failed_stats = None  # a strategy that raised after spending model calls says what it spent
     cancel = threading.Event()
     timer = threading.Timer(task_timeout, cancel.set) if task_timeout else None
     csv = tables_dir / str(task.get("file_name") or "")
     try:
-        limits = {**settings.snapshot_limits, "timeout_s": cell_timeout, "cpu_s": cell_timeout}
-        spec = resolve(settings.with_overrides(snapshot_limits=limits), ask)
+        spec = resolve(bench_settings(settings, cell_timeout), ask)
         if not csv.is_file():
             raise FileNotFoundError(f"table {csv} not found")
         with Workspace([csv], prefix=f"dabench-{task['id']}-", policy=spec.copies) as ws:
-            record["kernel_start_s"] = round(time.monotonic() - started, 3)
-            record["protections"] = ws.protections.summary() if ws.protections else None
+            record["kernel_start_s"] = meter.elapsed()
+            protections = ws.copies.protections if ws.copies is not None else None
+            record["protections"] = protections.summary() if protections else None
             if ws.fallback:
                 record["fallback"] = ws.fallback
             if timer:
                 timer.start()
-            result = run_turn(spec, NotebookContext(), counting, copies=ws.copies, events=events,
-                              cancel=cancel)
+            result = run_turn(spec, NotebookContext(), meter.backend, copies=ws.copies,
+                              events=meter.events, cancel=cancel)
     except BaseException as e:  # noqa: BLE001 - a task failure is a data point
         if isinstance(e, KeyboardInterrupt):
             raise
         error = f"{type(e).__name__}: {e}"
         record["traceback"] = traceback.format_exc(limit=8)
+        failed_stats = getattr(e, "stats", None)
     finally:
         if timer:
             timer.cancel()
-    response, source = scored_response(result)
-    score = score_question(task["id"], response, labels) if labels else None
+    done = result is not None
     record.update(
-        prompt=getattr(result, "prompt", "") if result is not None else "",
-        result=slim(result.to_json()) if result is not None else None,
-        events=events.items,
-        answer=getattr(result, "answer", None) if result is not None else None,
-        response=response,
-        response_source=source,
-        extracted=extract_answers(response) if response else {},
+        prompt=getattr(result, "prompt", "") if done else "",
+        result=slim(result.to_json()) if done else None,
+        answer=getattr(result, "answer", None) if done else None,
+        **score_fields(task["id"], *scored_response(result), labels),
         labels=[list(x) for x in labels],
-        correct=bool(score.correct) if score else None,
-        share=score.share if score else None,
-        subs=[asdict(s) for s in score.subs] if score else [],
         error=error,
-        stats=asdict(result.stats) if result is not None else None,
-        calls=counting.counts.to_json(),
-        model_calls=counting.counts.model_calls,
-        prompt_tokens=counting.counts.prompt_tokens,
-        completion_tokens=counting.counts.completion_tokens,
-        wall_time_s=round(time.monotonic() - started, 3),
-        search_time_s=round(result.stats.wall_time_s, 3) if result is not None else None,
-        finished=time.time(),
+        stats=asdict(result.stats) if done else (asdict(failed_stats) if failed_stats else None),
+        search_time_s=round(result.stats.wall_time_s, 3) if done else None,
+        **meter.fields(),
     )
     return record
 
 
-def _score_records(tasks: Sequence[dict], labels: dict, records: dict) -> list[QuestionScore]:
-    scores = []
-    for t in tasks:
-        lab = labels.get(t["id"])
-        if not lab:
-            continue
-        rec = records.get(str(t["id"]))
-        scores.append(score_question(t["id"], rec.get("response") if rec else None, lab))
-    return scores
-
-
 def summarize_run(tasks: Sequence[dict], labels: dict, records: dict, meta: dict) -> dict:
     """Summary dict (metrics, breakdowns, cost) for the selected tasks."""
-    scores = _score_records(tasks, labels, records)
+    scores = [score_question(t["id"], records.get(str(t["id"]), {}).get("response"), labels[t["id"]])
+              for t in tasks if labels.get(t["id"])]
     task_meta = {t["id"]: {"level": t.get("level"), "concepts": t.get("concepts")} for t in tasks}
     summary = summarize(scores, task_meta)
     done = [records[str(t["id"])] for t in tasks if str(t["id"]) in records]
@@ -386,10 +321,8 @@ def summarize_run(tasks: Sequence[dict], labels: dict, records: dict, meta: dict
         "tasks": len(tasks),
         "finished": len(done),
         "errors": sum(1 for r in done if r.get("error")),
-        "answered_by": {
-            "answer": sum(1 for r in done if r.get("response_source") == "answer"),
-            "output": sum(1 for r in done if r.get("response_source") == "output"),
-        },
+        "answered_by": {src: sum(1 for r in done if r.get("response_source") == src)
+                        for src in ("answer", "output")},
         **cost_totals(done),
     }
     return {"kind": "dabench", "run": meta, "summary": asdict(summary), "cost": cost,
@@ -399,7 +332,6 @@ def summarize_run(tasks: Sequence[dict], labels: dict, records: dict, meta: dict
 def summary_to_markdown(data: dict) -> str:
     run, cost = data["run"], data["cost"]
     summary: Summary = data["_summary_obj"]
-    pt = cost["per_task"]
     lines = [
         f"# DABench: {run.get('strategy')} · {run.get('model')}",
         "",
@@ -410,10 +342,7 @@ def summary_to_markdown(data: dict) -> str:
         f"exemplars: {run.get('exemplars')}, options: {json.dumps(run.get('options') or {})}",
         f"- scored response from: final answer {cost['answered_by']['answer']}, "
         f"executed output {cost['answered_by']['output']}",
-        f"- cost: {cost['model_calls']} model calls, {cost['prompt_tokens']} prompt + "
-        f"{cost['completion_tokens']} completion tokens, {fmt_s(cost['wall_time_s'])} "
-        f"(per task: {pt['model_calls']} calls, {pt['completion_tokens']} completion tokens, "
-        f"{pt['wall_time_s']} s)",
+        cost_line(cost),
         "",
         f"Correct: **{summary.n_correct}/{summary.n_questions}** questions, "
         f"{summary.n_sub_correct}/{summary.n_subquestions} sub-questions.",
@@ -422,32 +351,6 @@ def summary_to_markdown(data: dict) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def write_summary(out: Path, data: dict) -> str:
-    md = summary_to_markdown(data)
-    (out / "summary.md").write_text(md, encoding="utf-8")
-    write_json(out / "summary.json", {k: v for k, v in data.items() if not k.startswith("_")})
-    return md
-
-
-_SAME_RUN_KEYS = ("strategy", "budget", "model", "max_new_tokens", "temperature", "exemplars",
-                  "options")
-
-
-def _warn_if_changed(path: Path, meta: dict, print_fn) -> None:
-    """Resuming with other settings mixes two configurations in one folder: say so."""
-    if not path.is_file() or print_fn is None:
-        return
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    changed = [k for k in _SAME_RUN_KEYS if k in old and old.get(k) != meta.get(k)]
-    if changed:
-        print_fn(f"warning: {path.parent} was started with other settings "
-                 f"({', '.join(f'{k}: {old.get(k)!r} -> {meta.get(k)!r}' for k in changed)}); "
-                 f"finished tasks keep their old results. Use a new --out to compare.")
 
 
 def run_benchmark(
@@ -476,91 +379,48 @@ def run_benchmark(
     the callable is only called when some task is left to run (a resumed or
     rescored run loads no model).
     """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tables = Path(data_dir) / "tables"
-    log = JsonlLog(out / "tasks.jsonl")
-    records = {str(r["id"]): r for r in log.read() if "id" in r}
+    folder = RunFolder(out, "tasks.jsonl", "id")
+    records = folder.records
     todo = [t for t in tasks if str(t["id"]) not in records]
     if not isinstance(backend, Backend) and callable(backend):
         backend = backend() if todo else None
-    previous = {}
-    if (out / "run.json").is_file():
-        try:
-            previous = json.loads((out / "run.json").read_text(encoding="utf-8"))
-        except ValueError:
-            previous = {}
-    model = backend.model if backend is not None else previous.get("model", "?")
-    meta = {
-        "kind": "dabench",
-        "data": str(data_dir),
-        "strategy": strategy,
-        "budget": budget,
-        "backend": getattr(settings, "backend", None),
-        "model": model,
-        "max_new_tokens": getattr(settings, "max_new_tokens", None),
-        "max_prompt_tokens": getattr(settings, "max_prompt_tokens", None),
-        "temperature": temperature,
-        "exemplars": getattr(settings, "exemplars", None),
-        "api_mode": getattr(settings, "api_mode", None),
-        "options": options or {},
-        "workers": workers,
-        "task_timeout_s": task_timeout,
-        "cell_timeout_s": cell_timeout,
-        "selection": selection,
-        "task_ids": [t["id"] for t in tasks],
-    }
-    _warn_if_changed(out / "run.json", meta, print_fn)
-    write_json(out / "run.json", meta)
+    model = backend.model if backend is not None else folder.previous.get("model", "?")
+    meta = run_meta("dabench", settings, model, data=str(data_dir), strategy=strategy,
+                    budget=budget, temperature=temperature, options=options or {},
+                    workers=workers, task_timeout_s=task_timeout, cell_timeout_s=cell_timeout,
+                    selection=selection, task_ids=[t["id"] for t in tasks])
+    folder.start(meta, len(tasks), len(todo), "task", print_fn)
     if rescore and records:
         for rec in records.values():
             rescore_record(rec)
-        log.rewrite(list(records.values()))
+        folder.log.rewrite(list(records.values()))
         if print_fn:
             print_fn(f"rescored {len(records)} finished tasks from their logs")
-    if print_fn and len(todo) < len(tasks):
-        print_fn(f"resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already done in {out}")
-
-    bar = None
-    if progress and todo:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(todo), desc=f"dabench {strategy}" + (f" b={budget}" if budget else ""),
-                   unit="task", dynamic_ncols=True)
-    right = 0
 
     def one(task: dict) -> dict:
         return run_task(task, labels.get(task["id"], []), strategy_name=strategy, backend=backend,
-                        settings=settings, tables_dir=tables, budget=budget,
+                        settings=settings, tables_dir=Path(data_dir) / "tables", budget=budget,
                         temperature=temperature, options=options, task_timeout=task_timeout,
                         cell_timeout=cell_timeout)
 
-    def done(rec: dict) -> None:
-        nonlocal right
-        log.append(rec)
-        records[str(rec["id"])] = rec
-        right += bool(rec.get("correct"))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(correct=f"{right}/{bar.n}", refresh=False)
+    finished, right = 0, 0
+    desc = f"dabench {strategy}" + (f" b={budget}" if budget else "")
+    with progress_bar(len(todo), desc, "task", progress) as tick:
+        def done(rec: dict) -> None:
+            nonlocal finished, right
+            folder.add(rec)
+            finished, right = finished + 1, right + bool(rec.get("correct"))
+            tick(correct=f"{right}/{finished}")
 
-    try:
         if workers <= 1:
             for task in todo:
                 done(one(task))
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(one, t) for t in todo]
-                for f in as_completed(futures):
+                for f in as_completed([pool.submit(one, t) for t in todo]):
                     done(f.result())
-    finally:
-        if bar is not None:
-            bar.close()
     data = summarize_run(tasks, labels, records, meta)
-    md = write_summary(out, data)
-    if print_fn:
-        print_fn(md)
-    return data
+    return folder.finish(data, summary_to_markdown(data), print_fn)
 
 
 # --------------------------------------------------------------------------
@@ -568,11 +428,7 @@ def run_benchmark(
 
 
 def plot_budget(points: Sequence[tuple[int, dict]], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     xs = [b for b, _ in points]
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label in (
@@ -583,11 +439,8 @@ def plot_budget(points: Sequence[tuple[int, dict]], path: Path, title: str) -> N
         ax.plot(xs, [100 * d["summary"][key] for _, d in points], marker="o", label=label)
     if len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 4:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([str(x) for x in xs])
-    ax.set_xlabel("budget")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title(title)
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set(xlabel="budget", ylabel="accuracy (%)", title=title)
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -635,16 +488,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Strategy option (search/options.py; JSON values), e.g. max_turns=4.")
     p.add_argument("--task-timeout", type=float, default=900.0,
                    help="Cancel a task's search after this many seconds (default 900).")
-    p.add_argument("--cell-timeout", type=float, default=60.0,
-                   help="Wall-clock and CPU limit per executed cell (default 60 s).")
     p.add_argument("--rescore", action="store_true",
                    help="Re-derive responses and scores of finished tasks from tasks.jsonl "
                         "(after a scoring change), then run what is left.")
-    p.add_argument("--no-progress", action="store_true", help="No progress bar.")
-    add_model_arguments(p)
+    add_common_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..turn import resolve
+
     questions, labels = load_tasks(args.data)
     tasks = select_tasks(questions, ids=parse_csv_list(args.ids), levels=parse_csv_list(args.levels),
                          limit=args.limit, stratify=args.stratify, seed=args.seed)
@@ -656,37 +508,28 @@ def main(args: argparse.Namespace) -> int:
     selection = (f"limit={args.limit} stratify={args.stratify} seed={args.seed} "
                  f"levels={args.levels or 'all'} ids={'given' if args.ids else 'all'}")
     settings = settings_from_args(args)
-    from ..turn import resolve
-
     # An unknown strategy option fails here, naming it, before any model loads.
     resolve(settings, task_ask(tasks[0], args.strategy, budget=budgets[0], options=options))
-    loaded = []
+    loaded: list[Backend] = []
 
     def backend():  # loaded once, and only if some task is left to run
         if not loaded:
-            loaded.append(load_backend(settings, args.torch_threads))
+            loaded.append(load_backend(settings))
         return loaded[0]
 
     out = Path(args.out)
-    points = []
-    for b in budgets:
-        run_out = out / f"budget-{b}" if len(budgets) > 1 else out
-        data = run_benchmark(
-            data_dir=args.data, out=run_out, strategy=args.strategy, backend=backend,
-            settings=settings, tasks=tasks, labels=labels, budget=b,
-            temperature=args.temperature, options=options, workers=args.workers,
-            task_timeout=args.task_timeout, cell_timeout=args.cell_timeout,
-            selection=selection, rescore=args.rescore, progress=not args.no_progress,
-        )
-        points.append((b, data))
+    points = [(b, run_benchmark(
+        data_dir=args.data, out=out / f"budget-{b}" if len(budgets) > 1 else out,
+        strategy=args.strategy, backend=backend, settings=settings, tasks=tasks, labels=labels,
+        budget=b, temperature=args.temperature, options=options, workers=args.workers,
+        task_timeout=args.task_timeout, cell_timeout=args.cell_timeout, selection=selection,
+        rescore=args.rescore, progress=not args.no_progress)) for b in budgets]
     if len(budgets) > 1:
         model = points[0][1]["run"]["model"]
         md = sweep_markdown(points, args.strategy, model)
         (out / "sweep.md").write_text(md, encoding="utf-8")
         write_json(out / "sweep.json", {
-            "kind": "dabench-sweep",
-            "strategy": args.strategy,
-            "model": model,
+            "kind": "dabench-sweep", "strategy": args.strategy, "model": model,
             "points": [{"budget": b, "summary": d["summary"], "cost": d["cost"]} for b, d in points],
         })
         plot_budget(points, out / "accuracy_vs_budget.png", f"DABench {args.strategy} · {model}")

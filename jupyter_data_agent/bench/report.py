@@ -17,25 +17,20 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from .runner_common import write_json
+from .runner_common import pyplot, write_json
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Path]:
-    """Run folders (holding ``summary.json``) among ``paths`` and their children."""
-    found: list[Path] = []
-    for p in paths:
-        p = Path(p)
+    """Run folders (holding ``summary.json``) among ``paths`` and their children, each once."""
+    found: dict[Path, Path] = {}
+    for p in map(Path, paths):
         if (p / "summary.json").is_file():
-            found.append(p)
-        elif p.is_dir():
-            found.extend(sorted(c for c in p.iterdir() if (c / "summary.json").is_file()))
-    seen, out = set(), []
-    for p in found:
-        key = p.resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
+            runs = [p]
+        else:
+            runs = sorted(c for c in p.iterdir() if (c / "summary.json").is_file()) if p.is_dir() else []
+        for run in runs:
+            found.setdefault(run.resolve(), run)
+    return list(found.values())
 
 
 def load_run(path: Path) -> dict:
@@ -98,28 +93,23 @@ def markdown_table(rows: Sequence[dict]) -> str:
 
 def plot(rows: Sequence[dict], path: Path) -> None:
     """Bars: accuracy per run; a second panel: time per task (same order)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     names = [r["name"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(7, 1.3 * len(rows) + 4), 4.2))
     xs = list(range(len(rows)))
     acc = [100 * r["accuracy"] for r in rows]
     secs = [r["time_per_task_s"] or 0 for r in rows]
-    bars1 = ax1.bar(xs, acc, color="tab:blue")
-    ax1.set_ylim(0, 100)
-    ax1.set_ylabel("accuracy (%)")
-    ax1.set_title("accuracy (DABench: by question; ARCADE: pass@1)", fontsize=9)
-    bars2 = ax2.bar(xs, secs, color="tab:orange")
-    ax2.set_ylim(0, max(secs + [1]) * 1.2)
-    ax2.set_ylabel("seconds per task")
-    ax2.set_title("time per task", fontsize=9)
-    for ax, bars, fmt in ((ax1, bars1, "{:.1f}%"), (ax2, bars2, "{:.1f} s")):
+    panels = ((ax1, acc, "tab:blue", 100, "accuracy (%)",
+               "accuracy (DABench: by question; ARCADE: pass@1)", "{:.1f}%"),
+              (ax2, secs, "tab:orange", max(secs + [1]) * 1.2, "seconds per task", "time per task",
+               "{:.1f} s"))
+    for ax, values, color, top, ylabel, title, fmt in panels:
+        bars = ax.bar(xs, values, color=color)
+        ax.set_ylim(0, top)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
         ax.bar_label(bars, labels=[fmt.format(b.get_height()) for b in bars], fontsize=8)
-        ax.set_xticks(xs)
-        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_xticks(xs, names, rotation=30, ha="right", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

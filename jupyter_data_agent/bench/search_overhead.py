@@ -24,19 +24,18 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 
 from ..context.model import NotebookContext
-from ..kernel.launch import start_kernel, stop_kernel
-from ..kernel.results import Limits
 from ..kernel.snapshot import SnapshotTree
 from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 from ..prompts import UnparsableOutput
 from ..search.base import RunContext, TurnRequest
 from ..search.mcts import MCTSSearch, MCTSStrategy
 from ..search.options import MCTSOptions, SamplingPolicy, TaskInfo
+from ..turn.spec import CopyPolicy
+from .runner_common import Workspace, load_backend
 
 SETUP = ("import pandas as pd, numpy as np\n"
          "df = pd.DataFrame({'city': list('abcdefgh') * 125, 'temp': np.arange(1000) % 37 * 1.5})")
@@ -96,16 +95,6 @@ class ModelShareReport:
     completion_tokens: int
 
 
-def start(cwd: str, max_live: int = 16):
-    km, kc = start_kernel(cwd=cwd)
-    reply = kc.execute_interactive(SETUP, timeout=120)
-    if reply["content"]["status"] != "ok":
-        raise RuntimeError(f"setup failed: {reply['content']}")
-    tree = SnapshotTree.from_blocking_client(kc, notebook_dir=cwd, max_live=max_live,
-                                             limits=Limits(timeout_s=60))
-    return km, kc, tree
-
-
 def _ms(xs) -> float:
     return round(1000 * statistics.median(xs), 2) if xs else float("nan")
 
@@ -153,10 +142,8 @@ def measure_overhead(tree: SnapshotTree, iterations: int, k: int) -> OverheadRep
 def measure_model_share(tree: SnapshotTree, iterations: int, k: int,
                         max_tokens: int) -> ModelShareReport:
     from ..config import Settings
-    from ..llm.factory import create_backend
 
-    backend = create_backend(Settings(backend="transformers"))
-    backend.load()  # loading is a one-time cost, not search time
+    backend = load_backend(Settings(backend="transformers"))  # loading is not search time
     strategy = MCTSStrategy()
     request = TurnRequest(intent=TASK, context=NotebookContext(), task=TaskInfo(format=FORMAT),
                           options=MCTSOptions(iterations=iterations, k=k, early_stop=False),
@@ -192,37 +179,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="Also write the figures to this file.")
     args = p.parse_args(argv)
     out: dict = {}
-    with tempfile.TemporaryDirectory(prefix="jda-search-bench-") as cwd:
-        km, kc, tree = start(cwd)
-        try:
-            runs = [measure_overhead(tree, args.iterations, args.k) for _ in range(args.repeats)]
-            o = min(runs, key=lambda r: r.median_per_node_ms)  # least disturbed by other load
-            out["scripted"] = asdict(o)
-            out["scripted_runs"] = [asdict(r) for r in runs]
-            print(f"scripted generator: {o.iterations} iterations, {o.nodes} nodes, "
-                  f"{o.wall_s:.2f} s wall (best of {len(runs)} runs: "
-                  f"{', '.join(f'{r.median_per_node_ms:.1f}' for r in runs)} ms/node)")
-            print(f"  overhead per node (select, prompt, parse, fork, exec round trip, value, "
-                  f"backprop): median {o.median_per_node_ms:.2f} ms, p90 {o.p90_per_node_ms:.2f} "
-                  f"ms (target <= 15 ms) {'OK' if o.median_per_node_ms <= 15 else 'OVER'}")
-            print(f"  of which the bare fork + exec round trip: {o.bare_fork_exec_ms:.2f} ms; "
-                  f"CPU in this process: {o.client_cpu_per_node_ms:.2f} ms/node")
-            print(f"  per expansion of K={args.k}: median {o.median_per_expansion_ms:.2f} ms = "
-                  f"select {o.median_select_ms} + prompt {o.median_prompt_ms} + fork/exec "
-                  f"{o.median_execute_ms} + evaluate/backprop {o.median_evaluate_backprop_ms}; "
-                  f"evictions {o.evictions}, rebuilds {o.rebuilds}")
-            if not args.no_model:
-                m = measure_model_share(tree, args.model_iterations, args.model_k, args.max_tokens)
-                out["model"] = asdict(m)
-                print(f"embedded model ({m.model}): {m.iterations} iterations, {m.nodes} nodes, "
-                      f"{m.completion_tokens} tokens, {m.wall_s:.1f} s wall")
-                print(f"  model {m.model_s:.2f} s + user code {m.user_code_s:.3f} s + framework "
-                      f"{m.framework_s:.3f} s -> {100 * m.share_model_or_user:.2f} % in the model "
-                      f"or user code (target >= 95 %) "
-                      f"{'OK' if m.share_model_or_user >= 0.95 else 'UNDER'}")
-        finally:
-            tree.close()
-            stop_kernel(km, kc)
+    # The kernel's fork tree as every runner gets it (turn.open_copies), fork only.
+    policy = CopyPolicy(mode="fork", confinement="warn", limits={"timeout_s": 60})
+    with Workspace(policy=policy, prefix="jda-search-bench-", setup=SETUP) as ws:
+        tree = ws.copies.tree if ws.copies is not None else None
+        if not isinstance(tree, SnapshotTree):
+            raise RuntimeError(f"no fork of the kernel: {ws.fallback}")
+        runs = [measure_overhead(tree, args.iterations, args.k) for _ in range(args.repeats)]
+        o = min(runs, key=lambda r: r.median_per_node_ms)  # least disturbed by other load
+        out["scripted"] = asdict(o)
+        out["scripted_runs"] = [asdict(r) for r in runs]
+        print(f"scripted generator: {o.iterations} iterations, {o.nodes} nodes, "
+              f"{o.wall_s:.2f} s wall (best of {len(runs)} runs: "
+              f"{', '.join(f'{r.median_per_node_ms:.1f}' for r in runs)} ms/node)")
+        print(f"  overhead per node (select, prompt, parse, fork, exec round trip, value, "
+              f"backprop): median {o.median_per_node_ms:.2f} ms, p90 {o.p90_per_node_ms:.2f} "
+              f"ms (target <= 15 ms) {'OK' if o.median_per_node_ms <= 15 else 'OVER'}")
+        print(f"  of which the bare fork + exec round trip: {o.bare_fork_exec_ms:.2f} ms; "
+              f"CPU in this process: {o.client_cpu_per_node_ms:.2f} ms/node")
+        print(f"  per expansion of K={args.k}: median {o.median_per_expansion_ms:.2f} ms = "
+              f"select {o.median_select_ms} + prompt {o.median_prompt_ms} + fork/exec "
+              f"{o.median_execute_ms} + evaluate/backprop {o.median_evaluate_backprop_ms}; "
+              f"evictions {o.evictions}, rebuilds {o.rebuilds}")
+        if not args.no_model:
+            m = measure_model_share(tree, args.model_iterations, args.model_k, args.max_tokens)
+            out["model"] = asdict(m)
+            print(f"embedded model ({m.model}): {m.iterations} iterations, {m.nodes} nodes, "
+                  f"{m.completion_tokens} tokens, {m.wall_s:.1f} s wall")
+            print(f"  model {m.model_s:.2f} s + user code {m.user_code_s:.3f} s + framework "
+                  f"{m.framework_s:.3f} s -> {100 * m.share_model_or_user:.2f} % in the model "
+                  f"or user code (target >= 95 %) "
+                  f"{'OK' if m.share_model_or_user >= 0.95 else 'UNDER'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
