@@ -10,7 +10,11 @@ import {
   OutputAreaModel,
   SimplifiedOutputArea
 } from '@jupyterlab/outputarea';
-import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
+import {
+  IRenderMime,
+  IRenderMimeRegistry,
+  MimeModel
+} from '@jupyterlab/rendermime';
 import { HTMLSelect, ReactWidget } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 import * as React from 'react';
@@ -86,6 +90,35 @@ function CodeBlock(props: { code: string; rendermime: IRenderMimeRegistry }) {
           })
         );
         return renderer;
+      }}
+    />
+  );
+}
+
+/**
+ * The text the model is writing, re-rendered in place as it grows: Markdown
+ * with its code fences highlighted (bare code is shown as Python). One
+ * renderer for the whole stream, so the block does not flicker.
+ */
+function StreamingText(props: {
+  text: string;
+  rendermime: IRenderMimeRegistry;
+}) {
+  const { text, rendermime } = props;
+  const renderer = React.useRef<IRenderMime.IRenderer | null>(null);
+  React.useEffect(() => {
+    const source = /```|~~~/.test(text) ? text : '```python\n' + text + '\n```';
+    void renderer.current?.renderModel(
+      new MimeModel({ data: { 'text/markdown': source }, trusted: false })
+    );
+  }, [text]);
+  return (
+    <LuminoHost
+      className="jp-DataAgent-code jp-DataAgent-streaming"
+      deps={[]}
+      make={() => {
+        renderer.current = rendermime.createRenderer('text/markdown');
+        return renderer.current;
       }}
     />
   );
@@ -442,8 +475,8 @@ function useElapsed(running: boolean): number {
   return (now - started.current) / 1000;
 }
 
-function Progress(props: { job: IJobView }) {
-  const { job } = props;
+function Progress(props: { job: IJobView; rendermime: IRenderMimeRegistry }) {
+  const { job, rendermime } = props;
   const running = !isFinished(job);
   const elapsed = useElapsed(running);
   const search = job.search;
@@ -462,12 +495,9 @@ function Progress(props: { job: IJobView }) {
         </div>
       )}
       {running && job.streaming && job.streaming.text && (
-        <pre
-          className="jp-DataAgent-streaming"
-          aria-label="The model is writing"
-        >
-          <code>{job.streaming.text}</code>
-        </pre>
+        <div aria-label="The model is writing">
+          <StreamingText text={job.streaming.text} rendermime={rendermime} />
+        </div>
       )}
       {job.waitingForKernel && running && (
         <div className="jp-DataAgent-waiting">
@@ -564,7 +594,7 @@ function ExchangeView(props: {
         </span>
         {confinement && <ConfinementBadge confinement={confinement} />}
       </div>
-      <Progress job={job} />
+      <Progress job={job} rendermime={rendermime} />
       {job.status === 'error' && (
         <div className="jp-DataAgent-error">{job.error}</div>
       )}
