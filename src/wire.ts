@@ -95,7 +95,6 @@ export interface ProgressData {
         | 'searching'
         | 'prompt'
         | 'generating'
-        | 'candidate_ready'
         | 'no_kernel'
       )
     | null;
@@ -104,7 +103,6 @@ export interface ProgressData {
   frames?: string[] | null;
   protections?: Protections | null;
   confinement?: Confinement | null;
-  index?: number | null;
   samples?: number | null;
   candidate?: number | null;
   turn?: number | null;
@@ -190,7 +188,6 @@ export interface CandidateData {
 export interface Candidate {
   code: string;
   steps: Step[];
-  explanation: string;
   result: ExecResult | null;
   score: number | null;
   support: number;
@@ -199,6 +196,7 @@ export interface Candidate {
     [k: string]: unknown | undefined;
   };
   trace: TraceStep[];
+  explanation: string;
 }
 /**
  * One explained step of a candidate (``# Step N: explanation`` and its code).
@@ -321,7 +319,7 @@ export interface SearchStats {
   model_calls: number;
   prompt_tokens: number;
   completion_tokens: number;
-  reused_tokens?: number;
+  reused_tokens: number;
   executions: number;
   wall_time_s: number;
   value: number | null;

@@ -21,17 +21,9 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..config import Settings
 from ..llm.scrub import MASK, redact_url
-from ..search.options import STRATEGIES
+from ..search.options import STRATEGIES, short_errors
 from ..turn.resolve import catalog
-from .models import (
-    API_VERSION,
-    AgentConfig,
-    CancelReply,
-    JobPoll,
-    TurnAccepted,
-    TurnRequestModel,
-    validation_message,
-)
+from .models import AgentConfig, CancelReply, JobPoll, TurnAccepted, TurnRequestModel
 
 AUTH_RESOURCE = "jupyter_data_agent"
 
@@ -117,7 +109,8 @@ class _AgentMixin:
         scope = self.agent_state.get("owner_scope", "auto")
         if scope == "server":
             return SERVER_OWNER
-        if scope == "auto" and type(self.identity_provider) in _SINGLE_PRINCIPAL_PROVIDERS:  # type: ignore[attr-defined]
+        provider = type(self.identity_provider)  # type: ignore[attr-defined]
+        if scope == "auto" and provider in _SINGLE_PRINCIPAL_PROVIDERS:
             return SERVER_OWNER
         return f"user:{user.username}"
 
@@ -144,15 +137,10 @@ class ConfigHandler(AgentAPIHandler):
     @authorized
     def get(self) -> None:
         settings = self.agent_settings
-        body = {"version": API_VERSION, **public_settings(settings)}
-        body["strategies"] = catalog(settings)
-        body["capabilities"] = {
-            "strategies": available_strategies(),
-            "chat": settings.api_mode != "completion",
-            "live_state": True,
-            "events": "websocket",
-        }
-        body["limits"] = dict(self.agent_state.get("public_limits", {}))
+        capabilities = {"strategies": available_strategies(), "chat": settings.api_mode != "completion",
+                        "live_state": True, "events": "websocket"}
+        body = {**public_settings(settings), "strategies": catalog(settings), "capabilities": capabilities,
+                "limits": dict(self.agent_state.get("public_limits", {}))}
         # The configured secrets, wherever they hide (extra options, a URL path).
         reply = AgentConfig.model_validate(self.jobs.scrub.json(body))
         self.finish(reply.model_dump_json())
@@ -170,7 +158,7 @@ class TurnsHandler(AgentAPIHandler):
         try:
             request = TurnRequestModel.model_validate(body)
         except ValidationError as exc:
-            raise web.HTTPError(400, validation_message(exc)) from None
+            raise web.HTTPError(400, "Invalid turn request: " + short_errors(exc)) from None
 
         available = available_strategies()
         if request.strategy not in available:

@@ -71,7 +71,6 @@ class Job:
         self.context = context
         self.status = "running"
         self.phase = "queued"
-        self.created = time.time()
         self.finished_at: float | None = None
         self.events: list[dict] = []
         self.listeners: list[Callable[[dict], None]] = []
@@ -94,13 +93,15 @@ class Job:
     def emit(self, type_: str, message: str = "", data: dict | None = None) -> dict | None:
         """Validate, append and broadcast one event; nothing is added after a terminal one.
 
-        Every event goes through the wire model (``turn.events.JobEvent``),
-        secrets scrubbed first. One the contract does not allow is never
-        sent: the turn ends with an error event that says so, and this
-        raises ``MalformedEvent`` (a bug in the server fails loudly).
+        ``data`` may hold the result dataclasses: the scrubber writes them as
+        their ``to_json``, secrets removed. Every event then goes through the
+        wire model (``turn.events.JobEvent``); one the contract does not allow
+        is never sent: the turn ends with an error event that says so, and
+        this raises ``MalformedEvent`` (a bug in the server fails loudly).
         """
         from pydantic import ValidationError
 
+        from ..search.options import short_errors
         from ..turn.events import MalformedEvent, validate_event
 
         if self.finished:
@@ -116,10 +117,7 @@ class Job:
         try:
             event = validate_event(raw)
         except ValidationError as exc:
-            fault = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or type_}: {e['msg']}"
-                for e in exc.errors(include_url=False, include_input=False)[:4])
-            detail = f"a malformed {type_!r} event ({fault})"
+            detail = f"a malformed {type_!r} event ({short_errors(exc, empty=type_)})"
             self._refuse(detail)
             raise MalformedEvent(f"job {self.id}: {detail}") from exc
         self.events.append(event)
@@ -134,10 +132,8 @@ class Job:
         """End the turn on a server bug: an error event instead of what was refused."""
         log.error("jupyter_data_agent: turn %s refused to send %s", self.id, detail)
         self.cancel_event.set()  # the search has nowhere to send its results
-        self.emit("error", self._scrub.text(f"The server produced {detail}; this is a bug in "
-                                            f"jupyter-data-agent."), {"state": "error"})
-        self.status = "error"
-        self.finished_at = time.time()
+        self.finish("error", "error", f"The server produced {detail}; this is a bug in "
+                                      f"jupyter-data-agent.", {"state": "error"})
 
     def progress(self, message: str, **data: Any) -> None:
         self.emit("progress", message, data)
@@ -167,28 +163,11 @@ class Job:
 
     # -- strategy events --------------------------------------------------------
     def strategy_event(self, event: Any) -> None:
-        """Forward a search ``Event``; candidates go out whole, or at the end."""
-        from ..search import Candidate
-
-        if self.finished:
-            return
-        data = dict(event.data or {})
+        """Forward a search ``Event`` (``search.base.Event``) as the wire event of its kind."""
         if event.kind == "candidate":
-            candidate = data.get("candidate")
-            index = data.get("index")
-            if isinstance(candidate, Candidate):
-                self._send_candidate(candidate, index, event.message)
-            else:
-                # Strategies that only send the index: the candidate itself
-                # follows as a `candidate` event just before `done`.
-                self.progress(event.message or "candidate ready", state="candidate_ready", index=index)
-            return
-        if event.kind == "delta":
-            self.emit("delta", "", {"text": str(data.get("text", "")), "candidate": data.get("candidate"),
-                                    "start": bool(data.get("start"))})
-            return
-        kind = event.kind if event.kind in ("progress", "log") else "log"
-        self.emit(kind, event.message, data)
+            self._send_candidate(event.data["candidate"], event.data.get("index"), event.message)
+        else:
+            self.emit(event.kind, event.message, event.data)
 
     def _send_candidate(self, candidate: Any, index: Any, message: str = "") -> None:
         """One ``candidate`` event; each candidate once, each index once.
@@ -202,23 +181,17 @@ class Job:
         if not isinstance(index, int) or isinstance(index, bool) or index < 0 or index in taken:
             index = next(i for i in range(len(taken) + 1) if i not in taken)
         self._streamed.append((index, candidate))
-        self.emit("candidate", message or f"candidate {index + 1}",
-                  {"index": index, "candidate": candidate.to_json()})
-
-    def send_remaining_candidates(self, result: Any) -> None:
-        """Candidates of ``result`` no event carried yet, at their place in its list where free."""
-        for index, candidate in enumerate(result.candidates):
-            self._send_candidate(candidate, index)
+        self.emit("candidate", message or f"candidate {index + 1}", {"index": index, "candidate": candidate})
 
     def complete(self, result: Any, confinement: Confinement) -> None:
         """The final ``done`` event, after every candidate has been sent.
 
         ``done`` refers to those candidate events (their count and the index
-        of the chosen one); it never repeats a candidate.
+        of the chosen one); it never repeats a candidate. Those no event carried
+        yet go out first, at their place in the result's list where it is free.
         """
-        from dataclasses import asdict
-
-        self.send_remaining_candidates(result)
+        for index, candidate in enumerate(result.candidates):
+            self._send_candidate(candidate, index)
         if self.finished:
             return
         sent = sorted(i for i, _ in self._streamed)
@@ -232,11 +205,11 @@ class Job:
                 "answer": result.answer,
                 "chosen": chosen,
                 "candidates": len(sent),
-                "stats": asdict(result.stats),
-                "protections": result.protections.to_json() if result.protections else None,
+                "stats": result.stats,
+                "protections": result.protections,
             },
             "turn_id": self.turn_id,
-            "confinement": confinement.to_json(),
+            "confinement": confinement,
         })
 
 
@@ -415,7 +388,8 @@ class JobManager:
             from ..search.base import Event
 
             def waiting(ahead: int) -> None:
-                sink(Event("progress", f"waiting for the model: {ahead} turn{'s' if ahead != 1 else ''} ahead",
+                turns = f"{ahead} turn{'s' if ahead != 1 else ''}"
+                sink(Event("progress", f"waiting for the model: {turns} ahead",
                            {"state": "waiting_model", "queue": ahead}))
 
             backend = self.service.queued(self.settings, backend, waiting, job.cancel_event)
@@ -498,18 +472,16 @@ class JobManager:
             return copies
         if copies.tree is not None:
             if copies.tree.kind == "replay":
-                job.log(f"The kernel could not be forked ({self.scrub.text(copies.fallback)}): "
+                job.log(f"The kernel could not be forked ({copies.fallback}): "
                         "candidates run in a separate kernel that re-ran the notebook's cells.",
                         state="replay_fallback")
-            protections = copies.tree.protections
             job.progress("A copy of the kernel is ready.", state="kernel_copy_ready",
-                         protections=protections.to_json() if protections else None)
+                         protections=copies.tree.protections)
         elif copies.fallback and job.spec.copies.mode != "none":
-            job.log(f"Candidates will not be run before you see them: "
-                    f"{self.scrub.text(copies.fallback)}.", state="no_kernel_copy")
-        confinement = copies.confinement
-        job.progress(self.scrub.text(confinement.message), state="confinement",
-                     confinement=confinement.to_json())
+            job.log(f"Candidates will not be run before you see them: {copies.fallback}.",
+                    state="no_kernel_copy")
+        # Every message is scrubbed as it goes out (``Job.emit``).
+        job.progress(copies.confinement.message, state="confinement", confinement=copies.confinement)
         return copies
 
     # -- live kernel state -----------------------------------------------------------
@@ -625,14 +597,12 @@ class JobManager:
         return folder
 
     def _error_message(self, exc: BaseException) -> str:
-        """What the user sees: actionable, secret-free."""
+        """What the user sees: actionable (``Job.emit`` scrubs the secrets)."""
         from ..prompts import UnparsableOutput
 
         if isinstance(exc, (BackendError, UnparsableOutput)):
-            text = str(exc)
-        else:
-            text = f"The turn failed: {type(exc).__name__}: {exc}"
-        return self.scrub.text(text)
+            return str(exc)
+        return f"The turn failed: {type(exc).__name__}: {exc}"
 
 
 def _own_client(km: Any) -> Any:

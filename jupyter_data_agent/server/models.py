@@ -23,18 +23,16 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..search.options import short_errors
 from ..turn.events import API_VERSION, JobEvent, StrategyName
 
 __all__ = ["API_VERSION", "AgentConfig", "CancelReply", "JobEvent", "JobPoll", "JobState",
            "NotebookCell", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
-           "TurnRequestModel", "validation_message", "wire_schema"]
+           "TurnRequestModel", "wire_schema"]
 
 JobState = Literal["running", "done", "error", "cancelled"]
 
@@ -191,10 +189,6 @@ class AgentConfig(_Reply):
     limits: dict[str, Any]
 
 
-def validation_message(error: ValidationError) -> str:
-    return "Invalid turn request: " + short_errors(error)
-
-
 class _NoFieldTitles(GenerateJsonSchema):
     """Titles only on models: a title on a field would become a TypeScript type of its own."""
 
@@ -246,17 +240,13 @@ def wire_schema_text() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The JSON Schema of the server API.")
-    parser.add_argument("--schema", action="store_true", help="print the JSON Schema")
-    parser.add_argument("--output", "-o", help="write it to this file instead")
-    args = parser.parse_args(argv)
-    if not args.schema:
-        parser.error("nothing to do: pass --schema")
-    text = wire_schema_text()
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    parser.add_argument("--schema", action="store_true", required=True, help="print the JSON Schema")
+    parser.add_argument("--output", "-o", type=argparse.FileType("w", encoding="utf-8"),
+                        default=sys.stdout, help="write it to this file instead")
+    out = parser.parse_args(argv).output
+    out.write(wire_schema_text())
+    if out is not sys.stdout:
+        out.close()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ event is a loud error, never a frame the browser has to guess about. The
 front end's types (``src/wire.ts``) are generated from the JSON Schema of
 these models (``python -m jupyter_data_agent.server.models --schema``).
 
+The results an event carries (a candidate and its run, the search's
+statistics, the confinement) are not described twice: :func:`_mirror`
+derives their wire models from the dataclasses that hold them.
+
 ``done`` refers to the candidates the turn already sent as ``candidate``
 events: it carries their count and the index of the chosen one, never the
 candidates again.
@@ -15,7 +19,9 @@ candidates again.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union, get_args
+import dataclasses
+import types
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -23,10 +29,14 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     TypeAdapter,
+    create_model,
     model_serializer,
     model_validator,
 )
 
+from ..kernel import policy, results
+from ..prompts import parse
+from ..search import base
 from ..search.options import STRATEGIES
 
 API_VERSION: Literal[1] = 1
@@ -36,8 +46,6 @@ StrategyName = Literal["direct", "vote", "react", "mcts", "explain"]
 if set(get_args(StrategyName)) != set(STRATEGIES):  # pragma: no cover - a contract check
     raise ImportError(f"turn.events.StrategyName {get_args(StrategyName)} differs from "
                       f"search.options.STRATEGIES {STRATEGIES}")
-
-EventType = Literal["progress", "candidate", "log", "delta", "done", "error"]
 
 #: ``state`` of a progress event: where the turn stands.
 ProgressState = Literal[
@@ -52,7 +60,6 @@ ProgressState = Literal[
     "searching",
     "prompt",  # the model is asked: ``prompt_tokens`` in the prompt
     "generating",  # the model is writing: ``tokens`` so far, ``elapsed_s`` since it was asked
-    "candidate_ready",  # a strategy announced a candidate sent before ``done``
     "no_kernel",  # the notebook text alone: no kernel, or a dead one
 ]
 
@@ -81,79 +88,7 @@ class _Sparse(_Wire):
         return {k: v for k, v in data.items() if k in self.model_fields_set}
 
 
-# -- what running a cell in a kernel copy gave (kernel/results.py) ------------------
-
-class OutputItem(_Wire):
-    """One notebook output (``kernel.results.OutputItem.to_json``); unused fields are null."""
-
-    output_type: Literal["stream", "execute_result", "display_data", "error"]
-    name: str | None
-    text: str | None
-    data: dict[str, Any]
-    metadata: dict[str, Any]
-    ename: str | None
-    evalue: str | None
-    traceback: list[str]
-    truncated: bool
-
-
-class ValueHandle(_Wire):
-    """The cell's last value, compact and comparable (``kernel.results.ValueHandle``)."""
-
-    type: str
-    shape: list[int] | None
-    value: Any
-    truncated: bool
-
-
-class ExecResult(_Wire):
-    """``kernel.results.ExecResult.to_json``: ok | error | timeout | died, and what it printed."""
-
-    status: Literal["ok", "error", "timeout", "died"]
-    outputs: list[OutputItem]
-    value: ValueHandle | None
-    ename: str | None
-    evalue: str | None
-    traceback: list[str]
-    duration_s: float
-    pid: int | None
-    limit: str | None  # the bound that was hit: "timeout", "cpu", "memory"
-    truncated: bool
-
-
-class Step(_Wire):
-    """One explained step of a candidate (``# Step N: explanation`` and its code)."""
-
-    number: int
-    explanation: str
-    code: str
-
-
-class TraceStep(_Wire):
-    """One executed step of a multi-step strategy (react, mcts)."""
-
-    thought: str
-    code: str
-    output: str
-    status: Literal["ok", "error", "timeout", "died", "answer", "invalid"]
-    answer: str | None
-
-
-class Candidate(_Wire):
-    """One proposed solution (``search.base.Candidate.to_json``)."""
-
-    code: str
-    steps: list[Step]
-    explanation: str
-    result: ExecResult | None  # null: not run (no kernel copy, or the policy said no)
-    score: float | None
-    support: int
-    repaired: bool
-    meta: dict[str, Any]
-    trace: list[TraceStep]
-
-
-# -- the kernel copies' confinement (kernel/results.py, kernel/policy.py) ----------
+# -- mirrors of the result dataclasses, as their ``to_json`` writes them -------------
 
 class Layer(_Wire):
     """One confinement layer: on or off, with what it does or why it is off."""
@@ -163,53 +98,67 @@ class Layer(_Wire):
     detail: str
 
 
-class Confinement(_Wire):
-    """The policy applied to one turn's copies (``kernel.policy.Confinement.to_json``)."""
-
-    policy: Literal["require", "warn"]
-    status: Literal["confined", "partial", "not_executed"]
-    execute: bool  # whether candidates were run in the copies
-    message: str
-    layers: list[Layer]
-    missing: list[str]
+#: Each dataclass that goes over the wire, and its wire model (see :func:`_mirror`).
+_MIRRORS: dict[Any, Any] = {}
 
 
-class Protections(_Wire):
-    """Which layers are really active in a snapshot (``kernel.results.Protections.to_json``)."""
-
-    landlock_fs: bool
-    landlock_net: bool
-    seccomp: bool
-    capabilities: bool
-    descriptors: bool
-    shared_mappings: bool
-    secrets: bool
-    processes: str  # "cgroup" | "subreaper" | "" (off)
-    rlimit_cpu: bool
-    rlimit_as: bool
-    rlimit_fsize: bool
-    timeout: bool
-    landlock_abi: int
-    signal_scope: bool
-    scratch: str | None
-    cgroup: str | None
-    reasons: dict[str, str]
-    notes: list[str]
+def _wire_type(tp: Any) -> Any:
+    """``tp`` with every mirrored dataclass in it replaced by its wire model."""
+    if tp in _MIRRORS:
+        return _MIRRORS[tp]
+    args = get_args(tp)
+    if not args:
+        return tp
+    origin = get_origin(tp)
+    wire = tuple(_wire_type(a) for a in args)
+    return Union[wire] if origin in (Union, types.UnionType) else origin[wire]
 
 
-class SearchStats(_Wire):
-    """``search.base.SearchStats``: what the turn cost."""
+def _mirror(cls: type, doc: str, *, drop: tuple[str, ...] = (), **narrow: Any) -> None:
+    """The wire model of dataclass ``cls``: its fields, every one required, less ``drop``.
 
-    iterations: int
-    nodes: int
-    model_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    reused_tokens: int = 0  # prompt tokens the backend reused from its cache (prefix reuse)
-    executions: int
-    wall_time_s: float
-    value: float | None
-    classes: list[int]  # sizes of the answer classes that voted, largest first; [] when none voted
+    A field added to the dataclass is on the wire at once, and in ``src/wire.ts``.
+    ``narrow`` gives a field a tighter type than the dataclass does (a Literal for a
+    free string) or adds one that ``to_json`` computes; nested dataclasses become
+    their own mirrors.
+    """
+    hints = get_type_hints(cls)
+    fields: dict[str, Any] = {f.name: (narrow.pop(f.name, _wire_type(hints[f.name])), ...)
+                              for f in dataclasses.fields(cls) if f.name not in drop}
+    fields.update({name: (tp, ...) for name, tp in narrow.items()})
+    _MIRRORS[cls] = create_model(cls.__name__, __base__=_Wire, __doc__=doc, __module__=__name__, **fields)
+
+
+_mirror(results.OutputItem,
+        "One notebook output (``kernel.results.OutputItem.to_json``); unused fields are null.",
+        output_type=Literal["stream", "execute_result", "display_data", "error"])
+_mirror(results.ValueHandle,
+        "The cell's last value, compact and comparable (``kernel.results.ValueHandle``).",
+        drop=("form",))  # the canonical form every vote compares stays on the server
+_mirror(results.ExecResult,
+        "``kernel.results.ExecResult.to_json``: ok | error | timeout | died, and what it printed.",
+        status=Literal["ok", "error", "timeout", "died"])
+_mirror(parse.Step, "One explained step of a candidate (``# Step N: explanation`` and its code).")
+_mirror(base.TraceStep, "One executed step of a multi-step strategy (react, mcts).",
+        status=Literal["ok", "error", "timeout", "died", "answer", "invalid"])
+_mirror(base.Candidate, "One proposed solution (``search.base.Candidate.to_json``).",
+        drop=("raw",), explanation=str)
+_mirror(results.Protections,
+        "Which layers are really active in a snapshot (``kernel.results.Protections.to_json``).")
+_mirror(base.SearchStats, "``search.base.SearchStats``: what the turn cost.")
+_mirror(policy.Confinement,
+        "The policy applied to one turn's copies (``kernel.policy.Confinement.to_json``).",
+        policy=Literal["require", "warn"], status=Literal["confined", "partial", "not_executed"],
+        layers=list[Layer])
+
+if TYPE_CHECKING:  # mypy cannot see into create_model: to it, a mirror is a wire model
+    Candidate = _Wire
+    Confinement = _Wire
+    Protections = _Wire
+    SearchStats = _Wire
+else:
+    Candidate, Confinement, Protections, SearchStats = (_MIRRORS[c] for c in (
+        base.Candidate, policy.Confinement, results.Protections, base.SearchStats))
 
 
 class AnswerVotes(_Wire):
@@ -230,7 +179,6 @@ class ProgressData(_Sparse):
     frames: list[str] | None = None  # schema_ready: the DataFrames read
     protections: Protections | None = None  # kernel_copy_ready
     confinement: Confinement | None = None  # confinement
-    index: int | None = Field(default=None, ge=0)  # candidate_ready
     # Strategies' own progress (search/*.py).
     samples: int | None = None  # completions asked for
     candidate: int | None = Field(default=None, ge=0)  # the candidate being run (vote)
@@ -302,40 +250,17 @@ class _Event(_Wire):
     message: str
 
 
-class ProgressEvent(_Event):
-    type: Literal["progress"]
-    data: ProgressData
+#: The data of each event ``type``: ``{"type": "progress", "data": ProgressData, ...}``.
+_DATA: dict[str, type[_Wire]] = {"progress": ProgressData, "candidate": CandidateData, "log": LogData,
+                                 "delta": DeltaData, "done": DoneData, "error": ErrorData}
 
-
-class CandidateEvent(_Event):
-    type: Literal["candidate"]
-    data: CandidateData
-
-
-class LogEvent(_Event):
-    type: Literal["log"]
-    data: LogData
-
-
-class DeltaEvent(_Event):
-    type: Literal["delta"]
-    data: DeltaData
-
-
-class DoneEvent(_Event):
-    type: Literal["done"]
-    data: DoneData
-
-
-class ErrorEvent(_Event):
-    type: Literal["error"]
-    data: ErrorData
-
-
-JobEvent = Annotated[
-    Union[ProgressEvent, CandidateEvent, LogEvent, DeltaEvent, DoneEvent, ErrorEvent],
-    Field(discriminator="type"),
-]
+if TYPE_CHECKING:
+    JobEvent = dict[str, Any]
+else:
+    JobEvent = Annotated[Union[tuple(
+        create_model(f"{type_.title()}Event", __base__=_Event, __module__=__name__,
+                     type=(Literal[type_], ...), data=(data, ...))
+        for type_, data in _DATA.items())], Field(discriminator="type")]
 
 EVENT_ADAPTER: TypeAdapter = TypeAdapter(JobEvent)
 

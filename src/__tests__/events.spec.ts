@@ -140,6 +140,7 @@ const STATS = {
   model_calls: 1,
   prompt_tokens: 900,
   completion_tokens: 120,
+  reused_tokens: 0,
   executions: 1,
   wall_time_s: 1.2,
   value: null,
