@@ -32,7 +32,9 @@ is re-read on every request, so a test may rewrite it between turns: plain
 text is the reply; a ``.json`` file holds a string, a list of strings (served
 to successive requests, the last one repeating), or an object
 ``{"rules": [{"match": "substring of the prompt", "reply": "..."}],
-"default": "..."}``.
+"default": "..."}``; a rule's optional ``"chunk_delay"`` (seconds per
+streamed token) slows that reply's stream, so a UI test can watch it being
+written.
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ class OpenAITestServer:
         models: Sequence[str] | None = ("test-model",),
         api_key: str | None = None,
         delay: float = 0.0,
-        chunk_delay: float = 0.0,
+        chunk_delay: float | Callable[["RecordedRequest"], float] = 0.0,
         logprob: float = -0.5,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -507,6 +509,7 @@ def _make_handler(server: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
             if (req.body.get("stream_options") or {}).get("include_usage"):
                 events.append({**base, "choices": [], "usage": self._usage(req, choices)})
 
+            pause = server.chunk_delay(req) if callable(server.chunk_delay) else server.chunk_delay
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -517,7 +520,7 @@ def _make_handler(server: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
                 for event in events:
                     self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
                     self.wfile.flush()
-                    if server.chunk_delay and server._stopping.wait(server.chunk_delay):
+                    if pause and server._stopping.wait(pause):
                         return
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
@@ -543,12 +546,28 @@ def _file_reply(path: Path) -> ReplyFn:
             return spec
         if isinstance(spec, list):
             return spec[min(number, len(spec) - 1)] if spec else ""
-        for rule in spec.get("rules", []):
-            if rule.get("match", "") in req.prompt:
-                return rule["reply"]
-        return spec.get("default", "")
+        rule = _file_rule(spec, req)
+        return rule["reply"] if rule else spec.get("default", "")
 
     return reply
+
+
+def _file_rule(spec, req: RecordedRequest) -> dict | None:
+    """The reply file's first rule matching the request's prompt, if it has rules."""
+    rules = spec.get("rules", []) if isinstance(spec, dict) else []
+    return next((r for r in rules if r.get("match", "") in req.prompt), None)
+
+
+def _file_chunk_delay(path: Path, default: float) -> Callable[[RecordedRequest], float]:
+    """Per-request stream pacing: the matching rule's ``chunk_delay``, else ``default``."""
+
+    def delay(req: RecordedRequest) -> float:
+        if path.suffix != ".json":
+            return default
+        rule = _file_rule(json.loads(path.read_text(encoding="utf-8")), req)
+        return float(rule.get("chunk_delay", default)) if rule else default
+
+    return delay
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -578,7 +597,7 @@ def main(argv: list[str] | None = None) -> None:
         models=models,
         api_key=args.api_key,
         delay=args.delay,
-        chunk_delay=args.chunk_delay,
+        chunk_delay=_file_chunk_delay(args.reply_file, args.chunk_delay) if args.reply_file else args.chunk_delay,
         host=args.host,
         port=args.port,
         log_path=args.log,
