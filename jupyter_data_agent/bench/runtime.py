@@ -136,12 +136,16 @@ def reset_cache(backend: Backend) -> None:
 
 
 def timed_stream(backend: Backend, prompt: Prompt, params: SamplingParams) -> tuple[float, float, int]:
-    """(time to first delta, total time, generated tokens) of one streamed completion."""
+    """(time to first token, total time, generated tokens) of one streamed completion.
+
+    llama.cpp yields "" after each batch of prompt tokens (a point to cancel at):
+    those are not tokens, and the first token comes after the whole prompt.
+    """
     start = time.perf_counter()
     first = 0.0
     text = ""
     for delta in backend.stream(prompt, params):
-        if not first:
+        if delta and not first:
             first = time.perf_counter() - start
         text += delta
     total = time.perf_counter() - start
@@ -279,6 +283,10 @@ def table(results: list[RuntimeResult]) -> str:
             lambda r: r.mcts_reused, True)
         row("tokens generated", str, lambda r: r.mcts_generated, True)
         row("wall time (kernel start to answer)", lambda v: f"{v:.1f} s", lambda r: r.mcts_wall_s, False)
+        row("wall time per generated token", lambda v: f"{v * 1000:.0f} ms",
+            lambda r: r.mcts_wall_s / r.mcts_generated if r.mcts_generated else 0.0, False)
+        row("a new user's first mcts turn (load + turn)", lambda v: f"{v:.1f} s",
+            lambda r: r.load_s + r.mcts_wall_s, False)
     for r in results:
         if r.mcts_error:
             lines.append(f"\n{r.runtime} mcts: {r.mcts_error}")
