@@ -6,6 +6,8 @@ import { JobStatus } from './models';
 import type {
   AgentConfig,
   CancelReply,
+  DecisionRecorded,
+  DecisionRequest,
   JobEvent,
   JobPoll,
   TurnAccepted,
@@ -60,6 +62,14 @@ export function getConfig(): Promise<AgentConfig> {
 
 export function startTurn(body: TurnRequest): Promise<TurnAccepted> {
   return requestAPI<TurnAccepted>('turns', {
+    method: 'POST',
+    body: JSON.stringify(body)
+  });
+}
+
+/** Record what the user did with a candidate (the server's local store; training data). */
+export function postDecision(body: DecisionRequest): Promise<DecisionRecorded> {
+  return requestAPI<DecisionRecorded>('decisions', {
     method: 'POST',
     body: JSON.stringify(body)
   });

@@ -10,6 +10,7 @@ import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
+import { postDecision } from './handler';
 import {
   INotebookAgentMetadata,
   ITurn,
@@ -249,8 +250,13 @@ export class SuggestionController implements IDisposable {
 
   async acceptAndRun(turnId: string | null): Promise<boolean> {
     const state = turnId ? this._states.get(turnId) : null;
-    if (!state || !this.accept(turnId)) {
-      return false;
+    this._acceptingToRun = true;
+    try {
+      if (!state || !this.accept(turnId)) {
+        return false;
+      }
+    } finally {
+      this._acceptingToRun = false;
     }
     const notebook = this.panel.content;
     const indices = state.cells
@@ -456,6 +462,9 @@ export class SuggestionController implements IDisposable {
     if (decision === 'accepted') {
       this._acceptedCode.set(state.turnId, code);
     }
+    if (existing?.status !== decision) {
+      this._postDecision(state, decision, code);
+    }
     if (existing) {
       this._writeConversation(updateTurn(conversation, state.turnId, patch));
     } else {
@@ -471,6 +480,36 @@ export class SuggestionController implements IDisposable {
         })
       );
     }
+  }
+
+  /**
+   * Tell the server (its decisions store trains the value model). Never in
+   * the user's way: a server without the store, or offline, is ignored.
+   */
+  private _postDecision(
+    state: ISuggestionState,
+    decision: TurnStatus,
+    code: string
+  ): void {
+    if (decision === 'pending') {
+      return;
+    }
+    const candidate = state.candidates[state.index];
+    postDecision({
+      version: 1,
+      turn_id: state.turnId,
+      candidate: state.index,
+      decision:
+        decision === 'accepted' && this._acceptingToRun
+          ? 'accepted_run'
+          : decision,
+      intent: state.intent,
+      code: candidate?.code ?? '',
+      final_code: code,
+      notebook_path: this.panel.context.path
+    }).catch(error =>
+      console.debug('jupyter-data-agent: decision not recorded', error)
+    );
   }
 
   private _writeConversation(conversation: INotebookAgentMetadata): void {
@@ -739,6 +778,7 @@ export class SuggestionController implements IDisposable {
 
   private _states = new Map<string, ISuggestionState>();
   private _acceptedCode = new Map<string, string>();
+  private _acceptingToRun = false;
   private _bars = new Map<Cell, SuggestionBar>();
   private _lastTouched: string[] = [];
   private _changed = new Signal<this, void>(this);

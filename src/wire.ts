@@ -17,6 +17,8 @@ export interface Wire {
   JobPoll: JobPoll;
   CancelReply: CancelReply;
   AgentConfig: AgentConfig;
+  DecisionRequest: DecisionRequest;
+  DecisionRecorded: DecisionRecorded;
 }
 /**
  * Body of ``POST turns``.
@@ -387,4 +389,26 @@ export interface Capabilities {
   live_state: boolean;
   events: 'websocket';
   [k: string]: unknown | undefined;
+}
+/**
+ * ``POST decisions``: what the user did with a turn's candidate (for the value model).
+ */
+export interface DecisionRequest {
+  version?: 1;
+  turn_id: string;
+  candidate?: number;
+  decision: 'accepted' | 'accepted_run' | 'edited' | 'rejected';
+  intent?: string;
+  code?: string;
+  final_code?: string;
+  notebook_path?: string;
+}
+/**
+ * Reply of ``POST decisions``: whether it was stored, and with the turn's full record.
+ */
+export interface DecisionRecorded {
+  version: 1;
+  recorded: boolean;
+  complete: boolean;
+  id: number | null;
 }

@@ -11,10 +11,17 @@ import asyncio
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Any, Bool, Enum, Float, Instance, Int
+from traitlets import Any, Bool, Enum, Float, Instance, Int, Unicode
 
 from ..config import DataAgent, Settings, resolve_settings
-from .handlers import CancelHandler, ConfigHandler, JobEventsHandler, JobHandler, TurnsHandler
+from .handlers import (
+    CancelHandler,
+    ConfigHandler,
+    DecisionsHandler,
+    JobEventsHandler,
+    JobHandler,
+    TurnsHandler,
+)
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
 
@@ -77,6 +84,16 @@ class DataAgentExtension(ExtensionApp):
     ).tag(config=True)
     service = Any(None, allow_none=True)
 
+    record_decisions = Bool(
+        True,
+        help="Record accept / accept & run / edit / reject of candidates, with the turn's prompt, "
+        "steps and outputs, in a local SQLite file (decisions_path) for training the value model. "
+        "Nothing leaves this machine.",
+    ).tag(config=True)
+    decisions_path = Unicode(
+        "", help="The decisions store; empty: <jupyter data dir>/jupyter_data_agent/decisions.sqlite."
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
         from ..kernel.snapshot import SnapshotTree
 
@@ -120,12 +137,26 @@ class DataAgentExtension(ExtensionApp):
                 self.log.warning("jupyter_data_agent: model service not started: %s", exc)
                 self.service = None
         self.settings["jupyter_data_agent"]["model_service"] = self.service
+        self.settings["jupyter_data_agent"]["decisions"] = self._decision_store()
         self.jobs.service = self.service
         self.log.info(
             "jupyter_data_agent: backend=%s model=%s",
             self.agent_settings.backend,
             self.agent_settings.model or "(default)",
         )
+
+    def _decision_store(self):
+        if not self.record_decisions:
+            return None
+        from .decisions import DecisionStore, default_store_path
+
+        try:
+            store = DecisionStore(self.decisions_path or default_store_path())
+        except Exception as exc:  # an unwritable data dir must not stop the server
+            self.log.warning("jupyter_data_agent: decisions are not recorded: %s", exc)
+            return None
+        self.log.info("jupyter_data_agent: decisions recorded in %s", store.path)
+        return store
 
     def _server_token(self) -> str:
         """The server's own token: a candidate that finds it must not show it in the browser."""
@@ -141,6 +172,7 @@ class DataAgentExtension(ExtensionApp):
             [
                 (route("config"), ConfigHandler),
                 (route("turns"), TurnsHandler),
+                (route("decisions"), DecisionsHandler),
                 (route("jobs", _JOB_ID), JobHandler),
                 (route("jobs", _JOB_ID, "cancel"), CancelHandler),
                 (route("jobs", _JOB_ID, "events"), JobEventsHandler),

@@ -6,6 +6,7 @@ same 404 as for a job that never existed, so job ids cannot be probed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -23,7 +24,15 @@ from ..config import Settings
 from ..llm.scrub import MASK, redact_url
 from ..search.options import STRATEGIES, short_errors
 from ..turn.resolve import catalog
-from .models import AgentConfig, CancelReply, JobPoll, TurnAccepted, TurnRequestModel
+from .models import (
+    AgentConfig,
+    CancelReply,
+    DecisionRecorded,
+    DecisionRequest,
+    JobPoll,
+    TurnAccepted,
+    TurnRequestModel,
+)
 
 AUTH_RESOURCE = "jupyter_data_agent"
 
@@ -221,6 +230,42 @@ class CancelHandler(AgentAPIHandler):
         job = self.owned_job(job_id)
         await self.jobs.cancel(job)
         self.finish(CancelReply(job_id=job.id, status=job.status).model_dump_json())
+
+
+class DecisionsHandler(AgentAPIHandler):
+    """``POST decisions``: record an accept / accept & run / edit / reject in the local store.
+
+    The turn's prompt, steps and outputs come from the server's own record of
+    the turn (never from the browser); a turn the server no longer holds is
+    recorded with what the browser sent, marked incomplete.
+    """
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.get_json_body()
+        if not isinstance(body, dict):
+            raise web.HTTPError(400, "The request body must be a JSON object.")
+        try:
+            request = DecisionRequest.model_validate(body)
+        except ValidationError as exc:
+            raise web.HTTPError(400, "Invalid decision: " + short_errors(exc)) from None
+        store = self.agent_state.get("decisions")
+        if store is None:  # recording is off (c.DataAgentExtension.record_decisions)
+            self.finish(DecisionRecorded(recorded=False).model_dump_json())
+            return
+        from .decisions import TurnOutcome
+
+        outcome = self.jobs.find_turn(request.turn_id, self.job_owner()) or TurnOutcome(
+            turn_id=request.turn_id, owner="", intent=request.intent,
+            notebook_path=request.notebook_path)
+        record = outcome.record(request.decision, request.candidate, request.code, request.final_code)
+        try:
+            row = await asyncio.to_thread(store.add, record)
+        except Exception as exc:  # a full disk, a locked file: say so, the notebook is unaffected
+            self.log.warning("jupyter_data_agent: decision not recorded: %s", exc)
+            raise web.HTTPError(503, f"The decision could not be recorded: {exc}") from None
+        self.finish(DecisionRecorded(recorded=True, complete=record.complete, id=row).model_dump_json())
 
 
 class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):

@@ -36,11 +36,13 @@ from ..kernel.tree import CopyTree
 from ..llm.base import BackendError
 from ..llm.scrub import Scrubber
 from ..turn import Copies, TurnAsk, TurnSpec, resolve
+from .decisions import TurnOutcome
 from .models import API_VERSION, TurnRequestModel
 
 log = logging.getLogger(__name__)
 
 TERMINAL = ("done", "error", "cancelled")
+MAX_DECIDABLE_TURNS = 500  # done turns a late accept/reject can still be recorded against
 
 
 @dataclass
@@ -84,6 +86,9 @@ class Job:
         self.no_copy_reason = ""  # why no kernel copy exists, in plain words
         self._scrub = scrub
         self._streamed: list[Any] = []  # (index, Candidate) pairs already sent as events
+        self.created = time.time()
+        self.outcome: TurnOutcome | None = None  # once done: what a decision on this turn records
+        self.model = ""  # the model that answered
 
     # -- events (event loop only) -------------------------------------------
     @property
@@ -190,6 +195,12 @@ class Job:
         of the chosen one); it never repeats a candidate. Those no event carried
         yet go out first, at their place in the result's list where it is free.
         """
+        self.outcome = TurnOutcome(
+            turn_id=self.turn_id, owner=self.owner, job_id=self.id, intent=self.request.intent,
+            strategy=result.strategy or self.request.strategy, model=self.model,
+            notebook_path=self.request.notebook_path or "", prompt=result.prompt or "",
+            candidates=[c.to_json() for c in result.candidates], answer=result.answer,
+            asked_at=self.created)
         for index, candidate in enumerate(result.candidates):
             self._send_candidate(candidate, index)
         if self.finished:
@@ -238,6 +249,7 @@ class JobManager:
         # The model key and whatever else the server holds (its token): never sent out.
         self.scrub = Scrubber([settings.api_key, *secrets])
         self.jobs: dict[str, Job] = {}
+        self.done_turns: dict[str, TurnOutcome] = {}  # oldest first, past the jobs' retention
         self._slots: asyncio.Semaphore | None = None
         # Search threads, including those of cancelled turns still stuck in a model call.
         self._workers: dict[threading.Thread, Job] = {}
@@ -317,16 +329,29 @@ class JobManager:
                           "kernel copies", len(running))
 
     def prune(self) -> None:
-        """Forget finished jobs past their retention, oldest first."""
+        """Forget finished jobs past their retention, oldest first.
+
+        A done turn's result outlives its events (``MAX_DECIDABLE_TURNS`` of
+        them): a user may accept or reject a suggestion long after it arrived.
+        """
         now = time.time()
         ttl = self.limits.job_retention_s
-        for job_id, job in list(self.jobs.items()):
-            if job.finished and job.finished_at is not None and now - job.finished_at > ttl:
-                del self.jobs[job_id]
         finished = sorted((j for j in self.jobs.values() if j.finished), key=lambda j: j.finished_at or 0)
         excess = len(self.jobs) - self.limits.max_retained_jobs
-        for job in finished[: max(0, excess)]:
-            del self.jobs[job.id]
+        for i, job in enumerate(finished):
+            if i < excess or (job.finished_at is not None and now - job.finished_at > ttl):
+                del self.jobs[job.id]
+                if job.outcome is not None:
+                    self.done_turns[job.turn_id] = job.outcome
+        while len(self.done_turns) > MAX_DECIDABLE_TURNS:
+            self.done_turns.pop(next(iter(self.done_turns)))
+
+    def find_turn(self, turn_id: str, owner: str) -> TurnOutcome | None:
+        """What the done turn ``turn_id`` produced, if ``owner`` started it."""
+        self.prune()
+        job = next((j for j in self.jobs.values() if j.turn_id == turn_id), None)
+        outcome = job.outcome if job is not None else self.done_turns.get(turn_id)
+        return outcome if outcome is not None and outcome.owner == owner else None
 
     # -- the job ------------------------------------------------------------------
     async def _run(self, job: Job) -> None:
@@ -367,6 +392,7 @@ class JobManager:
             job.progress(f"Loading the model ({backend.model}).", state="loading_model",
                          backend=self.settings.backend)
             await asyncio.to_thread(load)
+        job.model = backend.model
 
         schema = await self._live_state(job)
         if job.finished:

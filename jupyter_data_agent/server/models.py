@@ -30,7 +30,8 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from ..turn.events import API_VERSION, JobEvent, StrategyName
 
-__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "JobEvent", "JobPoll", "JobState",
+__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "DecisionRecorded", "DecisionRequest", "JobEvent",
+           "JobPoll", "JobState",
            "NotebookCell", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
            "TurnRequestModel", "wire_schema"]
 
@@ -198,6 +199,31 @@ class _NoFieldTitles(GenerateJsonSchema):
 
 #: The wire's root types, by the name the TypeScript side sees; requests as
 #: the server validates them, replies and events as it sends them.
+class DecisionRequest(BaseModel):
+    """``POST decisions``: what the user did with a turn's candidate (for the value model)."""
+
+    model_config = ConfigDict(extra="forbid", title="DecisionRequest")
+
+    version: Literal[1] = API_VERSION
+    turn_id: str = Field(min_length=1, max_length=200)
+    candidate: int = Field(0, ge=0, le=1000)  # which candidate of the turn was on show
+    decision: Literal["accepted", "accepted_run", "edited", "rejected"]
+    # What the browser knows, recorded when the server no longer holds the turn:
+    intent: str = Field("", max_length=MAX_INTENT_CHARS)
+    code: str = Field("", max_length=1_000_000)  # the candidate's code as suggested
+    final_code: str = Field("", max_length=1_000_000)  # the cells' code after the decision (edits)
+    notebook_path: str = Field("", max_length=4096)
+
+
+class DecisionRecorded(_Reply):
+    """Reply of ``POST decisions``: whether it was stored, and with the turn's full record."""
+
+    version: Literal[1] = API_VERSION
+    recorded: bool
+    complete: bool = False  # the server still held the turn: prompt, steps and outputs are in
+    id: int | None = None
+
+
 WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "TurnRequest": (TurnRequestModel, "validation"),
     "TurnAccepted": (TurnAccepted, "serialization"),
@@ -205,6 +231,8 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "JobPoll": (JobPoll, "serialization"),
     "CancelReply": (CancelReply, "serialization"),
     "AgentConfig": (AgentConfig, "serialization"),
+    "DecisionRequest": (DecisionRequest, "validation"),
+    "DecisionRecorded": (DecisionRecorded, "serialization"),
 }
 
 

@@ -1,0 +1,198 @@
+"""The decisions store: what the user did with each candidate, for training the value model.
+
+One SQLite file in the Jupyter data directory (``decisions.sqlite``), WAL
+mode so turns in several notebooks write while an export reads; each
+decision is one committed transaction, so a crash loses at most the one in
+flight. ``PRAGMA user_version`` is the schema version: a newer file is
+refused with a clear error instead of being misread. Nothing leaves the
+machine; ``c.DataAgentExtension.record_decisions = False`` turns recording off.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+FILE_NAME = "decisions.sqlite"
+Decision = Literal["accepted", "accepted_run", "edited", "rejected"]
+DECISIONS: tuple[str, ...] = ("accepted", "accepted_run", "edited", "rejected")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    recorded_at REAL NOT NULL,
+    decision TEXT NOT NULL CHECK (decision IN ('accepted', 'accepted_run', 'edited', 'rejected')),
+    turn_id TEXT NOT NULL,
+    job_id TEXT NOT NULL DEFAULT '',
+    candidate_index INTEGER NOT NULL DEFAULT 0,
+    intent TEXT NOT NULL DEFAULT '',
+    strategy TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL DEFAULT '',
+    notebook_path TEXT NOT NULL DEFAULT '',
+    code TEXT NOT NULL DEFAULT '',
+    final_code TEXT NOT NULL DEFAULT '',
+    prompt TEXT NOT NULL DEFAULT '',
+    candidate TEXT NOT NULL DEFAULT '{}',
+    answer TEXT,
+    asked_at REAL,
+    complete INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS decisions_turn ON decisions (turn_id);
+"""
+
+
+@dataclass
+class DecisionRecord:
+    """One decision with what training needs: the turn's prompt and the candidate as it ran.
+
+    ``candidate`` is ``Candidate.to_json()`` (steps, code, outputs, and for
+    search turns ``meta.messages``, the path's message history); ``complete``
+    says the server still held the turn when the decision came (otherwise
+    only what the browser sent is known: intent and code).
+    """
+
+    decision: str
+    turn_id: str
+    job_id: str = ""
+    candidate_index: int = 0
+    intent: str = ""
+    strategy: str = ""
+    model: str = ""
+    notebook_path: str = ""
+    code: str = ""
+    final_code: str = ""
+    prompt: str = ""
+    candidate: dict[str, Any] = field(default_factory=dict)
+    answer: str | None = None
+    asked_at: float | None = None
+    complete: bool = False
+    recorded_at: float = 0.0
+    id: int | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision in ("accepted", "accepted_run")
+
+
+@dataclass
+class TurnOutcome:
+    """A done turn as a decision on it will record it; kept after the job's events expire."""
+
+    turn_id: str
+    owner: str
+    job_id: str = ""
+    intent: str = ""
+    strategy: str = ""
+    model: str = ""
+    notebook_path: str = ""
+    prompt: str = ""
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    answer: str | None = None
+    asked_at: float | None = None
+
+    def record(self, decision: str, index: int, code: str = "", final_code: str = "") -> DecisionRecord:
+        candidate = self.candidates[index] if 0 <= index < len(self.candidates) else {}
+        return DecisionRecord(
+            decision=decision, turn_id=self.turn_id, job_id=self.job_id, candidate_index=index,
+            intent=self.intent, strategy=self.strategy, model=self.model, notebook_path=self.notebook_path,
+            code=str(candidate.get("code") or code), final_code=final_code or code, prompt=self.prompt,
+            candidate=candidate, answer=self.answer, asked_at=self.asked_at, complete=bool(candidate))
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used (a newer schema, a broken file); says which file."""
+
+
+class DecisionStore:
+    """The SQLite file; safe to use from several threads and processes at once."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._connect()
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema version {version}; this version of "
+                                 f"jupyter_data_agent reads up to {SCHEMA_VERSION}. Upgrade the package.")
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.commit()
+        finally:
+            conn.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=30.0)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never corrupt
+        except sqlite3.Error as exc:
+            raise StoreError(f"Cannot open the decisions store {self.path}: {exc}") from None
+        return conn
+
+    def add(self, record: DecisionRecord) -> int:
+        """Commit one decision; returns its id."""
+        row = asdict(record)
+        row.pop("id")
+        row["recorded_at"] = record.recorded_at or time.time()
+        row["candidate"] = json.dumps(record.candidate, ensure_ascii=False, default=str)
+        row["complete"] = int(record.complete)
+        names = ", ".join(row)
+        marks = ", ".join(f":{k}" for k in row)
+        conn = self._connect()
+        try:
+            with conn:  # one transaction: committed whole or not at all
+                cur = conn.execute(f"INSERT INTO decisions ({names}) VALUES ({marks})", row)
+            return int(cur.lastrowid or 0)
+        finally:
+            conn.close()
+
+    def records(self) -> Iterator[DecisionRecord]:
+        """Every committed decision, oldest first."""
+        names = [f.name for f in fields(DecisionRecord)]
+        conn = self._connect()
+        try:
+            for row in conn.execute(f"SELECT {', '.join(names)} FROM decisions ORDER BY id"):
+                data = dict(zip(names, row, strict=True))
+                data["candidate"] = json.loads(data["candidate"] or "{}")
+                data["complete"] = bool(data["complete"])
+                yield DecisionRecord(**data)
+        finally:
+            conn.close()
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by decision, strategy and model; the time span."""
+        conn = self._connect()
+        try:
+            total, first, last, complete = conn.execute(
+                "SELECT COUNT(*), MIN(recorded_at), MAX(recorded_at), SUM(complete) FROM decisions"
+            ).fetchone()
+
+            def count(column: str) -> dict[str, int]:
+                rows = conn.execute(f"SELECT {column}, COUNT(*) FROM decisions "
+                                    f"GROUP BY {column} ORDER BY 2 DESC")
+                return {str(k): int(n) for k, n in rows}
+
+            return {"path": str(self.path), "schema_version": SCHEMA_VERSION, "decisions": int(total),
+                    "complete": int(complete or 0), "first": first, "last": last,
+                    "by_decision": count("decision"), "by_strategy": count("strategy"),
+                    "by_model": count("model")}
+        finally:
+            conn.close()
+
+
+def default_store_path() -> Path:
+    """``<jupyter data dir>/jupyter_data_agent/decisions.sqlite``."""
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "jupyter_data_agent" / FILE_NAME
+
+
+__all__ = ["DECISIONS", "DecisionRecord", "DecisionStore", "SCHEMA_VERSION", "StoreError", "TurnOutcome",
+           "default_store_path"]
