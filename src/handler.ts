@@ -11,7 +11,8 @@ import type {
   JobEvent,
   JobPoll,
   TurnAccepted,
-  TurnRequest
+  TurnRequest,
+  ValueModelReply
 } from './wire';
 
 export type { AgentConfig } from './wire';
@@ -72,6 +73,14 @@ export function postDecision(body: DecisionRequest): Promise<DecisionRecorded> {
   return requestAPI<DecisionRecorded>('decisions', {
     method: 'POST',
     body: JSON.stringify(body)
+  });
+}
+
+/** Search turns from now on use the newest trained value model. */
+export function reloadValueModel(): Promise<ValueModelReply> {
+  return requestAPI<ValueModelReply>('value-model/reload', {
+    method: 'POST',
+    body: '{}'
   });
 }
 

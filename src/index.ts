@@ -3,7 +3,12 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, showDialog, Dialog } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  showDialog,
+  Dialog,
+  Notification
+} from '@jupyterlab/apputils';
 import { ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
@@ -14,7 +19,7 @@ import { Widget } from '@lumino/widgets';
 // The sidebar, its sessions and the config request are set up at activation:
 // nothing here can wait for a lazy import.
 /* eslint-disable jupyter/prefer-lazy-imports */
-import { getConfig } from './handler';
+import { getConfig, reloadValueModel } from './handler';
 import { EXPLAIN, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
 import { DEFAULT_SETTINGS, IAgentSettings, NotebookSession } from './session';
@@ -36,6 +41,7 @@ export namespace CommandIDs {
   export const previous = 'jupyter-data-agent:previous-candidate';
   export const undo = 'jupyter-data-agent:undo';
   export const stop = 'jupyter-data-agent:stop';
+  export const reloadValueModel = 'jupyter-data-agent:reload-value-model';
 }
 
 /** What the command palette and the API learn about a command's arguments: none. */
@@ -332,6 +338,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'Stop the Running Request',
       isEnabled: () => !!current()?.running,
       execute: () => current()?.stop()
+    });
+
+    commands.addCommand(CommandIDs.reloadValueModel, {
+      describedBy: NO_ARGS,
+      label: 'Data Agent: Reload Value Model',
+      caption:
+        'Search turns use the newest value model trained by `jupyter-data-agent train-value`',
+      execute: async () => {
+        try {
+          const reply = await reloadValueModel();
+          Notification.success(
+            `Search turns are guided by ${reply.value_model}.`,
+            { autoClose: 5000 }
+          );
+        } catch (error) {
+          Notification.error(`The value model was not reloaded: ${error}`);
+        }
+      }
     });
 
     if (palette) {

@@ -19,6 +19,7 @@ export interface Wire {
   AgentConfig: AgentConfig;
   DecisionRequest: DecisionRequest;
   DecisionRecorded: DecisionRecorded;
+  ValueModelReply: ValueModelReply;
 }
 /**
  * Body of ``POST turns``.
@@ -411,4 +412,11 @@ export interface DecisionRecorded {
   recorded: boolean;
   complete: boolean;
   id: number | null;
+}
+/**
+ * Reply of ``POST value-model/reload``: what guides Search turns from now on.
+ */
+export interface ValueModelReply {
+  version: 1;
+  value_model: string;
 }

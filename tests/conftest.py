@@ -11,3 +11,21 @@ def tiny_model_dir(tmp_path_factory):
     from tests.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+def agent_server_config(model_server, monkeypatch, extension: dict | None = None, **agent) -> dict:
+    """jp_server_config for a real Jupyter server with this extension and the OpenAI test server.
+
+    The model's environment variables are cleared so the config here decides.
+    """
+    from tests.test_server import KEY
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL",
+                 "JUPYTER_DATA_AGENT_CONFINEMENT", "JUPYTER_DATA_AGENT_VALUE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
+        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
+                      "model": "test-model", "max_retries": 0, **agent},
+        "DataAgentExtension": dict(extension or {}),
+    }

@@ -143,17 +143,10 @@ def store_path(tmp_path):
 
 @pytest.fixture
 def jp_server_config(model_server, monkeypatch, store_path, request):
-    from tests.test_server import KEY
+    from tests.conftest import agent_server_config
 
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
-        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
-                      "model": "test-model", "max_retries": 0},
-        "DataAgentExtension": {"decisions_path": str(store_path),
-                               "record_decisions": "recording_off" not in request.fixturenames},
-    }
+    return agent_server_config(model_server, monkeypatch, extension={
+        "decisions_path": str(store_path), "record_decisions": "recording_off" not in request.fixturenames})
 
 
 @pytest.fixture

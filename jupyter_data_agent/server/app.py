@@ -21,9 +21,11 @@ from .handlers import (
     JobEventsHandler,
     JobHandler,
     TurnsHandler,
+    ValueModelReloadHandler,
 )
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
+from .value_models import value_model_label, with_newest_value_model
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
@@ -37,6 +39,7 @@ class DataAgentExtension(ExtensionApp):
     classes = [DataAgent]
 
     agent_settings = Instance(Settings, allow_none=True)
+    configured_settings = Instance(Settings, allow_none=True)  # before the trained value model
     jobs = Instance(JobManager, allow_none=True)
 
     max_concurrent_jobs = Int(
@@ -97,7 +100,8 @@ class DataAgentExtension(ExtensionApp):
     def initialize_settings(self) -> None:
         from ..kernel.snapshot import SnapshotTree
 
-        self.agent_settings = resolve_settings(self.config)
+        self.configured_settings = resolve_settings(self.config)
+        self.agent_settings = with_newest_value_model(self.configured_settings)
         SnapshotTree.max_processes = max(1, self.max_total_snapshot_processes)
         limits = JobLimits(
             max_concurrent_jobs=max(1, self.max_concurrent_jobs),
@@ -138,12 +142,25 @@ class DataAgentExtension(ExtensionApp):
                 self.service = None
         self.settings["jupyter_data_agent"]["model_service"] = self.service
         self.settings["jupyter_data_agent"]["decisions"] = self._decision_store()
+        self.settings["jupyter_data_agent"]["reload_value_model"] = self.reload_value_model
+        self.log.info("jupyter_data_agent: Search turns are guided by %s",
+                      value_model_label(self.agent_settings))
         self.jobs.service = self.service
         self.log.info(
             "jupyter_data_agent: backend=%s model=%s",
             self.agent_settings.backend,
             self.agent_settings.model or "(default)",
         )
+
+    def reload_value_model(self) -> str:
+        """Search turns from now on use the newest trained value model; returns what guides them."""
+        assert self.configured_settings is not None and self.jobs is not None
+        self.agent_settings = with_newest_value_model(self.configured_settings)
+        self.settings["jupyter_data_agent"]["settings"] = self.agent_settings
+        self.jobs.settings = self.agent_settings
+        label = value_model_label(self.agent_settings)
+        self.log.info("jupyter_data_agent: Search turns are guided by %s", label)
+        return label
 
     def _decision_store(self):
         if not self.record_decisions:
@@ -173,6 +190,7 @@ class DataAgentExtension(ExtensionApp):
                 (route("config"), ConfigHandler),
                 (route("turns"), TurnsHandler),
                 (route("decisions"), DecisionsHandler),
+                (route("value-model", "reload"), ValueModelReloadHandler),
                 (route("jobs", _JOB_ID), JobHandler),
                 (route("jobs", _JOB_ID, "cancel"), CancelHandler),
                 (route("jobs", _JOB_ID, "events"), JobEventsHandler),

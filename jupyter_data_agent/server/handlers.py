@@ -32,6 +32,7 @@ from .models import (
     JobPoll,
     TurnAccepted,
     TurnRequestModel,
+    ValueModelReply,
 )
 
 AUTH_RESOURCE = "jupyter_data_agent"
@@ -266,6 +267,16 @@ class DecisionsHandler(AgentAPIHandler):
             self.log.warning("jupyter_data_agent: decision not recorded: %s", exc)
             raise web.HTTPError(503, f"The decision could not be recorded: {exc}") from None
         self.finish(DecisionRecorded(recorded=True, complete=record.complete, id=row).model_dump_json())
+
+
+class ValueModelReloadHandler(AgentAPIHandler):
+    """``POST value-model/reload``: Search turns use the newest trained value model from now on."""
+
+    @tornado.web.authenticated
+    @authorized
+    def post(self) -> None:
+        label = self.agent_state["reload_value_model"]()
+        self.finish(ValueModelReply(value_model=label).model_dump_json())
 
 
 class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):

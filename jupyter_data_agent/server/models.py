@@ -33,7 +33,7 @@ from ..turn.events import API_VERSION, JobEvent, StrategyName
 __all__ = ["API_VERSION", "AgentConfig", "CancelReply", "DecisionRecorded", "DecisionRequest", "JobEvent",
            "JobPoll", "JobState",
            "NotebookCell", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
-           "TurnRequestModel", "wire_schema"]
+           "TurnRequestModel", "ValueModelReply", "wire_schema"]
 
 JobState = Literal["running", "done", "error", "cancelled"]
 
@@ -224,6 +224,13 @@ class DecisionRecorded(_Reply):
     id: int | None = None
 
 
+class ValueModelReply(_Reply):
+    """Reply of ``POST value-model/reload``: what guides Search turns from now on."""
+
+    version: Literal[1] = API_VERSION
+    value_model: str  # a trained model's directory, or "heuristic"
+
+
 WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "TurnRequest": (TurnRequestModel, "validation"),
     "TurnAccepted": (TurnAccepted, "serialization"),
@@ -233,6 +240,7 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "AgentConfig": (AgentConfig, "serialization"),
     "DecisionRequest": (DecisionRequest, "validation"),
     "DecisionRecorded": (DecisionRecorded, "serialization"),
+    "ValueModelReply": (ValueModelReply, "serialization"),
 }
 
 

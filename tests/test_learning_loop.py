@@ -1,0 +1,121 @@
+"""Learning from use: decisions store -> training records -> train-value -> the server serves it.
+
+A real SQLite store, a tiny randomly initialized LM as the value model's base
+(tests/tiny_model.py), the real training loop, and a real Jupyter server
+that picks up the newest trained version on "Reload value model".
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jupyter_data_agent.server.decisions import DecisionRecord, DecisionStore
+from jupyter_data_agent.train.decisions import decision_trajectories
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+OK = {"status": "ok", "outputs": [{"output_type": "execute_result", "data": {"text/plain": "2.5"}}]}
+ERR = {"status": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
+       "outputs": [{"output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
+                    "traceback": []}]}
+
+
+def one_cell(i: int, good: bool, decision: str | None = None) -> DecisionRecord:
+    code = "df['x'].mean()" if good else "df['x'].sum() / 0"
+    return DecisionRecord(
+        decision=decision or ("accepted" if good else "rejected"), turn_id=f"turn-{i}", candidate_index=0,
+        intent="What is the mean of x?", strategy="direct", model="test-model",
+        prompt="# In[ ]:\ndf = pd.read_csv('x.csv')\n# Mean of x?\n", code=code, final_code=code,
+        candidate={"code": code, "steps": [{"number": 1, "explanation": "Average x", "code": code}],
+                   "result": OK if good else ERR, "meta": {}},
+        complete=True)
+
+
+def search_path(i: int) -> DecisionRecord:
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Task: mean of x"},
+                {"role": "assistant", "content": "Thought: load\nAction:\n```python\nx = 1\n```"},
+                {"role": "user", "content": "Observation:\n(no output)"},
+                {"role": "assistant", "content": "Thought: done\nFinal Answer: 1"}]
+    return DecisionRecord(decision="rejected", turn_id=f"search-{i}", strategy="mcts",
+                          candidate={"code": "x = 1", "meta": {"messages": messages, "node_ids": ["n1", "n2"]}},
+                          complete=True)
+
+
+def test_decisions_become_training_records():
+    rows = [one_cell(0, True), one_cell(1, False), one_cell(2, True, "edited"), search_path(3)]
+    records = decision_trajectories(rows)
+    # One step for a one-cell candidate, one per node of a search path; edits are not labels.
+    assert [(r.search_id, r.value_sum) for r in records] == [
+        ("turn-0", 1.0), ("turn-1", -1.0), ("search-3", -1.0), ("search-3", -1.0)]
+    first = records[0].messages
+    assert [m["role"] for m in first] == ["system", "user", "assistant", "user"]
+    assert "df = pd.read_csv" in first[1]["content"]  # the turn's prompt is the task
+    assert "Thought: Average x" in first[2]["content"] and "df['x'].mean()" in first[2]["content"]
+    assert first[3]["content"] == "Observation:\n2.5"
+    assert "ZeroDivisionError" in records[1].messages[3]["content"]
+    assert records[0].extra["decision"] == "accepted" and records[0].source == "decision"
+
+
+# -- the loop through a real server -------------------------------------------------------
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    from tests.openai_server import OpenAITestServer
+    from tests.test_server import replies
+
+    with OpenAITestServer(reply=replies) as srv:
+        yield srv
+
+
+@pytest.fixture
+def jp_server_config(model_server, monkeypatch):
+    from tests.conftest import agent_server_config
+
+    return agent_server_config(model_server, monkeypatch)
+
+
+def _on_server_loop(fn):
+    from tests.test_server import on_server_loop
+
+    return on_server_loop(fn)
+
+
+@_on_server_loop
+async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, tiny_model_dir, tmp_path):
+    from jupyter_data_agent.server.value_models import value_models_dir
+    from jupyter_data_agent.train import cli
+    from jupyter_data_agent.train.value import TrainConfig, build_network, evaluate_loss, load_examples
+
+    reply = json.loads((await jp_fetch("jupyter-data-agent", "value-model", "reload", method="POST",
+                                       body="{}")).body)
+    assert reply["value_model"] == "heuristic"  # nothing trained yet
+
+    store = DecisionStore(tmp_path / "decisions.sqlite")
+    for i in range(8):
+        store.add(one_cell(i, good=i % 2 == 0))
+    examples = load_examples([str(store.path)])
+    assert len(examples) == 8 and {e.target for e in examples} == {1.0, -1.0}
+    cfg = TrainConfig(trajectories=[], base=str(tiny_model_dir), out="", max_length=96)
+    torch.manual_seed(cfg.seed)
+    before = evaluate_loss(*build_network(cfg), examples, cfg.max_length)
+
+    # train-value with its defaults: the next version in the Jupyter data dir.
+    rc = cli.main(["-t", str(store.path), "--base", str(tiny_model_dir), "--max-steps", "16",
+                   "--lr", "1e-2", "--max-length", "96", "--no-progress"])
+    assert rc == 0
+    version = value_models_dir() / "v1"
+    from jupyter_data_agent.search.value_model import ValueModel
+
+    trained = ValueModel.load(version)
+    after = evaluate_loss(trained.network, trained.tokenizer, examples, cfg.max_length)
+    assert after < before * 0.7, (before, after)
+
+    reply = json.loads((await jp_fetch("jupyter-data-agent", "value-model", "reload", method="POST",
+                                       body="{}")).body)
+    assert reply["value_model"] == str(version)
