@@ -44,24 +44,14 @@ def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
     bsub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
     bsub.required = True
 
-    p = bsub.add_parser(
-        "dabench", help="InfiAgent-DABench: closed-form @name[value] answers, one kernel per task.",
-        description=(dabench.__doc__ or "").split("\n\n")[0],
-    )
-    dabench.add_arguments(p)
-    p.set_defaults(func=dabench.main)
-
-    p = bsub.add_parser(
-        "arcade", help="ARCADE-style notebooks: fuzzy output matching, pass@k, self-consistency.",
-        description=(arcade.__doc__ or "").split("\n\n")[0],
-    )
-    arcade.add_arguments(p)
-    p.set_defaults(func=arcade.main)
-
-    p = bsub.add_parser("report", help="Compare result folders: Markdown table and PNG plot.",
-                        description=(report.__doc__ or "").split("\n\n")[0])
-    report.add_arguments(p)
-    p.set_defaults(func=report.main)
+    for name, module, help in (
+        ("dabench", dabench, "InfiAgent-DABench: closed-form @name[value] answers, one kernel per task."),
+        ("arcade", arcade, "ARCADE-style notebooks: fuzzy output matching, pass@k, self-consistency."),
+        ("report", report, "Compare result folders: Markdown table and PNG plot."),
+    ):
+        p = bsub.add_parser(name, help=help, description=(module.__doc__ or "").split("\n\n")[0])
+        module.add_arguments(p)
+        p.set_defaults(func=module.main)
 
     if with_train and _train_module_available():
         try:

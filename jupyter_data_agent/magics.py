@@ -53,6 +53,9 @@ def _status(text: str) -> dict[str, str]:
             "text/plain": f"jupyter-data-agent: {text}…"}
 
 
+_NO_BARS = "HF_HUB_DISABLE_PROGRESS_BARS"
+
+
 @contextlib.contextmanager
 def quiet_loading():
     """Keep library progress bars and warnings out of the user's cell output.
@@ -61,27 +64,26 @@ def quiet_loading():
     transformers just to silence it. Not yet imported, transformers and the
     hub read ``HF_HUB_DISABLE_PROGRESS_BARS`` when a local model loads them.
     """
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.ExitStack() as undo:
         warnings.simplefilter("ignore")
         hf_logging = sys.modules.get("transformers.utils.logging")
         if hf_logging is None:
-            before = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
-            os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-            try:
-                yield
-            finally:
-                if before is None:
-                    os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
-                else:
-                    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = before
-            return
-        was_enabled = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
-            yield
-        finally:
-            if was_enabled:
-                hf_logging.enable_progress_bar()
+            before = os.environ.get(_NO_BARS)
+            os.environ[_NO_BARS] = "1"
+            if before is None:
+                undo.callback(os.environ.pop, _NO_BARS, None)
+            else:
+                undo.callback(os.environ.__setitem__, _NO_BARS, before)
+        elif hf_logging.is_progress_bar_enabled():
+            hf_logging.disable_progress_bar()
+            undo.callback(hf_logging.enable_progress_bar)
+        yield
+
+
+def _settings(args):
+    """The configured settings, with the model ``--model`` names."""
+    settings = resolve_settings()
+    return settings.with_overrides(model=args.model) if args.model else settings
 
 
 #: The error each failed cell raised, by execution count: the magic's context has
@@ -139,10 +141,7 @@ class AgentMagics(Magics):
         if args.command[:1] == ["config"]:
             from .llm.factory import describe
 
-            settings = resolve_settings()
-            if args.model:
-                settings = settings.with_overrides(model=args.model)
-            print(describe(settings))
+            print(describe(_settings(args)))
             return
         print(USAGE)
 
@@ -159,9 +158,7 @@ class AgentMagics(Magics):
                 "the cell has no intent. Write what you want under %%agent, e.g.\n"
                 "%%agent\nWhich 5 airlines have the longest average delay?"
             )
-        settings = resolve_settings()
-        if args.model:
-            settings = settings.with_overrides(model=args.model)
+        settings = _settings(args)
         try:
             ask = TurnAsk(intent=intent, strategy=args.strategy, samples=args.samples,
                           budget=args.budget, temperature=args.temperature,

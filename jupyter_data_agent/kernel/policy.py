@@ -9,10 +9,9 @@ badge per turn in the sidebar and as one line under ``%%agent``.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
-from .results import Protections
+from .results import JSONFields, Protections
 
 POLICIES = ("require", "warn")
 SWITCH_HINT = ("set c.DataAgent.confinement = 'warn' (or JUPYTER_DATA_AGENT_CONFINEMENT=warn) "
@@ -20,7 +19,7 @@ SWITCH_HINT = ("set c.DataAgent.confinement = 'warn' (or JUPYTER_DATA_AGENT_CONF
 
 
 @dataclass
-class Confinement:
+class Confinement(JSONFields):
     """The policy applied to one turn's copies (wire form: ``to_json``)."""
 
     policy: str
@@ -30,15 +29,9 @@ class Confinement:
     layers: list[dict] = field(default_factory=list)  # {name, on, detail}
     missing: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
     @classmethod
-    def from_json(cls, d: dict | None) -> "Confinement | None":
-        if not d:
-            return None
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+    def from_json(cls, d: dict | None) -> "Confinement | None":  # type: ignore[override]
+        return super().from_json(d) if d else None
 
     def line(self) -> str:
         """One line for the magic's output or a log."""

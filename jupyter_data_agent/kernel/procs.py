@@ -19,6 +19,7 @@ psutil only where the client uses it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -50,14 +51,12 @@ def owner_tag(kernel_pid: int, client_pid: int) -> str:
 
 def cgroup2_root() -> str | None:
     """Mount point of the unified (v2) hierarchy, if mounted."""
-    try:
+    with contextlib.suppress(OSError):
         with open("/proc/self/mountinfo") as f:
             for line in f:
                 left, _, right = line.partition(" - ")
                 if right.split(" ", 1)[0] == "cgroup2":
                     return left.split()[4]
-    except OSError:
-        pass
     return None
 
 
@@ -66,14 +65,12 @@ def own_cgroup() -> str | None:
     root = cgroup2_root()
     if root is None:
         return None
-    try:
+    with contextlib.suppress(OSError):
         with open("/proc/self/cgroup") as f:
             for line in f:
                 if line.startswith("0::"):
                     rel = line[3:].strip()
                     return os.path.normpath(os.path.join(root, rel.lstrip("/")))
-    except OSError:
-        pass
     return None
 
 
@@ -102,10 +99,8 @@ def join_new_cgroup(tag: str, memory_max: int | None = None,
         with open(os.path.join(path, "cgroup.procs"), "w") as fh:
             fh.write(str(os.getpid()))
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(path)
-        except OSError:
-            pass
         raise
     return path, notes
 
@@ -119,10 +114,8 @@ def cgroup_kill(path: str | None, timeout: float = 5.0) -> bool:
             f.write("1")
     except OSError:
         for pid in cgroup_pids(path):  # kernels before 5.14: no cgroup.kill
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -169,15 +162,11 @@ def kill_subtree(pid: int) -> None:
             break
         for p in found:
             seen[p.pid] = p
-            try:
+            with contextlib.suppress(psutil.Error):
                 p.send_signal(signal.SIGSTOP)
-            except psutil.Error:
-                pass
     for p in list(seen.values()) + [top]:
-        try:
+        with contextlib.suppress(psutil.Error):
             p.send_signal(signal.SIGKILL)
-        except psutil.Error:
-            pass
 
 
 # ------------------------------------------------------------------ leftovers

@@ -11,8 +11,10 @@ Standard library only (this module is also injected into kernels).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
+import os
 import socket
 import struct
 
@@ -68,7 +70,8 @@ def recv_frame(sock: socket.socket, want_fds: int = 0) -> tuple[dict, list[int]]
             chunk = sock.recv(_HEADER.size - len(header))
         if not chunk:
             for fd in fds:
-                _close_quietly(fd)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             if header:
                 raise ProtocolError("peer closed the channel mid-header")
             raise PeerClosed("peer closed the channel")
@@ -88,12 +91,3 @@ def recv_frame(sock: socket.socket, want_fds: int = 0) -> tuple[dict, list[int]]
 
 def token_ok(expected: str, given: object) -> bool:
     return isinstance(given, str) and hmac.compare_digest(expected.encode(), given.encode())
-
-
-def _close_quietly(fd: int) -> None:
-    import os
-
-    try:
-        os.close(fd)
-    except OSError:
-        pass

@@ -28,47 +28,24 @@ from typing import Literal, Sequence
 from . import launch, rpc
 from . import tree as _tree
 from .results import ExecResult, Limits, Protections
-from .snapshot import CapacityError, SnapshotClosed, SnapshotError, _failure, _uss, kernel_call
+from .snapshot import CapacityError, SnapshotClosed, SnapshotError, _failure, _uss, direct_call, kernel_call
 
 
-def _direct(call: str) -> str:
-    """Once a replay kernel is initialised its modules are there: skip the check."""
-    return f"__import__('sys').modules['_jda_kernel.fork_server'].{call}"
-
-
-class ReplayNode:
+class ReplayNode(_tree.CopyNode):
     """One copy = one private kernel process (while it is live)."""
 
-    lineage = _tree.lineage
+    tree: "ReplayTree"
+    parent: "ReplayNode | None"
+    children: "list[ReplayNode]"
 
     def __init__(self, tree: "ReplayTree", parent: "ReplayNode | None", node_id: str,
                  parent_len: int = 0) -> None:
-        self.tree = tree
-        self.parent = parent
-        self.id = node_id
-        self.children: list[ReplayNode] = []
-        self.cells: list[str] = []  # run here since the fork from the parent
-        self.parent_len = parent_len  # len(parent.cells) when this node was forked
-        self.state = "new"  # new | live | evicted | dead | closed
-        self.priority = 0.0  # set by the search: higher = keep longer
-        self.pinned = False
-        self.last_used = time.monotonic()
-        self.rebuilds = 0
-        self.depth: int = 0 if parent is None else parent.depth + 1
+        super().__init__(tree, parent, node_id, parent_len)
         self.km = None
         self.kc = None
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<ReplayNode {self.id} {self.state} pid={self.pid}>"
-
-    @property
-    def is_live(self) -> bool:
-        return self.state == "live"
-
-    @property
-    def busy(self) -> bool:
-        return self._lock.locked()
 
     @property
     def pid(self) -> int | None:
@@ -79,21 +56,12 @@ class ReplayNode:
 
     # ------------------------------------------------------------------- API
 
-    def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        """Run ``code`` in this copy (rebuilt first if it was evicted)."""
-        with self._lock:
-            self._ensure_live()
-            res = self._run(code, timeout)
-            if res.status in ("ok", "error"):
-                self.cells.append(code)
-            return res
-
     def fork(self) -> "ReplayNode":
         """A new kernel that replays the notebook and this node's path."""
         with self._lock:
-            if self.state == "closed":
+            if self.state == "closed" or self.tree.closed:  # as in _ensure_live
                 raise SnapshotClosed(f"replay copy {self.id} is closed")
-            child = self.tree._new_node(self, len(self.cells))
+            child = self._new_child(len(self.cells))
         with child._lock:
             child._ensure_live()
         return child
@@ -126,10 +94,10 @@ class ReplayNode:
             self._call(kernel_call(f"init_replay(**__import__('json').loads({args!r}))"),
                        tree.start_timeout)
             for code in tree.notebook_cells + self.lineage():
-                res = self._run(code, tree.replay_timeout)
+                res = self._exec_locked(code, tree.replay_timeout)
                 if res.status not in ("ok", "error"):
                     raise SnapshotError(f"replay failed at a cell: {res.evalue}")
-            prot = Protections.from_json(self._call(_direct("limit_replay()"),
+            prot = Protections.from_json(self._call(direct_call("limit_replay()"),
                                                     tree.start_timeout))
             prot.notes.insert(0, "replay sandbox: a private kernel re-ran the notebook's cells")
             tree.protections = prot
@@ -150,24 +118,21 @@ class ReplayNode:
         except rpc.KernelRPCError as e:
             raise SnapshotError(f"replay kernel: {e}") from e
 
-    def _run(self, code: str, timeout: float | None) -> ExecResult:
+    def _exec_locked(self, code: str, timeout: float | None) -> ExecResult:
         timeout = self.tree.limits.timeout_s if timeout is None else timeout
         self.last_used = time.monotonic()
         t0 = time.perf_counter()
         try:
-            return ExecResult.from_json(self._call(_direct(f"run_captured_json({code!r})"),
+            return ExecResult.from_json(self._call(direct_call(f"run_captured_json({code!r})"),
                                                    timeout or None))
         except TimeoutError:
             self._kill("dead")
-            return _failure("timeout", "TimeoutError",
-                            f"cell exceeded the {timeout:g} s wall-clock timeout; "
-                            f"its replay kernel was killed", time.perf_counter() - t0, None,
-                            limit="timeout")
+            return _failure(f"cell exceeded the {timeout:g} s wall-clock timeout; "
+                            f"its replay kernel was killed", t0, None, timeout=True)
         except SnapshotError as e:
             if self.km is not None and not self.km.is_alive():
                 self._kill("dead")
-                return _failure("died", "SnapshotDied", f"the replay kernel died: {e}",
-                                time.perf_counter() - t0, None)
+                return _failure(f"the replay kernel died: {e}", t0, None)
             raise
 
     def _kill(self, state: str) -> None:
@@ -180,7 +145,7 @@ class ReplayNode:
             self.state = state
 
 
-class ReplayTree:
+class ReplayTree(_tree.Closing):
     """Kernel copies by replay (``tree.CopyTree``, as ``SnapshotTree``)."""
 
     kind: Literal["replay"] = "replay"
@@ -232,21 +197,6 @@ class ReplayTree:
         self.root.close()
         if self.owns_scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def __enter__(self) -> "ReplayTree":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _new_node(self, parent: ReplayNode, parent_len: int) -> ReplayNode:
-        if self.closed:
-            raise SnapshotClosed("the replay tree is closed")
-        with self._lock:
-            node = ReplayNode(self, parent, f"n{next(self._ids)}", parent_len)
-            self.nodes[node.id] = node
-            parent.children.append(node)
-            return node
 
     def _reserve(self, node: ReplayNode) -> None:
         """A kernel slot for ``node``, evicting idle copies while the tree is full."""

@@ -9,13 +9,14 @@ only and looks at pandas/numpy only when the kernel already imported them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .answer_form import BUDGET_CELLS, answer_form
 
@@ -34,8 +35,23 @@ def truncate_text(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit] + TRUNCATION_MARKER.format(n=len(text) - limit), True
 
 
+_F = TypeVar("_F", bound="JSONFields")
+
+
+class JSONFields:
+    """Dataclasses as plain JSON; ``from_json`` skips keys it does not know."""
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls: type[_F], d: dict | None) -> _F:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in (d or {}).items() if k in names})
+
+
 @dataclass
-class Limits:
+class Limits(JSONFields):
     """Resource bounds of every process of one snapshot tree.
 
     ``timeout_s`` is enforced by the client (it kills the process);
@@ -61,15 +77,6 @@ class Limits:
     max_form_cells: int = BUDGET_CELLS  # values kept in a ValueHandle's form (digests beyond)
     fork_timeout_s: float = 30.0
 
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict | None) -> "Limits":
-        d = d or {}
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
 
 # Confinement layers, in the order they are shown, with what each one stops.
 LAYERS: dict[str, str] = {
@@ -86,7 +93,7 @@ LAYERS: dict[str, str] = {
 
 
 @dataclass
-class Protections:
+class Protections(JSONFields):
     """Which confinement layers are really active for a snapshot.
 
     Callers show this and apply the policy to it (``kernel/policy.py``): a
@@ -133,9 +140,6 @@ class Protections:
             out.append({"name": name, "on": on, "detail": detail})
         return out
 
-    def active(self) -> list[str]:
-        return [m for m in self.MECHANISMS if self.layer_on(m)]
-
     def missing(self) -> list[str]:
         return [m for m in self.MECHANISMS if not self.layer_on(m)]
 
@@ -155,17 +159,9 @@ class Protections:
             s += " (" + "; ".join(why + self.notes) + ")"
         return s
 
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Protections":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
 
 @dataclass
-class OutputItem:
+class OutputItem(JSONFields):
     """One notebook output (nbformat v4 shape)."""
 
     output_type: str  # stream | execute_result | display_data | error
@@ -185,14 +181,6 @@ class OutputItem:
         if self.output_type == "error":
             return f"{self.ename}: {self.evalue}"
         return str(self.data.get("text/plain", ""))
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict) -> "OutputItem":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass
@@ -343,10 +331,8 @@ def jsonable(x: Any, max_items: int = 50, depth: int = 0) -> tuple[Any, bool]:
         vals, t = jsonable(flat.tolist(), max_items, depth + 1)
         return vals, t or x.size > max_items
     if hasattr(x, "isoformat"):
-        try:
+        with contextlib.suppress(Exception):
             return x.isoformat(), False
-        except Exception:
-            pass
     r = repr(x)
     return r[:200], len(r) > 200
 

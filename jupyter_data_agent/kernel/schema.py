@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from . import rpc
@@ -67,7 +67,7 @@ class ColumnInfo:
     example: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "example": self.example}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ColumnInfo:
@@ -92,14 +92,7 @@ class FrameSchema:
     truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "shape": list(self.shape),
-            "columns": [c.to_dict() for c in self.columns],
-            "total_columns": self.total_columns,
-            "truncated": self.truncated,
-        }
+        return {**asdict(self), "shape": list(self.shape)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FrameSchema:
@@ -162,9 +155,7 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
                 raise TypeError("not a str")
         except Exception:
             try:
-                text = repr(value)
-                if not isinstance(text, str):
-                    raise TypeError("not a str")
+                text = repr(value)  # repr() itself refuses a non-str __repr__ result
             except Exception:
                 text = "<unprintable " + type(value).__name__ + ">"
         return clip(text)

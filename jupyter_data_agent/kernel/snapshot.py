@@ -33,16 +33,13 @@ import time
 from pathlib import Path
 from typing import ClassVar, Literal
 
+import psutil
+
 from . import procs as _procs
 from . import rpc
 from . import tree as _tree
 from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame
 from .results import ExecResult, Limits, OutputItem, Protections
-
-try:
-    import psutil
-except ImportError:  # pragma: no cover - psutil is a dependency
-    psutil = None
 
 
 class SnapshotError(RuntimeError):
@@ -78,18 +75,14 @@ class _Channel:
                 return msg
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
 
 def _uss(pid: int | None) -> int | None:
-    if pid is None or psutil is None:
+    if pid is None:
         return None
     try:
         return psutil.Process(pid).memory_full_info().uss
@@ -99,14 +92,6 @@ def _uss(pid: int | None) -> int | None:
 
 def _gone(pid: int, live_pids: set[int]) -> bool:
     """True once ``pid`` no longer runs and its parent (if ours) reaped it."""
-    if psutil is None:
-        try:
-            os.kill(pid, 0)
-            return False
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
     try:
         p = psutil.Process(pid)
         if p.status() == psutil.STATUS_ZOMBIE:
@@ -135,66 +120,46 @@ def _describe_wait_status(st: int | None) -> str:
     return "the snapshot process died"
 
 
-class Snapshot:
+class Snapshot(_tree.CopyNode):
     """One kernel copy: a process whose memory is the kernel's state plus the
     cells executed on the path to it."""
 
+    tree: "SnapshotTree"
+    parent: "Snapshot | None"
+    children: "list[Snapshot]"
+
     def __init__(self, tree: "SnapshotTree", parent: "Snapshot | None", node_id: str,
                  parent_len: int = 0) -> None:
-        self.tree = tree
-        self.parent = parent
-        self.id = node_id
-        self.children: list[Snapshot] = []
-        self.cells: list[str] = []  # executed here since the fork from the parent
-        self.parent_len = parent_len  # len(parent.cells) when this node was forked
-        self.state = "new"  # new | live | evicted | dead | closed
+        super().__init__(tree, parent, node_id, parent_len)
         self.pid: int | None = None
-        self.priority = 0.0  # set by the search: higher = keep longer
-        self.pinned = False
-        self.last_used = time.monotonic()
         self.uss: int | None = None
-        self.rebuilds = 0
         self.death: str | None = None
         self._chan: _Channel | None = None
         self._proc = None
-        self._lock = threading.Lock()
-        self.depth: int = 0 if parent is None else parent.depth + 1
 
     def __repr__(self) -> str:
         return f"<Snapshot {self.id} {self.state} pid={self.pid} depth={self.depth}>"
 
-    @property
-    def is_live(self) -> bool:
-        return self.state == "live"
-
-    @property
-    def busy(self) -> bool:
-        return self._lock.locked()
-
-    lineage = _tree.lineage
-
     # ------------------------------------------------------------- sync API
 
     def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        """Run ``code`` in this copy, like a notebook cell, and return outputs."""
-        with self._lock:
-            self._ensure_live()
-            res = self._exec_locked(code, timeout)
-            if res.status in ("ok", "error"):
-                self.cells.append(code)
-        self.tree._after_exec()
+        res = super().exec(code, timeout=timeout)
+        tree = self.tree  # then the memory budget, at most every memory_check_interval
+        if time.monotonic() - tree._last_mem_check >= tree.memory_check_interval:
+            tree.check_memory()
         return res
 
     def fork(self) -> "Snapshot":
         """A child copy of this snapshot's current state (a new process)."""
-        self.tree._check_open()
+        if self.tree.closed:
+            raise SnapshotClosed("the snapshot tree is closed")
         self.tree._reserve_slot(protect=self)
         try:
             with self._lock:
                 self._ensure_live()
                 pid, chan = self._fork_locked()
                 parent_len = len(self.cells)
-            child = self.tree._new_node(self, parent_len)
+            child = self._new_child(parent_len)
             child._attach(pid, chan)
         finally:
             self.tree._release_slot()
@@ -220,10 +185,8 @@ class Snapshot:
     def interrupt(self) -> None:
         """SIGINT: the running cell ends with KeyboardInterrupt, the copy lives on."""
         if self.is_live and self._proc is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._proc.send_signal(signal.SIGINT)
-            except Exception:
-                pass
 
     def memory(self) -> int | None:
         """Unique set size (bytes) of this copy and the processes a candidate
@@ -232,13 +195,11 @@ class Snapshot:
             self.uss = None
             return None
         total = _uss(self.pid)
-        if total is not None and psutil is not None:
-            try:
+        if total is not None:
+            with contextlib.suppress(psutil.Error):
                 for p in psutil.Process(self.pid).children(recursive=True):
                     if p.pid not in self.tree._live:  # child copies count for themselves
                         total += _uss(p.pid) or 0
-            except psutil.Error:
-                pass
         self.uss = total
         return total
 
@@ -247,20 +208,20 @@ class Snapshot:
     def _attach(self, pid: int, chan: _Channel) -> None:
         self.pid, self._chan = pid, chan
         try:  # remembers the start time: a later kill never hits a reused pid
-            self._proc = psutil.Process(pid) if psutil is not None else None
+            self._proc = psutil.Process(pid)
         except psutil.Error:
             self._proc = None
         self.state = "live"
         self.death = None
         self.last_used = time.monotonic()
-        self.tree._register_live(self)
+        self.tree._set_live(self, True)
 
     def _detach(self, state: str) -> None:
         if self._chan is not None:
             self._chan.close()
         self._chan = None
         if self.pid is not None:
-            self.tree._unregister_live(self)
+            self.tree._set_live(self, False)
         if self.state != "closed":
             self.state = state
 
@@ -283,10 +244,7 @@ class Snapshot:
         self._detach(state)
         # Killing a process takes its subtree with it (PDEATHSIG); kill them
         # explicitly too in case PDEATHSIG could not be set.
-        stack = list(self.children)
-        while stack:
-            c = stack.pop()
-            stack.extend(c.children)
+        for c in self.subtree():  # self is no longer live
             if c.is_live:
                 c._signal_kill()
                 c._detach("dead")
@@ -303,8 +261,10 @@ class Snapshot:
         st = None
         parent = self.parent
         for _ in range(20):
-            if parent is None:
-                st = self.tree._root_exit_status(pid)
+            if parent is None:  # the root is a child of this process only in the magic
+                from . import fork_server
+
+                st = fork_server._REAPER.exit_status(pid) if self.tree.in_process else None
             elif parent.is_live and parent._lock.acquire(timeout=0.5):
                 try:
                     st = parent._chan.request("child_status", timeout=5, pid=pid).get("status")
@@ -328,15 +288,12 @@ class Snapshot:
             reply = self._chan.request("exec", timeout=timeout, code=code)
         except socket.timeout:
             self._mark_dead(f"killed after the {timeout:g} s wall-clock timeout")
-            msg = (f"cell exceeded the {timeout:g} s wall-clock timeout; "
-                   f"its kernel copy was killed")
-            return _failure("timeout", "TimeoutError", msg, time.perf_counter() - t0, pid,
-                            limit="timeout")
+            return _failure(f"cell exceeded the {timeout:g} s wall-clock timeout; "
+                            f"its kernel copy was killed", t0, pid, timeout=True)
         except (PeerClosed, ProtocolError, OSError):
             why = self._death_reason()
             self._mark_dead(why)
-            return _failure("died", "SnapshotDied", why + " while running the cell",
-                            time.perf_counter() - t0, pid)
+            return _failure(why + " while running the cell", t0, pid)
         except BaseException:
             # e.g. KeyboardInterrupt in the magic: the reply would desync the channel
             self._mark_dead("interrupted while running a cell")
@@ -383,11 +340,10 @@ class Snapshot:
             raise SnapshotClosed(f"snapshot {self.id} is closed")
         # Base: the nearest live ancestor still in the state it had when the
         # path below it was forked; replay every cell from there down.
-        segments, n, limit = [self.cells], self.parent, self.parent_len
+        n, limit = self.parent, self.parent_len
         while n is not None and not (n.is_live and len(n.cells) == limit):
             if n.state == "closed":
                 raise SnapshotClosed(f"snapshot {n.id} is closed")
-            segments.append(n.cells[:limit])
             limit, n = n.parent_len, n.parent
         if n is None:
             raise SnapshotError(f"cannot rebuild {self.id}: no live ancestor is still in the "
@@ -398,22 +354,23 @@ class Snapshot:
                 if not (n.is_live and len(n.cells) == limit):
                     raise SnapshotError(f"cannot rebuild {self.id}: {n.id} changed meanwhile")
                 pid, chan = n._fork_locked()
+                done = len(n.lineage())  # the cells the new process already ran
             self._attach(pid, chan)
         finally:
             self.tree._release_slot()
-        for seg in reversed(segments):
-            for code in seg:
-                res = self._exec_locked(code, None)
-                if res.status not in ("ok", "error"):
-                    raise SnapshotError(f"rebuilding {self.id} failed: {res.evalue}")
+        for code in self.lineage()[done:]:
+            res = self._exec_locked(code, None)
+            if res.status not in ("ok", "error"):
+                raise SnapshotError(f"rebuilding {self.id} failed: {res.evalue}")
         self.rebuilds += 1
 
 
-def _failure(status: str, ename: str, evalue: str, duration: float, pid: int | None,
-             limit: str | None = None) -> ExecResult:
-    return ExecResult(status=status, ename=ename, evalue=evalue, duration_s=duration, pid=pid,
-                      limit=limit, outputs=[OutputItem(output_type="error", ename=ename,
-                                                       evalue=evalue, traceback=[])])
+def _failure(evalue: str, t0: float, pid: int | None, timeout: bool = False) -> ExecResult:
+    """A cell whose copy was killed at its ``timeout`` or died under it (since ``t0``)."""
+    status, ename = ("timeout", "TimeoutError") if timeout else ("died", "SnapshotDied")
+    return ExecResult(status=status, ename=ename, evalue=evalue, pid=pid,
+                      duration_s=time.perf_counter() - t0, limit="timeout" if timeout else None,
+                      outputs=[OutputItem(output_type="error", ename=ename, evalue=evalue)])
 
 
 @functools.lru_cache(maxsize=1)
@@ -459,11 +416,16 @@ def _bootstrap_source() -> tuple[str, str]:
     )
 
 
+def direct_call(call: str) -> str:
+    """``_jda_kernel.fork_server.<call>`` in a kernel whose modules are installed."""
+    return f"__import__('sys').modules['_jda_kernel.fork_server'].{call}"
+
+
 def kernel_call(call: str) -> str:
     """A user expression calling ``_jda_kernel.fork_server.<call>`` in a kernel,
     installing the modules first unless this exact version is already there."""
     digest, boot = _bootstrap_source()
-    target = f"__import__('sys').modules['_jda_kernel.fork_server'].{call}"
+    target = direct_call(call)
     return (f"({target} if getattr(__import__('sys').modules.get('_jda_kernel'), "
             f"'__digest__', None) == {digest!r} else "
             f"(exec(compile({boot!r}, '<jda-bootstrap>', 'exec'), {{}}) or {target}))")
@@ -495,13 +457,11 @@ def _sweep_once(every_s: float = 60.0) -> None:
     now = time.monotonic()
     if now - _SWEPT.get("at", -every_s) >= every_s:
         _SWEPT["at"] = now
-        try:
+        with contextlib.suppress(Exception):
             _procs.sweep()
-        except Exception:
-            pass
 
 
-class SnapshotTree:
+class SnapshotTree(_tree.Closing):
     """All kernel copies of one search; closing it ends every process."""
 
     kind: Literal["fork"] = "fork"
@@ -521,7 +481,7 @@ class SnapshotTree:
         self.owns_scratch = owns_scratch
         self.notebook_dir = notebook_dir
         self.max_live = max(1, int(max_live))
-        if memory_budget is None and psutil is not None:
+        if memory_budget is None:
             memory_budget = max(512 << 20, psutil.virtual_memory().available // 4)
         self.memory_budget = memory_budget
         self.memory_check_interval = 1.0
@@ -603,10 +563,8 @@ class SnapshotTree:
             sock.connect(info["path"])
         except OSError as e:
             sock.close()
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(int(info["pid"]), signal.SIGKILL)
-            except OSError:
-                pass
             raise ForkUnavailable(f"cannot reach the kernel's snapshot socket "
                                   f"(remote kernel?): {e}") from e
         tree = cls(limits=limits, protections=Protections(), scratch=info["scratch"],
@@ -623,10 +581,8 @@ class SnapshotTree:
                                  version=PROTOCOL_VERSION)
         except (OSError, ProtocolError) as e:
             chan.close()
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
             raise ForkUnavailable(f"root snapshot did not start: {e}") from e
         if not hello.get("ok"):
             chan.close()
@@ -678,46 +634,20 @@ class SnapshotTree:
         if self.owns_scratch and self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def __enter__(self) -> "SnapshotTree":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def pids(self) -> list[int]:
         return [n.pid for n in self.live() if n.pid is not None]
 
     # ------------------------------------------------------------ internals
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise SnapshotClosed("the snapshot tree is closed")
-
-    def _new_node(self, parent: Snapshot, parent_len: int) -> Snapshot:
-        with self._lock:
-            node = Snapshot(self, parent, f"n{next(self._ids)}", parent_len)
-            self.nodes[node.id] = node
-            parent.children.append(node)
-            return node
-
-    def _register_live(self, node: Snapshot) -> None:
-        with self._lock:
-            self._live[node.pid] = node
-        with SnapshotTree._global_lock:
-            SnapshotTree._global_live.add(node.pid)
-
-    def _unregister_live(self, node: Snapshot) -> None:
-        with self._lock:
-            self._live.pop(node.pid, None)
-        with SnapshotTree._global_lock:
-            SnapshotTree._global_live.discard(node.pid)
-
-    def _root_exit_status(self, pid: int) -> int | None:
-        if not self.in_process:
-            return None
-        from . import fork_server
-
-        return fork_server._REAPER.exit_status(pid)
+    def _set_live(self, node: Snapshot, live: bool) -> None:
+        """Count ``node``'s process (or stop) in this tree and in this client process."""
+        with self._lock, SnapshotTree._global_lock:  # the order _reserve_slot takes them in
+            if live:
+                self._live[node.pid] = node
+                SnapshotTree._global_live.add(node.pid)
+            else:
+                self._live.pop(node.pid, None)
+                SnapshotTree._global_live.discard(node.pid)
 
     def _pick_victim(self, protect: Snapshot | None) -> Snapshot | None:
         """The least useful idle leaf (a copy's children are its forks: killing
@@ -762,17 +692,9 @@ class SnapshotTree:
             self._pending -= 1
             SnapshotTree._global_pending -= 1
 
-    def _after_exec(self) -> None:
-        if time.monotonic() - self._last_mem_check >= self.memory_check_interval:
-            self.check_memory()
-
     def _close_subtree(self, top: Snapshot) -> None:
         """Kill deepest first so every process is reaped by its own parent."""
-        subtree, stack = [], [top]
-        while stack:
-            n = stack.pop()
-            subtree.append(n)
-            stack.extend(n.children)
+        subtree = list(top.subtree())
         live = [n for n in subtree if n.is_live]
         for depth in sorted({n.depth for n in live}, reverse=True):
             level = [n for n in live if n.depth == depth]

@@ -10,8 +10,10 @@ evicted copy is rebuilt by replaying them when it is used again.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .results import ExecResult, Protections
 
@@ -64,6 +66,83 @@ def lineage(node) -> list[str]:
         limit = n.parent_len
         n = n.parent
     return [c for seg in reversed(segments) for c in seg]
+
+
+class CopyNode:
+    """What a node of either tree holds: its place in the tree, the cells run
+    in it since its parent, and what eviction looks at (``pick_victim``)."""
+
+    def __init__(self, tree: Any, parent: Any, node_id: str, parent_len: int = 0) -> None:
+        self.tree = tree
+        self.parent = parent
+        self.id = node_id
+        self.children: list[Any] = []
+        self.cells: list[str] = []  # run here since the fork from the parent
+        self.parent_len = parent_len  # len(parent.cells) when this node was forked
+        self.state = "new"  # new | live | evicted | dead | closed
+        self.priority = 0.0  # set by the search: higher = keep longer
+        self.pinned = False
+        self.last_used = time.monotonic()
+        self.rebuilds = 0
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self._lock = threading.Lock()
+
+    @property
+    def is_live(self) -> bool:
+        return self.state == "live"
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    lineage = lineage
+
+    def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """Run ``code`` in this copy like a notebook cell (rebuilt first if it was evicted)."""
+        with self._lock:
+            self._ensure_live()
+            res = self._exec_locked(code, timeout)
+            if res.status in ("ok", "error"):
+                self.cells.append(code)
+        return res
+
+    # each tree's own: start (or rebuild) the copy's process; run one cell in it
+    def _ensure_live(self) -> None: ...
+
+    def _exec_locked(self, code: str, timeout: float | None) -> ExecResult:
+        raise NotImplementedError
+
+    def _new_child(self, parent_len: int) -> Any:
+        """A new node under this one, in its tree, forked after ``parent_len`` cells."""
+        tree = self.tree
+        with tree._lock:
+            node = type(self)(tree, self, f"n{next(tree._ids)}", parent_len)
+            tree.nodes[node.id] = node
+            self.children.append(node)
+            return node
+
+    def subtree(self):
+        """This node, then every descendant."""
+        stack = [self]
+        while stack:
+            n = stack.pop()
+            yield n
+            stack.extend(n.children)
+
+
+C = TypeVar("C", bound="Closing")
+
+
+class Closing:
+    """``with tree:`` closes the tree on the way out."""
+
+    def close(self) -> None: ...
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def pick_victim(candidates: Iterable[N]) -> N | None:

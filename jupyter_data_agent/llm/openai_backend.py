@@ -29,6 +29,7 @@ llama.cpp server. Decisions worth knowing:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -52,41 +53,28 @@ from .base import (
     StopStream,
     cut_at_stop,
 )
+from .local import chat_dicts, transcript
 from .scrub import Scrubber, redact_url
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_STOP_SEQUENCES = 4
 _TAGS = re.compile(r"<[^>]*>|\s+")
 
-# tiktoken encoders by model name; None = not available (unknown model, or the
-# encoding file cannot be fetched offline). Cached so we try once per process.
-_TIKTOKEN: dict[str, Any] = {}
-_TIKTOKEN_LOCK = threading.Lock()
-
-
+@functools.cache  # tried once per model name and process
 def _tiktoken_encoder(model: str):
-    with _TIKTOKEN_LOCK:
-        if model not in _TIKTOKEN:
-            enc = None
-            try:
-                import tiktoken
+    """tiktoken's encoder for ``model``; None when tiktoken is not installed, does not know the
+    model, or cannot fetch the encoding file (offline)."""
+    try:
+        import tiktoken
 
-                enc = tiktoken.encoding_for_model(model)
-            except Exception:  # not installed, unknown model, or offline
-                enc = None
-            _TIKTOKEN[model] = enc
-        return _TIKTOKEN[model]
+        return tiktoken.encoding_for_model(model)
+    except Exception:
+        return None
 
 
 def estimate_tokens(text: str) -> int:
     """~3.5 characters per token: slightly high for prose, right for code, safe for budgets."""
     return math.ceil(len(text) / 3.5) if text else 0
-
-
-def transcript(prompt: Prompt) -> str:
-    """A chat prompt as plain text, for completion-only endpoints."""
-    lines = [f"{m.role.capitalize()}: {m.content}" for m in prompt.messages or ()]
-    return "\n\n".join(lines) + "\n\nAssistant:"
 
 
 class OpenAIBackend(Backend):
@@ -156,10 +144,8 @@ class OpenAIBackend(Backend):
             if missing <= 0:
                 break
             kwargs = self._request_kwargs(prompt, params, chat, missing)
-            if chat:
-                response = self._call(self._client.chat.completions.create, chat=True, **kwargs)
-            else:
-                response = self._call(self._client.completions.create, chat=False, **kwargs)
+            create = self._client.chat.completions.create if chat else self._client.completions.create
+            response = self._call(create, chat=chat, **kwargs)
             results.extend(self._completions(response, chat, params))
         if not results:
             raise BackendError(f"{self._where()} returned no choices for model {self.model!r}.")
@@ -220,12 +206,7 @@ class OpenAIBackend(Backend):
 
     # -- request building ----------------------------------------------------
     def _use_chat(self, prompt: Prompt) -> bool:
-        mode = self.settings.api_mode
-        if mode == "chat":
-            return True
-        if mode == "completion":
-            return False
-        return prompt.is_chat
+        return {"chat": True, "completion": False}.get(self.settings.api_mode, prompt.is_chat)
 
     def _request_kwargs(self, prompt: Prompt, params: SamplingParams, chat: bool, n: int) -> dict:
         kwargs: dict[str, Any] = {
@@ -240,10 +221,7 @@ class OpenAIBackend(Backend):
         if params.seed is not None:
             kwargs["seed"] = params.seed
         if chat:
-            if prompt.is_chat:
-                kwargs["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]
-            else:
-                kwargs["messages"] = [{"role": "user", "content": prompt.text}]
+            kwargs["messages"] = chat_dicts(prompt) if prompt.is_chat else [{"role": "user", "content": prompt.text}]
             if params.logprobs:
                 kwargs["logprobs"] = True
         else:
@@ -328,13 +306,10 @@ class OpenAIBackend(Backend):
     def _where(self) -> str:
         return redact_url(self.base_url)
 
-    def _scrub(self, text: str) -> str:
-        return self._scrubber.text(text)
-
     def _not_json(self, body: str) -> BackendError:
         """A reply that is not the API's JSON: say where it came from and what it began with."""
         excerpt = " ".join(_TAGS.sub(" ", body or "").split())[:200]
-        return BackendError(self._scrub(
+        return BackendError(self._scrubber.text(
             f"{self._where()} answered with something that is not JSON (a proxy or login page, "
             f"or a URL that is not the API root?): {excerpt or '(empty body)'}. Check "
             "OPENAI_BASE_URL / c.DataAgent.base_url: it must be the root of an OpenAI-compatible "
@@ -355,7 +330,7 @@ class OpenAIBackend(Backend):
             json.loads(body)
         except ValueError:
             raise self._not_json(body) from None
-        raise BackendError(self._scrub(
+        raise BackendError(self._scrubber.text(
             f"{self._where()} answered a streaming request without streaming "
             f"(Content-Type {content_type or 'missing'}): the endpoint may not support it."
         ))
@@ -368,7 +343,7 @@ class OpenAIBackend(Backend):
             message = err.get("message") if isinstance(err, dict) else str(err)
         if not message:
             message = getattr(exc, "message", None) or str(exc)
-        return self._scrub(str(message))[:500].rstrip(". ")
+        return self._scrubber.text(str(message))[:500].rstrip(". ")
 
     def _error(self, exc: Exception, chat: bool | None = None, retries: int = 0) -> BackendError:
         where = self._where()
@@ -421,7 +396,7 @@ class OpenAIBackend(Backend):
             )
         else:
             msg = f"Model call to {where} failed: {detail}"
-        return BackendError(self._scrub(msg))
+        return BackendError(self._scrubber.text(msg))
 
     def _first_served_model(self) -> str:
         try:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict
 
 from .base import Backend, BackendError, Capabilities, Completion, Prompt, SamplingParams
+from .local import chat_dicts
 
 ENV_SOCKET = "JUPYTER_DATA_AGENT_MODEL_SOCKET"
 ENV_TOKEN = "JUPYTER_DATA_AGENT_MODEL_TOKEN"
@@ -56,7 +57,7 @@ def service_address(environ=None) -> tuple[str, str] | None:
 
 def encode_prompt(prompt: Prompt) -> dict:
     if prompt.messages is not None:
-        return {"messages": [{"role": m.role, "content": m.content} for m in prompt.messages]}
+        return {"messages": chat_dicts(prompt)}
     return {"text": prompt.text}
 
 
@@ -69,12 +70,6 @@ def decode_prompt(data: dict) -> Prompt:
         return Prompt.chat([{"role": str(m["role"]), "content": str(m["content"])}
                             for m in data["messages"]])
     return Prompt(text=str(data.get("text", "")))
-
-
-def encode_params(params: SamplingParams) -> dict:
-    data = asdict(params)
-    data["stop"] = list(params.stop)
-    return data
 
 
 def decode_params(data: dict) -> SamplingParams:
@@ -111,9 +106,8 @@ class RemoteBackend(Backend):
     # -- protocol ------------------------------------------------------------
     def _request(self, op: str, **fields) -> Iterator[dict]:
         body = {"token": self._token, "op": op, "settings_overrides": self.overrides, **fields}
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout + _GRACE_S)
-        try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(self.timeout + _GRACE_S)
             try:
                 sock.connect(self.socket_path)
             except OSError as exc:
@@ -122,8 +116,7 @@ class RemoteBackend(Backend):
                     f"{exc.strerror or exc}). Restart the kernel from a running Jupyter server, "
                     f"or set {ENV_SOCKET}= (empty) to load the model in this kernel."
                 ) from None
-            reader = sock.makefile("rb")
-            try:
+            with sock.makefile("rb") as reader:
                 sock.sendall(json.dumps(body).encode() + b"\n")
                 last_wait = None
                 while True:
@@ -157,10 +150,6 @@ class RemoteBackend(Backend):
                     yield msg
                     if "done" in msg:
                         return
-            finally:
-                reader.close()
-        finally:
-            sock.close()
 
     def _call(self, op: str, **fields):
         for msg in self._request(op, **fields):
@@ -187,12 +176,11 @@ class RemoteBackend(Backend):
                             extra=dict(caps.get("extra") or {}))
 
     def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
-        done = self._call("generate", prompt=encode_prompt(prompt), params=encode_params(params))
+        done = self._call("generate", prompt=encode_prompt(prompt), params=asdict(params))
         return [Completion(**c) for c in done]
 
     def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion | None]:
-        for msg in self._request("stream", prompt=encode_prompt(prompt),
-                                 params=encode_params(params)):
+        for msg in self._request("stream", prompt=encode_prompt(prompt), params=asdict(params)):
             if "delta" in msg:
                 yield str(msg["delta"])
             elif isinstance(msg.get("done"), dict):  # the service's runtime reported the completion

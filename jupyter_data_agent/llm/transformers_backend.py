@@ -28,6 +28,7 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import threading
@@ -58,10 +59,10 @@ from .base import (
     Completion,
     Prompt,
     SamplingParams,
-    StopStream,
     cut_at_stop,
 )
-from .embedded import DISPLAY_NAME, INSTALL_HINT, embedded_model_path
+from .embedded import resolve_gguf
+from .local import ModelCache, chat_dicts, fit_context, greedy_copies, transcript, until_stop
 
 _DTYPES = {
     "float32": torch.float32,
@@ -97,26 +98,16 @@ class LoadedModel:
     stop_ok: dict[str, bool] = field(default_factory=dict)  # stop string -> usable by generate
 
 
-_CACHE: dict[tuple, LoadedModel] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE: ModelCache[LoadedModel] = ModelCache()
 
 
 def resolve_source(settings: Settings) -> ModelSource:
     """Settings.model → a location for ``from_pretrained``; the embedded GGUF when empty."""
-    gguf_extra = settings.extra.get("gguf_file")
-    if not settings.model:
-        path = embedded_model_path()
-        if path is None:
-            raise BackendError(INSTALL_HINT)
-        return ModelSource(str(path.parent), path.name, DISPLAY_NAME, embedded=True)
     ref = os.path.expanduser(settings.model)
-    path = Path(ref)
-    if ref.lower().endswith(".gguf"):
-        if not path.is_file():
-            raise BackendError(
-                f"GGUF file {ref!r} does not exist: check c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL."
-            )
-        return ModelSource(str(path.parent), path.name, str(path))
+    if not settings.model or Path(ref).suffix.lower() == ".gguf":
+        path, display, embedded = resolve_gguf(settings)
+        return ModelSource(str(path.parent), path.name, display, embedded)
+    gguf_extra = settings.extra.get("gguf_file")
     if gguf_extra:
         return ModelSource(ref, str(gguf_extra), f"{ref} ({gguf_extra})")
     return ModelSource(ref, None, ref)
@@ -160,18 +151,12 @@ def load_model(settings: Settings) -> LoadedModel:
     key = (source.location, source.gguf_file, device, str(dtype), trust)
     if settings.threads > 0 and device == "cpu":  # torch's pool is per process: the last setting wins
         torch.set_num_threads(settings.threads)
-    with _CACHE_LOCK:  # loading twice in parallel would double the memory
-        loaded = _CACHE.get(key)
-        if loaded is None:
-            loaded = _load(source, device, dtype, trust, allow_download)
-            _CACHE[key] = loaded
-        return loaded
+    return _CACHE.get(key, lambda: _load(source, device, dtype, trust, allow_download))
 
 
 def clear_model_cache() -> None:
     """Forget loaded models (tests, or to free memory after changing the model)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
 
 
 def _load(source: ModelSource, device: str, dtype, trust: bool, allow_download: bool) -> LoadedModel:
@@ -285,13 +270,9 @@ class TransformersBackend(Backend):
         tok = self.load().tokenizer
         if not prompt.is_chat:
             return prompt.text or "", True
-        messages = [{"role": m.role, "content": m.content} for m in prompt.messages]
         if getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            return text, False
-        # A base model without a template: a plain transcript is the best we can do.
-        lines = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
-        return "\n\n".join(lines) + "\n\nAssistant:", True
+            return tok.apply_chat_template(chat_dicts(prompt), add_generation_prompt=True, tokenize=False), False
+        return transcript(prompt), True  # a base model without a template
 
     def _encode(self, prompt: Prompt, max_new: int) -> tuple[torch.Tensor, int]:
         loaded = self.load()
@@ -299,10 +280,8 @@ class TransformersBackend(Backend):
         ids = loaded.tokenizer(text, add_special_tokens=special, return_tensors="pt")["input_ids"]
         limit = getattr(loaded.model.config, "max_position_embeddings", None)
         if limit:
-            max_new = max(1, min(max_new, limit - 1))
-            room = limit - max_new
-            if ids.shape[1] > room:  # keep the end: the intent and the latest cells
-                ids = ids[:, ids.shape[1] - room :]
+            row, max_new = fit_context(ids[0], max_new, limit)
+            ids = row[None]
         return ids.to(loaded.device), max_new
 
     def _eos_ids(self) -> set[int]:
@@ -408,13 +387,7 @@ class TransformersBackend(Backend):
                 self._completion(sequences[i, prompt_len:].tolist(), logprobs[i].tolist(), params, prompt_len)
                 for i in range(sequences.shape[0])
             ]
-        if greedy and n > 1:
-            first = completions[0]
-            completions = [
-                replace(first, token_logprobs=None if first.token_logprobs is None else list(first.token_logprobs))
-                for _ in range(n)
-            ]
-        return completions
+        return greedy_copies(completions, n) if greedy else completions
 
     def _completion(
         self, ids: list[int], logprobs: list[float], params: SamplingParams, prompt_len: int
@@ -435,14 +408,7 @@ class TransformersBackend(Backend):
         if hit:
             finish = "stop"
             # Fewest tokens whose text covers what we keep (decode is prefix-monotone).
-            lo, hi = 0, length
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if len(decode(mid)) >= len(text):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            length = lo
+            length = bisect.bisect_left(range(length), len(text), key=lambda k: len(decode(k)))
         kept = [float(x) for x in logprobs[:length]]
         return Completion(
             text=text,
@@ -479,19 +445,14 @@ class TransformersBackend(Backend):
 
         thread = threading.Thread(target=run, name="data-agent-stream", daemon=True)
         thread.start()
-        stopper = StopStream(single.stop)
-        try:
-            for delta in streamer:
-                out = stopper.feed(delta)
-                if out:
-                    yield out
-                if stopper.done:
-                    return
+
+        def deltas() -> Iterator[str]:
+            yield from streamer
             if failure:
                 raise BackendError(f"Generation with {self.model!r} failed: {failure[0]}") from failure[0]
-            tail = stopper.flush()
-            if tail:
-                yield tail
+
+        try:
+            yield from until_stop(deltas(), single.stop)
         finally:
             cancel.set()
             thread.join(5)  # normally ends at the next step; never hang the consumer on it

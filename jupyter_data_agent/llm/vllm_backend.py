@@ -153,10 +153,8 @@ def _stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
         try:
             if os.name == "posix":
                 os.killpg(process.pid, sig)
-            elif sig == signal.SIGTERM:
+            else:  # only SIGTERM is sent there (no process groups; terminate() is a kill)
                 process.terminate()
-            else:
-                process.kill()
         except (ProcessLookupError, PermissionError):
             pass
 

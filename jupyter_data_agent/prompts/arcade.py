@@ -51,6 +51,7 @@ Choices:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -200,13 +201,6 @@ def render_cell(cell: Cell, with_outputs: bool = False, output_chars: int = 200)
     return code
 
 
-def _context_cells(context: NotebookContext) -> list[Cell]:
-    cells = context.cells
-    if context.active_index is not None:
-        cells = cells[: context.active_index + 1]
-    return list(cells)
-
-
 @dataclass(frozen=True)
 class _Unit:
     cell: Cell
@@ -237,7 +231,8 @@ class NotebookBlocks:
         turns = {t.turn_id: t for t in context.turns if t.turn_id}
         active = context.active_cell() if outputs != "none" else None
         units = []
-        for i, cell in enumerate(_context_cells(context)):
+        end = None if context.active_index is None else context.active_index + 1
+        for i, cell in enumerate(context.cells[:end]):
             is_active = active is not None and i == active.index
             turn = turns.get(cell.turn_id or "")
             # The user's own pick overrides the rejection of the turn it came from.
@@ -275,16 +270,8 @@ def linearize(
     return NotebookBlocks.of(context, outputs, output_chars).blocks()
 
 
-def _exemplar_blocks(ex: Exemplar) -> list[str]:
-    return [ex.schema.strip(), problem_block(ex.intent), f"{SOLUTION_PREAMBLE}\n{ex.solution.strip()}"]
-
-
 def _resolve_exemplars(exemplars: bool | Sequence[Exemplar]) -> list[Exemplar]:
-    if exemplars is True:
-        return list(EXEMPLARS)
-    if exemplars is False or exemplars is None:
-        return []
-    return list(exemplars)
+    return list(EXEMPLARS) if exemplars is True else list(exemplars or ())
 
 
 def _rough_tokens(text: str) -> int:
@@ -301,6 +288,12 @@ class _Fit:
     dropped_cells: int
     tokens: int
     over_budget: bool
+
+    def built(self, prompt: Prompt, prefix: str = "") -> BuiltPrompt:
+        return BuiltPrompt(prompt, self.dropped_cells, self.tokens,
+                           truncated=bool(self.dropped_cells or self.dropped_exemplars),
+                           dropped_exemplars=self.dropped_exemplars, over_budget=self.over_budget,
+                           prefix=prefix)
 
 
 def _fit(
@@ -387,30 +380,18 @@ def build_prompt(
     def render(drop_ex: int, drop_cells: int) -> str:
         blocks: list[str] = []
         for ex in exs[drop_ex:]:
-            blocks.extend(_exemplar_blocks(ex))
+            blocks += [ex.schema.strip(), problem_block(ex.intent),
+                       f"{SOLUTION_PREAMBLE}\n{ex.solution.strip()}"]
         blocks.extend(notebook.blocks(drop_cells))
         return join_cells(blocks + tail)
 
     fit = _fit(len(exs), notebook.droppable, lambda e, c: count(render(e, c)), budget)
-    text = render(fit.dropped_exemplars, fit.dropped_cells)
-    return BuiltPrompt(
-        prompt=Prompt(text=text),
-        dropped_cells=fit.dropped_cells,
-        tokens=fit.tokens,
-        truncated=bool(fit.dropped_cells or fit.dropped_exemplars),
-        dropped_exemplars=fit.dropped_exemplars,
-        over_budget=fit.over_budget,
-        prefix=prefix,
-    )
+    return fit.built(Prompt(text=render(fit.dropped_exemplars, fit.dropped_cells)), prefix)
 
 
 def _fence(text: str, lang: str = "python") -> str:
     """A fence longer than any backtick run starting a line inside ``text``."""
-    longest = 0
-    for line in text.splitlines():
-        stripped = line.lstrip()
-        n = len(stripped) - len(stripped.lstrip("`"))
-        longest = max(longest, n)
+    longest = max(map(len, re.findall(r"^\s*(`*)", text, re.M)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
@@ -466,21 +447,9 @@ def build_chat_prompt(
         msgs.append(ChatMessage("user", _chat_request(shown, schema, intent, instruction)))
         return msgs
 
-    fit = _fit(
-        len(exs),
-        notebook.droppable,
-        lambda e, c: sum(count(m.content) for m in messages(e, c)),
-        budget,
-    )
-    return BuiltPrompt(
-        prompt=Prompt.chat(messages(fit.dropped_exemplars, fit.dropped_cells)),
-        dropped_cells=fit.dropped_cells,
-        tokens=fit.tokens,
-        truncated=bool(fit.dropped_cells or fit.dropped_exemplars),
-        dropped_exemplars=fit.dropped_exemplars,
-        over_budget=fit.over_budget,
-        prefix="",
-    )
+    fit = _fit(len(exs), notebook.droppable, lambda e, c: sum(count(m.content) for m in messages(e, c)),
+               budget)
+    return fit.built(Prompt.chat(messages(fit.dropped_exemplars, fit.dropped_cells)))
 
 
 __all__ = [

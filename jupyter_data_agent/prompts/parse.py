@@ -74,14 +74,17 @@ def stop_sequences() -> tuple[str, ...]:
     return ("# In[ ]:", "\n# In[", "\n# Problem:")
 
 
+def cut_end_tokens(text: str) -> str:
+    """The text before the first special token a server left in."""
+    for tok in _END_TOKENS:
+        text = text.split(tok, 1)[0]
+    return text
+
+
 def _cut_at_stop(text: str) -> str:
     """The first cell: drop leading cell headers, stop at the next header,
     a new ``# Problem:`` or a closing fence."""
-    for tok in _END_TOKENS:
-        i = text.find(tok)
-        if i >= 0:
-            text = text[:i]
-    lines = text.splitlines()
+    lines = cut_end_tokens(text).splitlines()
     i = 0
     while i < len(lines) and (not lines[i].strip() or _CELL_HEADER_RE.match(lines[i])):
         i += 1
@@ -169,12 +172,8 @@ def _looks_like_code(text: str) -> str | None:
                 tree = ast.parse(chunk)
             except SyntaxError:
                 continue
-            real = [
-                s
-                for s in tree.body
-                if not (isinstance(s, ast.Expr) and isinstance(s.value, (ast.Constant, ast.Name)))
-            ]
-            if real:
+            if not all(isinstance(s, ast.Expr) and isinstance(s.value, (ast.Constant, ast.Name))
+                       for s in tree.body):
                 return chunk
     return None
 

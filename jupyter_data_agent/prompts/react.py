@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from ..context.model import NotebookContext
 from ..kernel.results import ExecResult, strip_ansi
 from ..llm.base import Prompt
-from .arcade import NotebookBlocks, OutputsMode, _fence, _fit, join_cells
-from .parse import _END_TOKENS, _FENCE_RE, _PY_LANGS, _looks_like_code
+from .arcade import NotebookBlocks, OutputsMode, _fence, _fit, comment_lines, join_cells
+from .parse import _FENCE_RE, _PY_LANGS, Step, _looks_like_code, cut_end_tokens
 
 STOP = ("\nObservation:",)
 
@@ -127,9 +127,7 @@ def _one_line(text: str) -> str:
 
 
 def parse_step(text: str) -> ParsedStep:
-    raw = text
-    for tok in _END_TOKENS:
-        text = text.split(tok, 1)[0]
+    raw, text = text, cut_end_tokens(text)
     m = _OBS_RE.search(text)
     if m:  # the model went on to invent the observation
         text = text[: m.start()]
@@ -238,17 +236,21 @@ def fit_messages(messages: Sequence[dict], count_tokens: Callable[[str], int],
     return ms
 
 
-def to_prompt(messages: Sequence[dict], chat: bool) -> Prompt:
-    """Chat messages, or for completion models the same transcript ending in ``Thought:``."""
+def to_prompt(messages: Sequence[dict], chat: bool, cue: str = "Thought:") -> Prompt:
+    """Chat messages, or for completion models the same transcript ending in ``cue``."""
     if chat:
         return Prompt.chat(messages)
-    return Prompt(text="\n\n".join(m["content"] for m in messages) + "\n\nThought:")
+    return Prompt(text="\n\n".join(m["content"] for m in messages) + f"\n\n{cue}")
 
 
-def step_comment_code(steps: Sequence[tuple[str, str]]) -> str:
-    """All steps as one cell, each preceded by ``# Step N: <thought>``."""
-    return "\n\n".join(f"# Step {i}: {_one_line(thought) or 'next step'}\n{code.strip()}"
+def solution_cell(steps: Sequence[tuple[str, str]], answer: str | None = None) -> tuple[str, list[Step]]:
+    """The (thought, code) steps as one cell, each preceded by ``# Step N: <thought>``
+    (an answer reached without running anything as a comment: say so, not ""), and as Steps."""
+    code = "\n\n".join(f"# Step {i}: {_one_line(thought) or 'next step'}\n{code.strip()}"
                        for i, (thought, code) in enumerate(steps, 1))
+    if not code and answer:
+        code = comment_lines(answer, "# Final answer: ")
+    return code, [Step(i, thought, code) for i, (thought, code) in enumerate(steps, 1)]
 
 
 __all__ = [
@@ -264,6 +266,6 @@ __all__ = [
     "history_messages",
     "parse_reply",
     "parse_step",
-    "step_comment_code",
+    "solution_cell",
     "to_prompt",
 ]

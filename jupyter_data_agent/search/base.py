@@ -111,6 +111,8 @@ class SearchStats:
     value: float | None = None
     # Sizes of the answer classes that voted (largest first); empty when nothing voted.
     classes: list[int] = field(default_factory=list)
+    # What guided a value-guided search ("heuristic", "value-model v3 (...)"); "" otherwise.
+    estimator: str = ""
 
     def count_call(self, completions: list) -> None:
         """One model call: the prompt is counted once, every sample's output."""

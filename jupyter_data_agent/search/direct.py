@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from ..prompts import UnparsableOutput
 from .base import Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .generate import execute, finish, options, plan_prompt, repair, sample_candidates
 from .options import DirectOptions
@@ -18,12 +17,7 @@ class DirectStrategy:
         started = time.monotonic()
         stats = SearchStats()
         plan = plan_prompt(request, ctx)
-        candidates, unparsable = sample_candidates(request, ctx, plan, 1, stats)
-        if not candidates:
-            raise UnparsableOutput(
-                "The model's answer held no Python code. Try rephrasing the intent, "
-                "or configure a stronger model (see `%agent config`).", stats
-            )
+        candidates, _ = sample_candidates(request, ctx, plan, 1, stats)
         chosen = candidates[0]
         result = execute(chosen, ctx, stats)
         if result is not None and not result.ok and opts.repair:

@@ -13,17 +13,10 @@ from __future__ import annotations
 import time
 
 from ..context.model import NotebookContext
-from ..llm.base import SamplingParams
-from ..prompts import UnparsableOutput, build_chat_prompt, build_prompt, stop_sequences
-from ..prompts.arcade import (
-    EXPLAIN_INSTRUCTION,
-    EXPLAIN_PREAMBLE,
-    EXPLAIN_SYSTEM_PROMPT,
-    BuiltPrompt,
-    uncomment_lines,
-)
+from ..prompts import UnparsableOutput
+from ..prompts.arcade import EXPLAIN_INSTRUCTION, EXPLAIN_PREAMBLE, EXPLAIN_SYSTEM_PROMPT, uncomment_lines
 from .base import RunContext, SearchResult, SearchStats, TurnRequest
-from .generate import prompt_text, use_chat
+from .generate import finish, plan_prompt, sampling
 
 DEFAULT_QUESTION = "Explain this cell."
 
@@ -43,40 +36,24 @@ def question(intent: str, context: NotebookContext) -> str:
     return f"{text}\nThe cell in question is the one that starts with `{first}`."
 
 
+#: The ARCADE builders' arguments for Explain: its system prompt and instruction
+#: (chat) or a comment-block preamble (completion); no exemplars, which teach code.
+CHAT_KW = {"system": EXPLAIN_SYSTEM_PROMPT, "instruction": EXPLAIN_INSTRUCTION, "exemplars": False}
+COMPLETION_KW = {"preamble": EXPLAIN_PREAMBLE, "prefix": "#", "exemplars": False}
+
+
 class ExplainStrategy:
     name = "explain"
-
-    def build(self, request: TurnRequest, ctx: RunContext) -> BuiltPrompt:
-        """The ARCADE builders with Explain's system prompt and instruction
-        (chat) or a comment-block preamble (completion); no exemplars, which
-        teach code."""
-        policy, intent = request.prompt, question(request.intent, request.context)
-        if use_chat(ctx.backend, policy):
-            return build_chat_prompt(
-                request.context, intent, schema=request.schema, count_tokens=ctx.backend.count_tokens,
-                budget=policy.max_prompt_tokens, outputs=policy.outputs, output_chars=policy.output_chars,
-                system=EXPLAIN_SYSTEM_PROMPT, instruction=EXPLAIN_INSTRUCTION,
-            )
-        return build_prompt(
-            request.context, intent, schema=request.schema, count_tokens=ctx.backend.count_tokens,
-            budget=policy.max_prompt_tokens, outputs=policy.outputs, output_chars=policy.output_chars,
-            preamble=EXPLAIN_PREAMBLE, prefix="#",
-        )
 
     def run(self, request: TurnRequest, ctx: RunContext) -> SearchResult:
         started = time.monotonic()
         stats = SearchStats()
-        built = self.build(request, ctx)
-        chat = built.prompt.is_chat
+        plan = plan_prompt(request, ctx, intent=question(request.intent, request.context),
+                           chat_kw=CHAT_KW, completion_kw=COMPLETION_KW)
+        built, chat = plan.built, plan.chat
         ctx.check_cancelled()
         ctx.progress("asking the model for an explanation", samples=1)
-        params = SamplingParams(
-            n=1,
-            temperature=request.sampling.temperature_for(1),
-            max_tokens=request.sampling.max_new_tokens,
-            stop=() if chat else stop_sequences(),
-            seed=request.sampling.seed,
-        )
+        params = sampling(request, 1, stop=plan.stop, logprobs=False)
         completions = ctx.backend.generate(built.prompt, params)
         stats.count_call(completions)
         text = completions[0].text if completions else ""
@@ -87,13 +64,4 @@ class ExplainStrategy:
                 "The model gave no explanation. Try again, or configure a stronger model "
                 "(see `%agent config`).", stats
             )
-        stats.wall_time_s = time.monotonic() - started
-        return SearchResult(
-            chosen=None,
-            candidates=[],
-            stats=stats,
-            protections=ctx.protections,
-            strategy=self.name,
-            prompt=prompt_text(built.prompt),
-            answer=answer,
-        )
+        return finish(self.name, None, [], ctx, plan, stats, started, answer)

@@ -27,8 +27,9 @@ from ..prompts import (
     parse_output,
     stop_sequences,
 )
+from ..prompts.arcade import CELL_SEP, SOLUTION_PREAMBLE, STEP_PREFIX
 from ..prompts.react import Task, build_task
-from .base import Cancelled, Candidate, RunContext, SearchResult, SearchStats, TurnRequest
+from .base import Candidate, RunContext, SearchResult, SearchStats, TurnRequest
 from .options import PromptPolicy
 
 O = TypeVar("O", bound=BaseModel)
@@ -53,12 +54,12 @@ def use_chat(backend: Backend, policy: PromptPolicy) -> bool:
 
 
 def sampling(request: TurnRequest, n: int, *, stop: Sequence[str] = (), seed_offset: int = 0,
-             temperature: float | None = None) -> SamplingParams:
+             temperature: float | None = None, logprobs: bool = True) -> SamplingParams:
     """The one sampling rule: ``temperature_for(n)`` unless the strategy fixes it;
     a seed makes a run reproducible, offset per model call."""
     s = request.sampling
     return SamplingParams(n=n, temperature=s.temperature_for(n) if temperature is None else temperature,
-                          max_tokens=s.max_new_tokens, stop=tuple(stop), logprobs=True,
+                          max_tokens=s.max_new_tokens, stop=tuple(stop), logprobs=logprobs,
                           seed=None if s.seed is None else s.seed + seed_offset)
 
 
@@ -84,19 +85,24 @@ class PromptPlan:
     built: BuiltPrompt
     chat: bool
 
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """Completion prompts stop at the next cell; chat replies end on their own."""
+        return () if self.chat else stop_sequences()
 
-def plan_prompt(request: TurnRequest, ctx: RunContext) -> PromptPlan:
+
+def plan_prompt(request: TurnRequest, ctx: RunContext, *, intent: str | None = None,
+                chat_kw: dict | None = None, completion_kw: dict | None = None) -> PromptPlan:
+    """The ARCADE prompt in the backend's style; a strategy that asks for something
+    else than a cell (Explain) passes its own ``intent`` and per-style builder arguments."""
     chat = use_chat(ctx.backend, request.prompt)
     builder = build_chat_prompt if chat else build_prompt
     p = request.prompt
-    built = builder(request.context, request.intent, schema=request.schema,
+    extra = {"exemplars": p.exemplars, **((chat_kw if chat else completion_kw) or {})}
+    built = builder(request.context, request.intent if intent is None else intent, schema=request.schema,
                     count_tokens=ctx.backend.count_tokens, budget=p.max_prompt_tokens,
-                    exemplars=p.exemplars, outputs=p.outputs, output_chars=p.output_chars)
+                    outputs=p.outputs, output_chars=p.output_chars, **extra)
     return PromptPlan(built, chat)
-
-
-def _sampling(request: TurnRequest, plan: PromptPlan, n: int) -> SamplingParams:
-    return sampling(request, n, stop=() if plan.chat else stop_sequences())
 
 
 def to_candidate(completion: Completion, plan: PromptPlan) -> Candidate | None:
@@ -142,9 +148,7 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
     if params.n != 1 or not streams(backend):
         completions = backend.generate(prompt, params)
         stats.count_call(completions)
-        if not completions:
-            return Completion(text="")
-        return completions[0]
+        return completions[0] if completions else Completion(text="")
     if prompt_tokens is None:
         prompt_tokens = backend.count_tokens(prompt_text(prompt))
     started = last_delta = last_progress = time.monotonic()
@@ -155,8 +159,7 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
     gen = iter(streamed)
     try:
         for delta in gen:
-            if ctx.cancel.is_set():
-                raise Cancelled("the search was cancelled")
+            ctx.check_cancelled()
             parts.append(delta)
             pending += delta
             now = time.monotonic()
@@ -171,16 +174,16 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
                     ctx.progress(f"generating: {tokens:,} tokens, {elapsed:.0f} s", state="generating",
                                  tokens=tokens, elapsed_s=round(elapsed, 1))
                 else:  # a local model still reading the prompt (it yields "" between batches)
-                    ctx.progress(f"reading the prompt: {prompt_tokens:,} tokens, {elapsed:.0f} s", state="prompt",
-                                 prompt_tokens=prompt_tokens, elapsed_s=round(elapsed, 1))
+                    ctx.progress(f"reading the prompt: {prompt_tokens:,} tokens, {elapsed:.0f} s",
+                                 state="prompt", prompt_tokens=prompt_tokens, elapsed_s=round(elapsed, 1))
     finally:
         gen.close()
     ctx.check_cancelled()
     if pending:
         ctx.delta(pending, candidate=candidate, start=first)
     text = "".join(parts)
-    completion = streamed.completion or Completion(
-        text=text, finish_reason=None, prompt_tokens=prompt_tokens, completion_tokens=backend.count_tokens(text))
+    completion = streamed.completion or Completion(text=text, finish_reason=None, prompt_tokens=prompt_tokens,
+                                                   completion_tokens=backend.count_tokens(text))
     stats.count_call([completion])
     return completion
 
@@ -188,19 +191,24 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
 def sample_candidates(
     request: TurnRequest, ctx: RunContext, plan: PromptPlan, n: int, stats: SearchStats
 ) -> tuple[list[Candidate], int]:
-    """Sample ``n`` completions; returns the parsable candidates and how many were not."""
+    """Sample ``n`` completions; returns the parsable candidates (at least one, else
+    :class:`UnparsableOutput`) and how many were not."""
     ctx.check_cancelled()
     prompt = plan.built.prompt
     tokens = ctx.backend.count_tokens(prompt_text(prompt))
     ctx.progress(f"asking the model for {n} candidate{'s' if n > 1 else ''} (prompt {tokens:,} tokens)",
                  state="prompt", samples=n, prompt_tokens=tokens)
-    params = _sampling(request, plan, n)
+    params = sampling(request, n, stop=plan.stop)
     if n == 1:
         completions = [generate_one(ctx, prompt, params, stats, candidate=0, prompt_tokens=tokens)]
     else:
         completions = ctx.backend.generate(prompt, params)
         stats.count_call(completions)
     candidates = [c for c in (to_candidate(x, plan) for x in completions) if c is not None]
+    if not candidates:
+        which = "The model's answer" if n == 1 else f"None of the model's {n} answers"
+        raise UnparsableOutput(f"{which} held no Python code. Try rephrasing the intent, or configure a "
+                               "stronger model (see `%agent config`).", stats)
     return candidates, len(completions) - len(candidates)
 
 
@@ -233,15 +241,10 @@ def repair_prompt(plan: PromptPlan, candidate: Candidate) -> Prompt:
             )
         )
         return Prompt(messages=tuple(messages))
-    body = (plan.built.prompt.text or "") + candidate.code.split("# Step 1:", 1)[-1]
+    body = (plan.built.prompt.text or "") + candidate.code.split(STEP_PREFIX, 1)[-1]
     comment = "\n".join("# " + line for line in error.splitlines())
-    return Prompt(
-        text=body
-        + "\n# The cell above raised:\n"
-        + comment
-        + "\n\n\n# In[ ]:\n\n\n# Solution (fixed): Let's solve this problem step-by-step.\n"
-        + plan.built.prefix
-    )
+    fixed = SOLUTION_PREAMBLE.replace("# Solution:", "# Solution (fixed):")
+    return Prompt(text=f"{body}\n# The cell above raised:\n{comment}{CELL_SEP}{fixed}\n{plan.built.prefix}")
 
 
 def repair(
@@ -251,7 +254,7 @@ def repair(
     ctx.check_cancelled()
     ctx.progress("the candidate raised an error; asking the model to fix it")
     prompt = repair_prompt(plan, candidate)
-    completion = generate_one(ctx, prompt, _sampling(request, plan, 1), stats)
+    completion = generate_one(ctx, prompt, sampling(request, 1, stop=plan.stop), stats)
     fixed = to_candidate(completion, plan)
     if fixed is None:
         return None
@@ -262,14 +265,15 @@ def repair(
 
 def finish(
     name: str,
-    chosen: Candidate,
+    chosen: Candidate | None,
     candidates: list[Candidate],
     ctx: RunContext,
     plan: PromptPlan,
     stats: SearchStats,
     started: float,
+    answer: str | None = None,
 ) -> SearchResult:
-    """The result of a sampling strategy, with its statistics completed."""
+    """The result of a one-prompt strategy, with its statistics completed."""
     stats.nodes = len(candidates)
     stats.wall_time_s = time.monotonic() - started
     return SearchResult(
@@ -279,4 +283,5 @@ def finish(
         protections=ctx.protections,
         strategy=name,
         prompt=prompt_text(plan.built.prompt),
+        answer=answer,
     )

@@ -58,9 +58,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kernel.results import ExecResult, OutputItem
-from ..prompts import Step, UnparsableOutput
+from ..prompts import UnparsableOutput
 from ..prompts.answers import same_answer
-from ..prompts.arcade import comment_lines
 from ..prompts.react import (
     INVALID_OBSERVATION,
     STOP,
@@ -69,7 +68,7 @@ from ..prompts.react import (
     format_observation,
     history_messages,
     parse_reply,
-    step_comment_code,
+    solution_cell,
     to_prompt,
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
@@ -77,7 +76,7 @@ from .equivalence import majority
 from .generate import jupiter_task, options, prompt_text, sampling, use_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
-from .value import NodeState, ValueEstimator, ZeroValue, resolve_estimator
+from .value import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
 
 RewardFn = Callable[[str | None], float]
 
@@ -227,7 +226,7 @@ class MCTSSearch:
                 self.selections.append(leaf.id)
                 children = self.expand(leaf, t)
                 t1 = time.perf_counter()
-                self.backpropagate(leaf, children)
+                self.backpropagate(children)
                 self._after_expansion(leaf)
                 t.backprop = time.perf_counter() - t1
                 t.total = time.perf_counter() - t0
@@ -314,11 +313,9 @@ class MCTSSearch:
         t.model = time.perf_counter() - t1
         self.stats.count_call(completions)
         self.ctx.check_cancelled()
-        parsed = [parse_reply(c.text, self.chat) for c in completions]
         ps = priors([c.mean_logprob for c in completions])
-        children = []
-        for c, p, prior in zip(completions, parsed, ps):
-            children.append(self._new_child(leaf, c.text, c.mean_logprob, p, prior))
+        children = [self._new_child(leaf, c.text, c.mean_logprob, parse_reply(c.text, self.chat), prior)
+                    for c, prior in zip(completions, ps)]
         leaf.children.extend(children)
         t2 = time.perf_counter()
         self._execute(leaf, [c for c in children if c.step.status == "pending"], t)
@@ -355,8 +352,7 @@ class MCTSSearch:
         return self._pool
 
     def _run_action(self, parent: Node, child: Node) -> ExecResult:
-        if self.ctx.cancel.is_set():
-            raise Cancelled("the search was cancelled")
+        self.ctx.check_cancelled()
         base = parent
         while base.snapshot is None and base.parent is not None:
             base = base.parent  # an invalid reply ran nothing: its state is its parent's
@@ -364,8 +360,7 @@ class MCTSSearch:
         with self._lock:
             self._created.append(snap)
         child.snapshot = snap
-        if self.ctx.cancel.is_set():
-            raise Cancelled("the search was cancelled")
+        self.ctx.check_cancelled()
         return snap.exec(child.step.code)
 
     def _execute(self, parent: Node, children: list[Node], t: IterationTiming) -> None:
@@ -421,18 +416,17 @@ class MCTSSearch:
             if c.terminal and c.reason != "answer":
                 c.value = self.cfg.failure_value
             elif c.reason == "answer" and self.reward_fn is not None:
-                c.reward = float(self.reward_fn(c.answer))
-                c.value = c.reward
+                c.value = c.reward = float(self.reward_fn(c.answer))
             else:
                 to_estimate.append(c)
         if to_estimate:
             values = self.estimator.estimate([self.state(c) for c in to_estimate], self.stats)
             for c, v in zip(to_estimate, values):
-                c.value = max(-1.0, min(1.0, float(v)))
+                c.value = clip(v)
 
     # --------------------------------------------------------- backprop etc.
 
-    def backpropagate(self, leaf: Node, children: list[Node]) -> None:
+    def backpropagate(self, children: list[Node]) -> None:
         for c in children:
             v = c.value if c.value is not None else 0.0
             n: Node | None = c
@@ -523,10 +517,7 @@ class MCTSSearch:
     def candidate(self, node: Node, support: int = 1) -> Candidate:
         path = node.path()
         actions = [n for n in path if n.step.code and n.step.status == "ok"]
-        code = step_comment_code([(n.step.thought, n.step.code) for n in actions])
-        if not code and node.answer:  # answered without running anything: say so, not ""
-            code = comment_lines(node.answer, "# Final answer: ")
-        steps = [Step(i, n.step.thought, n.step.code) for i, n in enumerate(actions, 1)]
+        code, steps = solution_cell([(n.step.thought, n.step.code) for n in actions], node.answer)
         results = [n.result for n in actions if n.result is not None]
         return Candidate(
             code=code, steps=steps, result=results[-1] if results else None,
@@ -572,19 +563,16 @@ class MCTSSearch:
 
     def records(self) -> list[TrajectoryRecord]:
         task_id = self.request.task.task_id
-        out = []
-        for n in self.nodes:
-            out.append(TrajectoryRecord(
-                messages=self.messages(n), depth=n.depth, visits=n.visits, value_sum=n.value_sum,
-                terminal=n.terminal,
-                terminal_reward=(n.reward if n.reward is not None else
-                                 n.value if n.terminal and n.reason != "answer" else None),
-                final_answer=n.answer, node_id=n.id,
-                parent_id=n.parent.id if n.parent is not None else None,
-                search_id=self.search_id, task_id=None if task_id is None else str(task_id),
-                prior=n.prior, value=n.value,
-                status=n.reason or (n.step.status if n.step else "root")))
-        return out
+        return [TrajectoryRecord(
+            messages=self.messages(n), depth=n.depth, visits=n.visits, value_sum=n.value_sum,
+            terminal=n.terminal,
+            terminal_reward=(n.reward if n.reward is not None else
+                             n.value if n.terminal and n.reason != "answer" else None),
+            final_answer=n.answer, node_id=n.id,
+            parent_id=n.parent.id if n.parent is not None else None,
+            search_id=self.search_id, task_id=None if task_id is None else str(task_id),
+            prior=n.prior, value=n.value,
+            status=n.reason or (n.step.status if n.step else "root")) for n in self.nodes]
 
 
 class MCTSStrategy:
@@ -608,6 +596,7 @@ class MCTSStrategy:
         estimator = resolve_estimator(self.value if self.value is not None else cfg.value,
                                       ctx.backend)
         search = MCTSSearch(request, ctx, cfg, estimator, self.reward_fn)
+        search.stats.estimator = getattr(estimator, "label", None) or estimator.name
         self.last_search = search
         return search.run()
 

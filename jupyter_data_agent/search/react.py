@@ -17,17 +17,14 @@ import time
 from typing import Any
 
 from ..kernel.results import ExecResult
-from ..prompts import Step
-from ..prompts.arcade import comment_lines
 from ..prompts.react import (
     INVALID_OBSERVATION,
     STOP,
-    ParsedStep,
     fit_messages,
     format_observation,
     history_messages,
     parse_reply,
-    step_comment_code,
+    solution_cell,
     to_prompt,
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
@@ -88,12 +85,11 @@ class ReactStrategy:
                 first_prompt = first_prompt or prompt_text(prompt)
                 ctx.progress(f"step {turn}: asking the model", iterations=turn, nodes=len(lineage),
                              turn=turn)
-                completions = [generate_one(ctx, prompt, sampling(request, 1, stop=STOP, seed_offset=turn),
-                                            stats)]
+                params = sampling(request, 1, stop=STOP, seed_offset=turn)
+                raw_last = generate_one(ctx, prompt, params, stats).text
                 stats.iterations = turn
                 ctx.check_cancelled()
-                raw_last = completions[0].text if completions else ""
-                p = parse_reply(raw_last, chat) if completions else ParsedStep("")
+                p = parse_reply(raw_last, chat)
                 if p.kind == "answer":
                     steps.append(TraceStep(p.thought, status="answer", answer=p.answer))
                     results.append(None)
@@ -129,12 +125,10 @@ class ReactStrategy:
                 except Exception:
                     pass
         ok = [(s, r) for s, r in zip(steps, results) if s.status == "ok"]
-        code = step_comment_code([(s.thought, s.code) for s, _ in ok])
-        if not code and answer:  # answered without running anything: say so, not ""
-            code = comment_lines(answer, "# Final answer: ")
+        code, cell_steps = solution_cell([(s.thought, s.code) for s, _ in ok], answer)
         candidate = Candidate(
             code=code,
-            steps=[Step(i, s.thought, s.code) for i, (s, _) in enumerate(ok, 1)],
+            steps=cell_steps,
             result=ok[-1][1] if ok else None,
             raw=raw_last,
             trace=steps,
@@ -158,14 +152,11 @@ def records(candidate: Candidate, task_id: object = None) -> list[TrajectoryReco
     """The trajectory's nodes; without a reward they carry no visits (no target yet)."""
     reward = candidate.meta.get("reward")
     histories = path_histories(candidate.meta["messages"])
-    out = []
-    for d, (hist, step) in enumerate(zip(histories, candidate.trace), 1):
-        last = d == len(histories)
-        out.append(TrajectoryRecord(
-            messages=hist, depth=d, visits=0 if reward is None else 1,
-            value_sum=0.0 if reward is None else reward, terminal=last and step.status == "answer",
-            terminal_reward=reward if last else None, final_answer=step.answer,
-            node_id=f"s{d}", parent_id=f"s{d - 1}" if d > 1 else None,
-            task_id=None if task_id is None else str(task_id), status=step.status,
-            source="react"))
-    return out
+    last = len(histories)
+    return [TrajectoryRecord(
+        messages=hist, depth=d, visits=0 if reward is None else 1,
+        value_sum=0.0 if reward is None else reward, terminal=d == last and step.status == "answer",
+        terminal_reward=reward if d == last else None, final_answer=step.answer,
+        node_id=f"s{d}", parent_id=f"s{d - 1}" if d > 1 else None,
+        task_id=None if task_id is None else str(task_id), status=step.status,
+        source="react") for d, (hist, step) in enumerate(zip(histories, candidate.trace), 1)]

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..llm.base import Backend, Prompt, SamplingParams
+from ..llm.base import Backend, SamplingParams
 from ..prompts.answers import well_formed
+from ..prompts.react import to_prompt
 from .base import SearchStats, TraceStep
 
 ENV_VALUE_MODEL = "JUPYTER_DATA_AGENT_VALUE_MODEL"
@@ -41,10 +42,6 @@ class NodeState:
     @property
     def last(self) -> TraceStep | None:
         return self.steps[-1] if self.steps else None
-
-    @property
-    def errors(self) -> int:
-        return sum(s.status in ERROR_STATUSES for s in self.steps)
 
 
 @runtime_checkable
@@ -158,8 +155,7 @@ class LLMJudgeValue:
         out = []
         for state in states:
             msgs = list(state.messages) + [{"role": "user", "content": JUDGE_INSTRUCTION}]
-            prompt = (Prompt.chat(msgs) if self.backend.capabilities.chat else
-                      Prompt(text="\n\n".join(m["content"] for m in msgs) + "\n\nRating:"))
+            prompt = to_prompt(msgs, self.backend.capabilities.chat, "Rating:")
             completions = self.backend.generate(
                 prompt, SamplingParams(n=1, temperature=0.0, max_tokens=self.max_tokens))
             if stats is not None:
@@ -182,11 +178,9 @@ def load_value_model(path: str, device: str = "cpu"):
 
     key = f"{os.path.abspath(path)}@{device}"
     with _MODELS_LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            model = ValueModel.load(path, device=device)
-            _MODELS[key] = model
-        return model
+        if key not in _MODELS:
+            _MODELS[key] = ValueModel.load(path, device=device)
+        return _MODELS[key]
 
 
 def resolve_estimator(spec: Any, backend: Backend | None = None) -> ValueEstimator:

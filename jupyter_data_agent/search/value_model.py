@@ -187,6 +187,7 @@ class ValueModel:
     """A loaded value model; also a :class:`~.value.ValueEstimator`."""
 
     name = "value-model"
+    label = "value model"
 
     def __init__(self, network: ValueNetwork, tokenizer, config: ValueModelConfig,
                  device: str = "cpu") -> None:
@@ -212,7 +213,9 @@ class ValueModel:
         if not head_path.is_file() and (directory / HEAD_NAME_PT).is_file():
             head_path = directory / HEAD_NAME_PT
         head.load_state_dict(load_head_state(head_path))
-        return cls(ValueNetwork(backbone, head), load_tokenizer(base, cfg.gguf_file), cfg, device)
+        model = cls(ValueNetwork(backbone, head), load_tokenizer(base, cfg.gguf_file), cfg, device)
+        model.label = f"value model {directory}"  # what a Search turn says guided it
+        return model
 
     def encode(self, histories: Sequence[Sequence[dict]]) -> tuple[torch.Tensor, torch.Tensor]:
         seqs = [encode_history(self.tokenizer, h, self.config.max_length) for h in histories]

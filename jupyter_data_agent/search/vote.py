@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-from ..prompts import UnparsableOutput
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .equivalence import majority
 from .generate import execute, finish, options, plan_prompt, repair, sample_candidates
@@ -39,13 +38,7 @@ class VoteStrategy:
         started = time.monotonic()
         stats = SearchStats()
         plan = plan_prompt(request, ctx)
-        n = opts.samples
-        candidates, unparsable = sample_candidates(request, ctx, plan, n, stats)
-        if not candidates:
-            raise UnparsableOutput(
-                f"None of the model's {n} answers held Python code. Try rephrasing the "
-                "intent, or configure a stronger model (see `%agent config`).", stats
-            )
+        candidates, unparsable = sample_candidates(request, ctx, plan, opts.samples, stats)
         for i, candidate in enumerate(list(candidates)):
             ctx.progress(f"running candidate {i + 1} of {len(candidates)} in a kernel copy",
                          candidate=i)
