@@ -1,0 +1,128 @@
+"""The strategy lab: every strategy against a simulated policy of known per-step accuracy.
+
+``jupyter-data-agent bench lab --data DIR --p 0.3,0.5,0.7 --strategies
+direct,vote:8,react,mcts:heuristic --budget-calls 16`` runs each strategy
+through the product's pipeline (``bench.dabench.run_task``: a fresh kernel,
+``turn.resolve``, ``turn.run_turn``) with :class:`~.policy.SimulatedPolicy`
+as the model, on the tasks that have a reference solution
+(``bench.references``), and reports accuracy by question for each ``p``.
+
+Equal budgets are in completions (model samples): ``vote:k`` draws
+``min(k, N)``; ``react`` may take up to ``N`` turns; ``mcts`` gets ``N // k``
+iterations of ``k`` samples; ``direct`` always draws one. ``mcts:heuristic``
+is value-guided by the execution heuristic, ``mcts:<dir>`` by a trained
+value model. Tasks are split by id into train and test halves (a hash, so the
+split does not depend on which tasks have references); the lab reports the
+``--split`` asked for (test by default). Resumable like the other runners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .dabench import load_tasks, run_task
+from .policy import PolicyConfig, SimulatedPolicy, table_columns
+from .references import load_references
+from .runner_common import RunFolder, parse_csv_list, progress_bar
+
+MCTS_K = 3  # MCTSOptions.k's default: samples per expansion
+
+
+def split_of(task_id: Any, test_share: float = 0.5) -> str:
+    """``train`` or ``test``, stable per id."""
+    h = int(hashlib.sha256(str(task_id).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return "test" if h < test_share else "train"
+
+
+def strategy_run(spec: str, budget: int) -> tuple[str, int | None, dict]:
+    """``vote:8`` -> ("vote", 8 samples); ``mcts:heuristic`` -> ("mcts", N // k, value); ..."""
+    name, _, arg = spec.partition(":")
+    if name == "direct":
+        return "direct", None, {}
+    if name == "vote":
+        return "vote", min(int(arg or budget), budget), {}
+    if name == "react":
+        return "react", budget, {}
+    if name == "mcts":
+        return "mcts", max(1, budget // MCTS_K), {"value": arg or "heuristic", "k": MCTS_K}
+    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|DIR]")
+
+
+def summary_markdown(rows: list[dict], ps: list[float], strategies: list[str], split: str) -> str:
+    lines = [f"Accuracy by question on the {split} split (tasks with a reference), by per-step accuracy p",
+             "of the simulated policy; completions and wall time are per task.", "",
+             "| strategy | " + " | ".join(f"p = {p:g}" for p in ps) + " | completions | wall time |",
+             "|---" * (len(ps) + 3) + "|"]
+    for s in strategies:
+        cells = []
+        for p in ps:
+            got = [r for r in rows if r["strategy"] == s and r["p"] == p]
+            cells.append(f"{100 * sum(r['correct'] for r in got) / len(got):.1f} % ({len(got)})" if got else "–")
+        mine = [r for r in rows if r["strategy"] == s]
+        samples = sum(r["samples"] for r in mine) / max(1, len(mine))
+        wall = sum(r["wall_time_s"] for r in mine) / max(1, len(mine))
+        lines.append(f"| {s} | " + " | ".join(cells) + f" | {samples:.1f} | {wall:.1f} s |")
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="the DABench folder")
+    p.add_argument("--references", default=None, help="reference solutions JSONL (bench.references)")
+    p.add_argument("--p", default="0.3,0.5,0.7", help="per-step accuracies of the simulated policy")
+    p.add_argument("--strategies", default="direct,vote:8,react,mcts:heuristic")
+    p.add_argument("--budget-calls", type=int, default=16, help="completions per task, every strategy")
+    p.add_argument("--split", choices=("test", "train", "all"), default="test")
+    p.add_argument("--limit", type=int, default=None, help="at most this many tasks")
+    p.add_argument("--seed", type=int, default=0, help="the policy's seed")
+    p.add_argument("--out", required=True, help="result folder (resumable)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..config import Settings
+
+    data = Path(args.data)
+    tasks, labels = load_tasks(data)
+    refs = load_references(args.references)
+    chosen = [t for t in tasks if int(t["id"]) in refs and labels.get(t["id"])
+              and (args.split == "all" or split_of(t["id"]) == args.split)][: args.limit]
+    ps = [float(x) for x in parse_csv_list(args.p)]
+    strategies = parse_csv_list(args.strategies)
+    runs = {s: strategy_run(s, args.budget_calls) for s in strategies}
+    folder = RunFolder(args.out, "runs.jsonl", "key")
+    todo = [(p, s, t) for p in ps for s in strategies for t in chosen
+            if f"{p}|{s}|{t['id']}" not in folder.records]
+    meta = {"kind": "lab", "p": ps, "strategies": strategies, "budget_calls": args.budget_calls,
+            "split": args.split, "seed": args.seed, "tasks": [t["id"] for t in chosen]}
+    folder.start(meta, len(ps) * len(strategies) * len(chosen), len(todo), "run", print)
+    settings = Settings(backend="openai", exemplars=False)  # the policy is the model; no endpoint is used
+    with progress_bar(len(todo), "lab", "run", not args.no_progress) as tick:
+        for p, s, task in todo:
+            name, budget, options = runs[s]
+            policy = SimulatedPolicy(refs[int(task["id"])], PolicyConfig(p=p, seed=args.seed),
+                                     table_columns(data / "tables" / task["file_name"]))
+            start = time.perf_counter()
+            rec = run_task(task, labels[task["id"]], strategy_name=name, backend=policy, settings=settings,
+                           tables_dir=data / "tables", budget=budget, options=options)
+            folder.add({"key": f"{p}|{s}|{task['id']}", "p": p, "strategy": s, "id": task["id"],
+                        "correct": bool(rec.get("correct")), "error": rec.get("error"),
+                        "samples": int((rec.get("calls") or {}).get("samples") or 0),
+                        "model_calls": rec.get("model_calls"), "response": rec.get("response"),
+                        "wall_time_s": round(time.perf_counter() - start, 2)})
+            tick(p=p, strategy=s)
+    rows = [r for r in folder.records.values() if r["strategy"] in strategies and r["p"] in ps
+            and r["id"] in {t["id"] for t in chosen}]
+    md = summary_markdown(rows, ps, strategies, args.split)
+    folder.finish({"rows": len(rows), "markdown": md}, md, print)
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add_arguments(parser)
+    sys.exit(main(parser.parse_args()))
