@@ -5,6 +5,8 @@ Subcommands:
 - ``bench dabench``  InfiAgent-DABench runner (see :mod:`.bench.dabench`)
 - ``bench arcade``   ARCADE-style notebook suite (see :mod:`.bench.arcade`)
 - ``bench report``   compare result folders side by side (see :mod:`.bench.report`)
+- ``bench lab``      strategies against a simulated policy (see :mod:`.bench.lab`)
+- ``decisions``      export or summarize recorded accept/reject decisions (:mod:`.train.decisions`)
 - ``train-value``    value-model training, when :mod:`.train.cli` is installed
 
 Heavy modules (torch, the kernels, matplotlib) are imported only by the
@@ -30,7 +32,8 @@ def _train_module_available() -> bool:
 
 
 def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
-    from .bench import arcade, dabench, report
+    from .bench import arcade, dabench, lab, report
+    from .train import decisions
 
     parser = argparse.ArgumentParser(
         prog="jupyter-data-agent",
@@ -48,10 +51,13 @@ def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
         ("dabench", dabench, "InfiAgent-DABench: closed-form @name[value] answers, one kernel per task."),
         ("arcade", arcade, "ARCADE-style notebooks: fuzzy output matching, pass@k, self-consistency."),
         ("report", report, "Compare result folders: Markdown table and PNG plot."),
+        ("lab", lab, "Every strategy against a simulated policy of known per-step accuracy."),
     ):
         p = bsub.add_parser(name, help=help, description=(module.__doc__ or "").split("\n\n")[0])
         module.add_arguments(p)
         p.set_defaults(func=module.main)
+
+    decisions.add_parser(sub)
 
     if with_train and _train_module_available():
         try:

@@ -220,6 +220,8 @@ class AgentMagics(Magics):
         parts.append(f"{s.model_calls} model call(s), {s.completion_tokens} tokens, {s.wall_time_s:.1f} s")
         if chosen is not None and chosen.repaired:
             parts.append("repaired after an error")
+        if s.estimator:
+            parts.append(f"guided by {s.estimator}")
         return " · ".join(parts)
 
     def _fork(self, settings):

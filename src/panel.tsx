@@ -595,6 +595,14 @@ function ExchangeView(props: {
         {confinement && <ConfinementBadge confinement={confinement} />}
       </div>
       <Progress job={job} rendermime={rendermime} />
+      {job.result?.stats.estimator && (
+        <div
+          className="jp-DataAgent-note jp-DataAgent-estimator"
+          title="What valued the search's steps: the execution heuristic, or a value model trained from your decisions"
+        >
+          Search guided by {job.result.stats.estimator}
+        </div>
+      )}
       {job.status === 'error' && (
         <div className="jp-DataAgent-error">{job.error}</div>
       )}

@@ -59,6 +59,23 @@ def test_decisions_become_training_records():
     assert records[0].extra["decision"] == "accepted" and records[0].source == "decision"
 
 
+def test_the_decisions_command_exports_and_summarizes(tmp_path, capsys):
+    from jupyter_data_agent import cli
+
+    store = DecisionStore(tmp_path / "decisions.sqlite")
+    rows = [one_cell(0, True), one_cell(1, False), one_cell(2, True, "edited"), search_path(3)]
+    for row in rows:
+        store.add(row)
+    assert cli.main(["decisions", "stats", "--store", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    assert "4 decisions" in out and "accepted 1" in out and "mcts 1" in out
+    target = tmp_path / "train.jsonl"
+    assert cli.main(["decisions", "export", "--store", str(store.path), "--out", str(target)]) == 0
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(lines) == len(decision_trajectories(rows)) == 4 and lines[0]["source"] == "decision"
+    assert cli.main(["decisions", "stats", "--store", str(tmp_path / "none.sqlite")]) == 2
+
+
 # -- the loop through a real server -------------------------------------------------------
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
@@ -67,9 +84,9 @@ pytest_plugins = ["pytest_jupyter.jupyter_server"]
 @pytest.fixture(scope="module")
 def model_server():
     from tests.openai_server import OpenAITestServer
-    from tests.test_server import replies
+    from tests.test_server import search_replies
 
-    with OpenAITestServer(reply=replies) as srv:
+    with OpenAITestServer(reply=search_replies) as srv:
         yield srv
 
 
@@ -87,7 +104,8 @@ def _on_server_loop(fn):
 
 
 @_on_server_loop
-async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, tiny_model_dir, tmp_path):
+async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, jp_ws_fetch, jp_serverapp,
+                                                                     tiny_model_dir, tmp_path):
     from jupyter_data_agent.server.value_models import value_models_dir
     from jupyter_data_agent.train import cli
     from jupyter_data_agent.train.value import TrainConfig, build_network, evaluate_loss, load_examples
@@ -119,3 +137,15 @@ async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, 
     reply = json.loads((await jp_fetch("jupyter-data-agent", "value-model", "reload", method="POST",
                                        body="{}")).body)
     assert reply["value_model"] == str(version)
+
+    # A Search turn is now guided by it, and says so.
+    from tests.test_server import post_turn, start_kernel, stream_events
+
+    kernel_id, _km, kc = await start_kernel(jp_fetch, jp_serverapp)
+    try:
+        accepted = await post_turn(jp_fetch, kernel_id=kernel_id, strategy="mcts", options={"budget": 3})
+        events = await stream_events(jp_ws_fetch, accepted["job_id"])
+    finally:
+        kc.stop_channels()
+    assert events[-1]["type"] == "done", events[-1]
+    assert events[-1]["data"]["result"]["stats"]["estimator"] == f"value model {version}"

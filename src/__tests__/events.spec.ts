@@ -144,7 +144,8 @@ const STATS = {
   executions: 1,
   wall_time_s: 1.2,
   value: null,
-  classes: []
+  classes: [],
+  estimator: ''
 };
 
 /** The `done` event as the server sends it: a count and an index, never the candidates. */

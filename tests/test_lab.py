@@ -1,0 +1,75 @@
+"""The strategy lab: the simulated policy is deterministic, its wrong steps are plausible, and
+the lab tells right from wrong (p = 1: every strategy scores; p = 0: none does) through the
+product's pipeline in real kernels."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from jupyter_data_agent.bench import lab
+from jupyter_data_agent.bench.policy import PolicyConfig, SimulatedPolicy, table_columns, wrong_steps
+from jupyter_data_agent.bench.references import RefStep, load_references, verify
+from jupyter_data_agent.llm.base import ChatMessage, Prompt, SamplingParams
+from jupyter_data_agent.prompts.react import SYSTEM
+
+DATA = Path(__file__).parent / "data" / "dabench"
+REFS = DATA / "references.jsonl"
+
+
+def test_the_fixture_references_score_1():
+    rows = verify(DATA, load_references(REFS))
+    assert [r["correct"] for r in rows] == [True, True, True], rows
+
+
+def test_wrong_steps_are_distinct_plausible_mutations():
+    step = RefStep("Mean fare of adults", "adults = df[df['Age'] > 18]\nprint(f\"@mean[{adults['Fare'].mean():.2f}]\")")
+    pool = wrong_steps(step, ["Age", "Fare", "Pclass"], 3, random.Random(0))
+    codes = [s.code for s in pool]
+    assert len(codes) == len(set(codes)) == 3 and step.code not in codes
+    assert any("'Age_'" in c or "'age_'" in c or "_'" in c for c in codes)  # a runtime error is one of them
+
+
+def _policy(p: float, seed: int) -> SimulatedPolicy:
+    ref = load_references(REFS)[18]
+    return SimulatedPolicy(ref, PolicyConfig(p=p, seed=seed),
+                           table_columns(DATA / "tables" / "unemployement_industry.csv"))
+
+
+def test_the_policy_is_deterministic_under_a_seed_and_answers_both_formats():
+    cell = Prompt.chat([ChatMessage("user", "mean and sd of Mar.2019?")])
+    react = Prompt.chat([ChatMessage("system", SYSTEM), ChatMessage("user", "Task: mean and sd")])
+    params = SamplingParams(n=4, temperature=0.7)
+    runs = [[c.text for c in _policy(0.5, 7).generate(pr, params)] for pr in (cell, react) for _ in range(2)]
+    assert runs[0] == runs[1] and runs[2] == runs[3]
+    assert runs[0] != [c.text for c in _policy(0.5, 8).generate(cell, params)]
+    assert runs[0][0].startswith("```python\n# Step 1: ") and runs[0][0].count("# Step ") == 6
+    assert runs[2][0].startswith("Thought: ") and "Action:\n```python" in runs[2][0]
+    right = _policy(1.0, 0).generate(cell, SamplingParams(logprobs=True))[0]
+    wrong = _policy(0.0, 0).generate(cell, SamplingParams(logprobs=True))[0]
+    assert right.mean_logprob > wrong.mean_logprob  # informative (noise aside, on average)
+
+
+@pytest.mark.parametrize("p, expected", [(1.0, 100.0), (0.0, 0.0)])
+def test_the_lab_tells_right_from_wrong(tmp_path, p, expected):
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text("".join(line + "\n" for line in REFS.read_text().splitlines()
+                            if json.loads(line)["id"] in (24, 683)))
+    parser = argparse.ArgumentParser()
+    lab.add_arguments(parser)
+    out = tmp_path / "lab"
+    args = parser.parse_args(["--data", str(DATA), "--references", str(refs), "--p", str(p),
+                              "--strategies", "direct,vote:4,react,mcts:heuristic", "--budget-calls", "18",
+                              "--split", "all", "--out", str(out), "--no-progress"])
+    assert lab.main(args) == 0
+    rows = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert len(rows) == 8
+    for strategy in ("direct", "vote:4", "react", "mcts:heuristic"):
+        mine = [r for r in rows if r["strategy"] == strategy]
+        assert 100.0 * sum(r["correct"] for r in mine) / len(mine) == expected, mine
+        assert all(r["samples"] <= 18 for r in mine)
+    assert f"p = {p:g}" in (out / "summary.md").read_text()
