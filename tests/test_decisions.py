@@ -201,6 +201,13 @@ async def test_decisions_on_a_real_turn_land_in_the_store(jp_fetch, jp_ws_fetch,
     assert run.code.startswith("# Step 1") and "len(big)" in run.final_code
     assert rows[2].intent == "old question" and rows[2].code == "df.tail()" and not rows[2].candidate
 
+    # A configured secret never lands in the file (a cell may print one).
+    from tests.test_server import KEY
+
+    await _decide(jp_fetch, turn_id="turn-secret", decision="rejected", code=f"print('{KEY}')")
+    assert KEY not in store_path.read_bytes().decode("utf-8", "replace")
+    assert KEY not in list(DecisionStore(store_path).records())[-1].code
+
 
 @_on_server_loop
 async def test_bad_decisions_get_400_and_recording_can_be_off(jp_fetch, recording_off, store_path):

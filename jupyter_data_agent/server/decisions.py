@@ -16,12 +16,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 SCHEMA_VERSION = 1
 FILE_NAME = "decisions.sqlite"
-Decision = Literal["accepted", "accepted_run", "edited", "rejected"]
-DECISIONS: tuple[str, ...] = ("accepted", "accepted_run", "edited", "rejected")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
@@ -194,5 +192,5 @@ def default_store_path() -> Path:
     return Path(jupyter_data_dir()) / "jupyter_data_agent" / FILE_NAME
 
 
-__all__ = ["DECISIONS", "DecisionRecord", "DecisionStore", "SCHEMA_VERSION", "StoreError", "TurnOutcome",
+__all__ = ["DecisionRecord", "DecisionStore", "SCHEMA_VERSION", "StoreError", "TurnOutcome",
            "default_store_path"]

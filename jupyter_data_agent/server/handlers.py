@@ -261,6 +261,11 @@ class DecisionsHandler(AgentAPIHandler):
             turn_id=request.turn_id, owner="", intent=request.intent,
             notebook_path=request.notebook_path)
         record = outcome.record(request.decision, request.candidate, request.code, request.final_code)
+        # The store is a file on disk: no configured secret goes into it (a cell may print one).
+        scrub = self.jobs.scrub
+        record.prompt, record.code, record.final_code = map(scrub.text, (record.prompt, record.code,
+                                                                         record.final_code))
+        record.candidate = scrub.json(record.candidate)
         try:
             row = await asyncio.to_thread(store.add, record)
         except Exception as exc:  # a full disk, a locked file: say so, the notebook is unaffected
