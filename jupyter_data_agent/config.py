@@ -9,9 +9,10 @@ that leaves the process.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode
@@ -148,11 +149,8 @@ def load_file_config(dirs: list[str] | None = None) -> Config:
     merged = Config()
     for directory in dirs if dirs is not None else _config_dirs():
         for loader_cls, ext in ((JSONFileConfigLoader, ".json"), (PyFileConfigLoader, ".py")):
-            loader = loader_cls(CONFIG_BASENAME + ext, path=directory)
-            try:
-                merged.merge(loader.load_config())
-            except ConfigFileNotFound:
-                continue
+            with contextlib.suppress(ConfigFileNotFound):
+                merged.merge(loader_cls(CONFIG_BASENAME + ext, path=directory).load_config())
     return merged
 
 
@@ -207,28 +205,20 @@ def resolve_settings(
             f"Unknown backend {backend!r}: set {ENV_BACKEND} or c.DataAgent.backend "
             f"to one of {', '.join(BACKENDS)}."
         )
-    settings = Settings(
-        backend=backend,
-        model=model,
-        base_url=base_url,
-        api_key=api_key,
-        api_mode=traits.api_mode,
-        device=traits.device,
-        dtype=traits.dtype,
-        threads=_threads(env.get(ENV_THREADS), traits.threads),
-        max_prompt_tokens=traits.max_prompt_tokens,
-        max_new_tokens=traits.max_new_tokens,
-        temperature=traits.temperature,
-        sample_temperature=traits.sample_temperature,
-        request_timeout=traits.request_timeout,
-        max_retries=traits.max_retries,
-        exemplars=traits.exemplars,
-        vllm_args=tuple(traits.vllm_args),
-        extra=dict(traits.extra),
-        confinement=check_policy(env.get(ENV_CONFINEMENT) or traits.confinement),
-        strategy_defaults={k: dict(v or {}) for k, v in traits.strategy_defaults.items()},
-        snapshot_limits=dict(traits.snapshot_limits),
-    )
+    values = {f.name: getattr(traits, f.name) for f in fields(Settings)}
+    settings = Settings(**{
+        **values,
+        "backend": backend,
+        "model": model,
+        "base_url": base_url,
+        "api_key": api_key,
+        "threads": _threads(env.get(ENV_THREADS), traits.threads),
+        "vllm_args": tuple(traits.vllm_args),
+        "extra": dict(traits.extra),
+        "confinement": check_policy(env.get(ENV_CONFINEMENT) or traits.confinement),
+        "strategy_defaults": {k: dict(v or {}) for k, v in traits.strategy_defaults.items()},
+        "snapshot_limits": dict(traits.snapshot_limits),
+    })
     from .turn.resolve import check_settings
 
     check_settings(settings)

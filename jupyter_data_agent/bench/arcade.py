@@ -216,9 +216,9 @@ def _error(r) -> str | None:
 
 def run_turn(nb: ArcadeNotebook, cell: NbCell, copies: Copies, context, *, strategy_name: str,
              backend, settings, samples: int, ks: Sequence[int], temperature: float | None,
-             repair: bool) -> tuple[dict, Any]:
+             repair: bool) -> dict:
     """Generate and score one turn through the product's pipeline; ``copies.root``
-    is the notebook's state, advanced by the reference. Returns (record, reference ExecResult)."""
+    is the notebook's state, advanced by the reference. Returns the turn's record."""
     from ..turn import TurnAsk, resolve, run_turn
 
     meter = Meter(backend)
@@ -243,7 +243,7 @@ def run_turn(nb: ArcadeNotebook, cell: NbCell, copies: Copies, context, *, strat
     outputs = [exec_output(c.result) for c in cands]
     oks = [bool(c.result is not None and c.result.ok) for c in cands]
     scores = score_samples(outputs, oks, reference, n, ks, pick)
-    record = {
+    return {
         "notebook": nb.name,
         "turn": cell.turn,
         "key": f"{nb.name}#{cell.turn}",
@@ -266,14 +266,13 @@ def run_turn(nb: ArcadeNotebook, cell: NbCell, copies: Copies, context, *, strat
         "generation_s": gen_s,
         **meter.fields(),
     }
-    return record, ref
 
 
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def summarize_turns(records: Sequence[dict], meta: dict, ks: Sequence[int]) -> dict:
+def summarize_turns(records: Sequence[dict], meta: dict) -> dict:
     def block(rs: Sequence[dict]) -> dict:
         kk = sorted({int(k) for r in rs for k in r.get("pass_at_k", {})})
         return {
@@ -368,7 +367,7 @@ def run_suite(
                     context = NotebookContext(cells=list(cells), turns=list(turns))
                     folder.add(run_turn(nb, cell, copies, context, strategy_name=strategy,
                                         backend=backend, settings=settings, samples=samples, ks=ks,
-                                        temperature=temperature, repair=repair)[0])
+                                        temperature=temperature, repair=repair))
                     tick()
                 elif cell.cell_type == "code":
                     copies.root.exec(cell.source)
@@ -377,7 +376,7 @@ def run_suite(
                 if cell.is_turn:
                     turns.append(Turn(intent=cell.intent, code=cell.source, status="accepted",
                                       turn_id=tid))
-    data = summarize_turns([records[k] for k in keys if k in records], meta, ks)
+    data = summarize_turns([records[k] for k in keys if k in records], meta)
     return folder.finish(data, summary_to_markdown(data), print_fn)
 
 

@@ -102,8 +102,7 @@ class NotebookContext:
             if 0 <= self.active_index < len(self.cells):
                 return ActiveCell(self.active_index, self.cells[self.active_index])
             return None
-        for i in range(len(self.cells) - 1, -1, -1):
-            cell = self.cells[i]
+        for i, cell in reversed(list(enumerate(self.cells))):
             if cell.cell_type == "code" and any(o.output_type == "error" for o in cell.outputs):
                 return ActiveCell(i, cell)
         return None

@@ -98,9 +98,7 @@ def _mime_text(data: Mapping[str, Any], prefer_image: bool) -> str:
         return "<html table>" if "<table" in _join(data["text/html"]).lower() else "<html>"
     if "text/markdown" in data:
         return _join(data["text/markdown"])
-    for key in data:
-        return f"<{key}>"
-    return ""
+    return next((f"<{key}>" for key in data), "")
 
 
 def reduce_output(out: Mapping[str, Any]) -> Output | None:
@@ -123,8 +121,8 @@ def reduce_output(out: Mapping[str, Any]) -> Output | None:
     return None
 
 
-def reduce_traceback(traceback: Sequence[str], error_line: str = "", lines: int = TRACEBACK_LINES) -> str:
-    """The last ``lines`` informative lines of a traceback: without ANSI
+def reduce_traceback(traceback: Sequence[str], error_line: str = "") -> str:
+    """The last ``TRACEBACK_LINES`` informative lines of a traceback: without ANSI
     codes, rulers, IPython's context lines and the final ``error_line``
     (shown on its own); frame headers and the failing lines remain."""
     kept = [
@@ -134,7 +132,7 @@ def reduce_traceback(traceback: Sequence[str], error_line: str = "", lines: int 
     ]
     if kept and error_line and kept[-1].strip() == error_line.strip():
         kept.pop()
-    return "\n".join(kept[-lines:]) if lines > 0 else ""
+    return "\n".join(kept[-TRACEBACK_LINES:])
 
 
 def reduce_outputs(
@@ -188,9 +186,7 @@ def _as_notebook(nb: Any) -> Mapping[str, Any]:
 def agent_intent(source: str) -> str | None:
     """The intent of a ``%%agent`` cell, or None if the cell is something else."""
     m = _AGENT_CELL_RE.match(source)
-    if not m:
-        return None
-    return source[m.end() :].strip()
+    return source[m.end() :].strip() if m else None
 
 
 def from_notebook(
@@ -289,16 +285,11 @@ def _attach(turn: Turn, cell: Cell) -> None:
 
 def _is_ipython_call(node: ast.AST) -> ast.Call | None:
     """``get_ipython().<method>(...)`` as IPython's input transformers write magics."""
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-        return None
-    owner = node.func.value
-    if not (
-        isinstance(owner, ast.Call)
-        and isinstance(owner.func, ast.Name)
-        and owner.func.id == "get_ipython"
-    ):
-        return None
-    return node
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Call) and isinstance(node.func.value.func, ast.Name)
+            and node.func.value.func.id == "get_ipython"):
+        return node
+    return None
 
 
 def _cell_magic(tree: ast.Module) -> tuple[str, str, str] | None:
@@ -311,9 +302,7 @@ def _cell_magic(tree: ast.Module) -> tuple[str, str, str] | None:
         name, line, body = (ast.literal_eval(a) for a in call.args)
     except ValueError:
         return None
-    if not all(isinstance(x, str) for x in (name, line, body)):
-        return None
-    return name, line, body
+    return (name, line, body) if all(isinstance(x, str) for x in (name, line, body)) else None
 
 
 def _strip_magic_statements(source: str, tree: ast.Module) -> str:

@@ -138,10 +138,8 @@ def read_turns(nb: MutableMapping[str, Any]) -> list[Turn]:
 def write_turns(nb: MutableMapping[str, Any], turns: Iterable[Turn]) -> None:
     """Replace the stored turns; other keys under our metadata key are kept."""
     md = _metadata(nb)
-    store = md.get(METADATA_KEY)
-    if not isinstance(store, MutableMapping):
-        store = {}
-    store = dict(store)
+    old = md.get(METADATA_KEY)
+    store = dict(old) if isinstance(old, MutableMapping) else {}
     try:
         store["version"] = max(TURNS_VERSION, int(store.get("version")))
     except (TypeError, ValueError):
@@ -211,12 +209,8 @@ def record_turn(
             turn.cell_ids.append(str(cid))
         tag_cell(cell, turn)
     turns = read_turns(nb)
-    for i, t in enumerate(turns):
-        if t.turn_id == turn.turn_id:
-            turns[i] = turn
-            break
-    else:
-        turns.append(turn)
+    i = next((i for i, t in enumerate(turns) if t.turn_id == turn.turn_id), len(turns))
+    turns[i : i + 1] = [turn]  # replaced where it was, else appended
     write_turns(nb, turns)
     return turn
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -162,8 +163,6 @@ def _numbers_same(a: Any, b: Any) -> bool:
     a, b = _num(a), _num(b)
     if a == b:
         return True
-    if isinstance(a, int) and isinstance(b, int):
-        return False
     if _integral(a) and _integral(b):
         return False  # integral values are exact, whatever their type
     if not (math.isfinite(a) and math.isfinite(b)):
@@ -193,11 +192,8 @@ def _columns_same(a: dict, b: dict) -> bool:
 
 
 def _number_lists_same(xs: list, ys: list) -> bool:
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy comes with pandas
-        return all((x is None and y is None) or (x is not None and y is not None and _numbers_same(x, y))
-                   for x, y in zip(xs, ys))
+    import numpy as np  # a dependency; imported late, as most answers hold no numbers
+
     a = np.array([math.nan if v is None else _num(v) for v in xs], dtype=np.float64)
     b = np.array([math.nan if v is None else _num(v) for v in ys], dtype=np.float64)
     ma, mb = np.isnan(a), np.isnan(b)
@@ -331,9 +327,8 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
     """
     voters = [i for i, a in enumerate(answers) if a is not None]
     if same is None:
-        forms = {i: as_form(answers[i]) for i in voters}
-        keys = {i: answer_key(forms[i]) for i in voters}
-        values = forms
+        values = {i: as_form(answers[i]) for i in voters}
+        keys = {i: answer_key(values[i]) for i in voters}
         relation: Callable[[Any, Any], bool] = same_answer
     else:
         keys = {i: str(i) for i in voters}
@@ -365,9 +360,7 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
         return s if s is not None else -math.inf
 
     def rep_order(group: list[int]) -> list[int]:
-        count: dict[str, int] = {}
-        for i in group:
-            count[keys[i]] = count.get(keys[i], 0) + 1
+        count = Counter(keys[i] for i in group)
         # members with one key agree alike: compare one member per key
         agree = {k: count[k] - 1 + sum(count[o] for o in count if o != k and
                                        relation(values[firsts[k]], values[firsts[o]]))

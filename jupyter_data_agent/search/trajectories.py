@@ -63,22 +63,16 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[TrajectoryRecord | di
                 append: bool = True) -> int:
     """Append (or write) records; returns how many were written."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    n = 0
     with open(path, "a" if append else "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r.to_json() if isinstance(r, TrajectoryRecord) else r,
-                               ensure_ascii=False, default=str) + "\n")
-            n += 1
-    return n
+        lines = [json.dumps(r.to_json() if isinstance(r, TrajectoryRecord) else r,
+                            ensure_ascii=False, default=str) + "\n" for r in records]
+        f.writelines(lines)
+    return len(lines)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[TrajectoryRecord]:
-    out = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(TrajectoryRecord.from_json(json.loads(line)))
-    return out
+        return [TrajectoryRecord.from_json(json.loads(line)) for line in f if line.strip()]
 
 
 # ------------------------------------------------------------------ decisions
@@ -90,13 +84,8 @@ def path_histories(messages: Sequence[dict]) -> list[list[dict]]:
     final answer has none); the task head (system + first user message) is
     shared by all.
     """
-    head = 0
-    for i, m in enumerate(messages):
-        if m.get("role") == "user":
-            head = i + 1
-            break
     out = []
-    i = head
+    i = next((i + 1 for i, m in enumerate(messages) if m.get("role") == "user"), 0)
     while i < len(messages):
         if messages[i].get("role") != "assistant":
             i += 1

@@ -115,14 +115,11 @@ class _AgentMixin:
         stock token/password providers, where every script request or browser
         session gets a fresh anonymous name.
         """
-        user = self.current_user  # type: ignore[attr-defined]
         scope = self.agent_state.get("owner_scope", "auto")
-        if scope == "server":
-            return SERVER_OWNER
         provider = type(self.identity_provider)  # type: ignore[attr-defined]
-        if scope == "auto" and provider in _SINGLE_PRINCIPAL_PROVIDERS:
+        if scope == "server" or (scope == "auto" and provider in _SINGLE_PRINCIPAL_PROVIDERS):
             return SERVER_OWNER
-        return f"user:{user.username}"
+        return f"user:{self.current_user.username}"  # type: ignore[attr-defined]
 
     def owned_job(self, job_id: str):
         job = self.jobs.get(job_id, self.job_owner())
@@ -132,7 +129,15 @@ class _AgentMixin:
 
 
 class AgentAPIHandler(_AgentMixin, APIHandler):
-    pass
+    def parse_body(self, model: Any, what: str) -> Any:
+        """The JSON body as ``model``; a 400 that says what is wrong otherwise."""
+        body = self.get_json_body()
+        if not isinstance(body, dict):
+            raise web.HTTPError(400, "The request body must be a JSON object.")
+        try:
+            return model.model_validate(body)
+        except ValidationError as exc:
+            raise web.HTTPError(400, f"Invalid {what}: " + short_errors(exc)) from None
 
 
 class ConfigHandler(AgentAPIHandler):
@@ -162,13 +167,7 @@ class TurnsHandler(AgentAPIHandler):
     @tornado.web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.get_json_body()
-        if not isinstance(body, dict):
-            raise web.HTTPError(400, "The request body must be a JSON object.")
-        try:
-            request = TurnRequestModel.model_validate(body)
-        except ValidationError as exc:
-            raise web.HTTPError(400, "Invalid turn request: " + short_errors(exc)) from None
+        request = self.parse_body(TurnRequestModel, "turn request")
 
         available = available_strategies()
         if request.strategy not in available:
@@ -244,13 +243,7 @@ class DecisionsHandler(AgentAPIHandler):
     @tornado.web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.get_json_body()
-        if not isinstance(body, dict):
-            raise web.HTTPError(400, "The request body must be a JSON object.")
-        try:
-            request = DecisionRequest.model_validate(body)
-        except ValidationError as exc:
-            raise web.HTTPError(400, "Invalid decision: " + short_errors(exc)) from None
+        request = self.parse_body(DecisionRequest, "decision")
         store = self.agent_state.get("decisions")
         if store is None:  # recording is off (c.DataAgentExtension.record_decisions)
             self.finish(DecisionRecorded(recorded=False).model_dump_json())

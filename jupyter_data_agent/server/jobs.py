@@ -15,6 +15,7 @@ keeps the strategy's events in order ahead of the final ``done``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -290,9 +291,7 @@ class JobManager:
         """The job if it exists and belongs to ``owner`` (else None: a 404, no hint)."""
         self.prune()
         job = self.jobs.get(job_id)
-        if job is None or job.owner != owner:
-            return None
-        return job
+        return job if job is not None and job.owner == owner else None
 
     async def cancel(self, job: Job, message: str = "The turn was cancelled.") -> None:
         """Stop the job; returns once every snapshot process it started has ended."""
@@ -365,9 +364,8 @@ class JobManager:
                 if job.finished:
                     return
                 await self._run_in_slot(job)
-        except asyncio.CancelledError:
-            if not job.finished:  # not ours: the loop is going away
-                job.finish("cancelled", "error", "The turn was interrupted.", {"state": "cancelled"})
+        except asyncio.CancelledError:  # unless cancel() finished the job: the loop is going away
+            job.finish("cancelled", "error", "The turn was interrupted.", {"state": "cancelled"})
         except Cancelled:
             job.finish("cancelled", "error", "The turn was cancelled.", {"state": "cancelled"})
         except Exception as exc:
@@ -405,10 +403,8 @@ class JobManager:
         def sink(event: Any) -> None:
             if job.finished:
                 return
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
                 loop.call_soon_threadsafe(job.strategy_event, event)
-            except RuntimeError:  # the loop is gone (server stopped)
-                pass
 
         if self.service is not None:  # one line for the model, with the magic's turns
             from ..search.base import Event
@@ -444,20 +440,15 @@ class JobManager:
             self._workers.pop(thread, None)
             if future.done():  # abandoned: the turn was cancelled meanwhile
                 return
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+            (future.set_result if ok else future.set_exception)(value)
 
         def work() -> None:
             try:
                 outcome = (True, fn(*args))
             except BaseException as exc:  # noqa: BLE001 -- handed to the awaiting task
                 outcome = (False, exc)
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
                 loop.call_soon_threadsafe(settle, threading.current_thread(), *outcome)
-            except RuntimeError:  # the loop is gone (server stopped)
-                pass
 
         thread = threading.Thread(target=work, name=f"jda-turn-{job.id[:8]}", daemon=True)
         self._workers[thread] = job
@@ -613,14 +604,12 @@ class JobManager:
 
     def _notebook_dir(self, notebook_path: str) -> str | None:
         """The notebook's folder on disk, only if it lies inside the server's root."""
-        root = self.root_dir
-        if not root:
+        if not self.root_dir:
             return None
-        root = os.path.realpath(root)
+        root = os.path.realpath(self.root_dir)
         folder = os.path.realpath(os.path.join(root, os.path.dirname(notebook_path.lstrip("/"))))
-        if os.path.commonpath([root, folder]) != root or not os.path.isdir(folder):
-            return root
-        return folder
+        inside = os.path.commonpath([root, folder]) == root and os.path.isdir(folder)
+        return folder if inside else root
 
     def _error_message(self, exc: BaseException) -> str:
         """What the user sees: actionable (``Job.emit`` scrubs the secrets)."""
@@ -648,7 +637,5 @@ def _close_everything(tree: Any) -> None:
     """Close the tree, then any copy a racing fork attached after the close."""
     tree.close()
     for node in list(tree.live()):
-        try:
+        with contextlib.suppress(Exception):
             node.close()
-        except Exception:
-            pass

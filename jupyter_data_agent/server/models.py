@@ -127,27 +127,30 @@ class _Reply(BaseModel):
     model_config = ConfigDict(json_schema_serialization_defaults_required=True)
 
 
-class TurnAccepted(_Reply):
-    """Reply of ``POST turns`` (202)."""
+class _Versioned(_Reply):
+    """A reply that names the API version first."""
 
     version: Literal[1] = API_VERSION
+
+
+class TurnAccepted(_Versioned):
+    """Reply of ``POST turns`` (202)."""
+
     job_id: str
     turn_id: str  # the id the turn is stored under (also in the ``done`` event)
 
 
-class JobPoll(_Reply):
+class JobPoll(_Versioned):
     """Reply of ``GET jobs/<id>?after=<seq>``: the same events the websocket sends."""
 
-    version: Literal[1] = API_VERSION
     job_id: str
     status: JobState
     events: list[JobEvent]
 
 
-class CancelReply(_Reply):
+class CancelReply(_Versioned):
     """Reply of ``POST jobs/<id>/cancel``: the job's status afterwards."""
 
-    version: Literal[1] = API_VERSION
     job_id: str
     status: JobState
 
@@ -172,7 +175,7 @@ class Capabilities(_Reply):
     events: Literal["websocket"]
 
 
-class AgentConfig(_Reply):
+class AgentConfig(_Versioned):
     """Reply of ``GET config``: the public settings (never a secret) and what the server offers.
 
     Further ``Settings.public()`` fields come along as extra keys.
@@ -180,7 +183,6 @@ class AgentConfig(_Reply):
 
     model_config = ConfigDict(extra="allow")
 
-    version: Literal[1] = API_VERSION
     backend: str
     model: str
     base_url: str | None
@@ -197,8 +199,6 @@ class _NoFieldTitles(GenerateJsonSchema):
         return False
 
 
-#: The wire's root types, by the name the TypeScript side sees; requests as
-#: the server validates them, replies and events as it sends them.
 class DecisionRequest(BaseModel):
     """``POST decisions``: what the user did with a turn's candidate (for the value model)."""
 
@@ -215,22 +215,22 @@ class DecisionRequest(BaseModel):
     notebook_path: str = Field("", max_length=4096)
 
 
-class DecisionRecorded(_Reply):
+class DecisionRecorded(_Versioned):
     """Reply of ``POST decisions``: whether it was stored, and with the turn's full record."""
 
-    version: Literal[1] = API_VERSION
     recorded: bool
     complete: bool = False  # the server still held the turn: prompt, steps and outputs are in
     id: int | None = None
 
 
-class ValueModelReply(_Reply):
+class ValueModelReply(_Versioned):
     """Reply of ``POST value-model/reload``: what guides Search turns from now on."""
 
-    version: Literal[1] = API_VERSION
     value_model: str  # a trained model's directory, or "heuristic"
 
 
+#: The wire's root types, by the name the TypeScript side sees; requests as
+#: the server validates them, replies and events as it sends them.
 WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "TurnRequest": (TurnRequestModel, "validation"),
     "TurnAccepted": (TurnAccepted, "serialization"),
