@@ -13,19 +13,21 @@ def tiny_model_dir(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
-def agent_server_config(model_server, monkeypatch, extension: dict | None = None, **agent) -> dict:
+def agent_server_config(model_server, monkeypatch, extension: dict | None = None, *, key: str | None = None,
+                        clear: tuple[str, ...] = (), **agent) -> dict:
     """jp_server_config for a real Jupyter server with this extension and the OpenAI test server.
 
-    The model's environment variables are cleared so the config here decides.
+    The model's environment variables (and ``clear``) are removed so the config here decides;
+    ``key`` is the API key the server is configured with (test_server.KEY by default).
     """
     from tests.test_server import KEY
 
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL",
-                 "JUPYTER_DATA_AGENT_CONFINEMENT", "JUPYTER_DATA_AGENT_VALUE_MODEL"):
+                 "JUPYTER_DATA_AGENT_CONFINEMENT", "JUPYTER_DATA_AGENT_VALUE_MODEL", *clear):
         monkeypatch.delenv(name, raising=False)
     return {
         "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
-        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
+        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": key or KEY,
                       "model": "test-model", "max_retries": 0, **agent},
         "DataAgentExtension": dict(extension or {}),
     }

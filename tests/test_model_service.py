@@ -270,15 +270,10 @@ def model_server():
 
 
 @pytest.fixture
-def jp_server_config(model_server, monkeypatch, tmp_path):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND",
-                 "JUPYTER_DATA_AGENT_MODEL", ENV_SOCKET, ENV_TOKEN):
-        monkeypatch.delenv(name, raising=False)
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
-        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
-                      "model": "test-model", "max_retries": 0},
-    }
+def jp_server_config(model_server, monkeypatch):
+    from tests.conftest import agent_server_config
+
+    return agent_server_config(model_server, monkeypatch, key=KEY, clear=(ENV_SOCKET, ENV_TOKEN))
 
 
 def test_agent_in_a_server_kernel_uses_the_server_model(jp_serverapp, jp_asyncio_loop,

@@ -71,22 +71,11 @@ def two_users():
 
 @pytest.fixture
 def jp_server_config(model_server, monkeypatch, request):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND",
-                 "JUPYTER_DATA_AGENT_MODEL"):
-        monkeypatch.delenv(name, raising=False)
+    from tests.conftest import agent_server_config
+
     model_server.clear()
     model_server.delay = 0.0
-    config = {
-        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
-        "DataAgent": {
-            "backend": "openai",
-            "base_url": model_server.base_url,
-            "api_key": KEY,
-            "model": "test-model",
-            "max_retries": 0,
-        },
-        "DataAgentExtension": {"kernel_wait_notice_s": 1.0},
-    }
+    config = agent_server_config(model_server, monkeypatch, {"kernel_wait_notice_s": 1.0})
     if "two_users" in request.fixturenames:
         config["ServerApp"]["identity_provider_class"] = TwoUsers
     return config

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import agent_server_config
 from tests.openai_server import OpenAITestServer
-from tests.test_server import KEY, on_server_loop, post_turn, replies, start_kernel, stream_events
+from tests.test_server import on_server_loop, post_turn, replies, start_kernel, stream_events
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -25,16 +26,9 @@ def model_server():
 
 @pytest.fixture
 def jp_server_config(model_server, monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND",
-                 "JUPYTER_DATA_AGENT_MODEL", "JUPYTER_DATA_AGENT_CONFINEMENT"):
-        monkeypatch.delenv(name, raising=False)
     model_server.clear()
     model_server.reply = replies
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
-        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
-                      "model": "test-model", "max_retries": 0, "temperature": 0.05},
-    }
+    return agent_server_config(model_server, monkeypatch, temperature=0.05)
 
 
 def chosen_code(events: list[dict]) -> str:

@@ -38,6 +38,28 @@ def wait_for(predicate, timeout: float) -> bool:
     return predicate()
 
 
+def cancel_after_first_delta(work, first: threading.Event, cancel: threading.Event, wait_s: float):
+    """Run ``work`` in a thread, set ``cancel`` once text streamed (``first``), and check it ended
+    within a second; returns what it returned or raised."""
+    outcome: list[BaseException | object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # noqa: BLE001 -- the caller checks it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert first.wait(wait_s), "no streamed text arrived"
+    cancel.set()
+    started = time.monotonic()
+    thread.join(1.0)
+    assert not thread.is_alive(), "generation went on after cancel"
+    assert time.monotonic() - started < 1.0
+    return outcome[0]
+
+
 def test_one_candidate_streams_in_batches_and_counts_tokens():
     with OpenAITestServer(reply=CELL, chunk_delay=0.015) as srv:
         backend = backend_for(srv)
@@ -75,23 +97,8 @@ def test_cancel_stops_the_stream_within_a_batch():
 
         ctx = RunContext(backend=backend, events=events, cancel=cancel)
         request = TurnRequest(intent="How many rows?", context=NotebookContext())
-        outcome: list[BaseException | object] = []
-
-        def run() -> None:
-            try:
-                outcome.append(get_strategy("direct").run(request, ctx))
-            except BaseException as exc:  # noqa: BLE001 -- checked below
-                outcome.append(exc)
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        assert first.wait(10), "no streamed text arrived"
-        cancel.set()
-        started = time.monotonic()
-        thread.join(1.0)
-        assert not thread.is_alive(), "generation went on after cancel"
-        assert time.monotonic() - started < 1.0
-        assert isinstance(outcome[0], Cancelled)
+        outcome = cancel_after_first_delta(lambda: get_strategy("direct").run(request, ctx), first, cancel, 10)
+        assert isinstance(outcome, Cancelled)
         # The HTTP stream was closed: the server could not send the rest.
         assert wait_for(lambda: srv.aborted_streams == 1, 2.0)
 
@@ -123,24 +130,10 @@ def test_cancel_stops_a_local_model_within_a_second(kind, tmp_path):
                      cancel=cancel)
     # 4,000 tokens take ~12 s (tiny model, greedy: no end token) or ~50 s (SmolLM2).
     params = SamplingParams(max_tokens=4000, temperature=0.0 if kind == "transformers" else 0.8, seed=3)
-    outcome: list[BaseException | object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(generate_one(ctx, Prompt(text="import pandas as pd\ndf = pd."), params,
-                                        SearchStats(), candidate=0))
-        except BaseException as exc:  # noqa: BLE001 -- checked below
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert first.wait(60), "no streamed text arrived"
-    cancel.set()
-    started = time.monotonic()
-    thread.join(1.0)
-    assert not thread.is_alive(), "generation went on after cancel"
-    assert time.monotonic() - started < 1.0
-    assert isinstance(outcome[0], Cancelled)
+    prompt = Prompt(text="import pandas as pd\ndf = pd.")
+    outcome = cancel_after_first_delta(lambda: generate_one(ctx, prompt, params, SearchStats(), candidate=0),
+                                       first, cancel, 60)
+    assert isinstance(outcome, Cancelled)
     lock = backend.load().lock  # the model is free for the next turn at once
     assert lock.acquire(blocking=False)
     lock.release()
@@ -159,17 +152,10 @@ def model_server():
 
 @pytest.fixture
 def jp_server_config(model_server, monkeypatch):
-    from tests.test_server import KEY
+    from tests.conftest import agent_server_config
 
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND",
-                 "JUPYTER_DATA_AGENT_MODEL", "JUPYTER_DATA_AGENT_CONFINEMENT"):
-        monkeypatch.delenv(name, raising=False)
     model_server.clear()
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
-        "DataAgent": {"backend": "openai", "base_url": model_server.base_url, "api_key": KEY,
-                      "model": "test-model", "max_retries": 0},
-    }
+    return agent_server_config(model_server, monkeypatch)
 
 
 def _on_server_loop(fn):
