@@ -96,11 +96,9 @@ class TurnOutcome:
 
     def record(self, decision: str, index: int, code: str = "", final_code: str = "") -> DecisionRecord:
         candidate = self.candidates[index] if 0 <= index < len(self.candidates) else {}
-        return DecisionRecord(
-            decision=decision, turn_id=self.turn_id, job_id=self.job_id, candidate_index=index,
-            intent=self.intent, strategy=self.strategy, model=self.model, notebook_path=self.notebook_path,
-            code=str(candidate.get("code") or code), final_code=final_code or code, prompt=self.prompt,
-            candidate=candidate, answer=self.answer, asked_at=self.asked_at, complete=bool(candidate))
+        turn = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("owner", "candidates")}
+        return DecisionRecord(decision=decision, candidate_index=index, code=str(candidate.get("code") or code),
+                              final_code=final_code or code, candidate=candidate, complete=bool(candidate), **turn)
 
 
 class StoreError(RuntimeError):
