@@ -107,6 +107,27 @@ def test_resume_continues_exactly(tiny_model_dir, tmp_path):
     assert all(torch.allclose(a[k], b[k]) for k in a)
 
 
+def test_init_continues_from_a_trained_model(tiny_model_dir, tmp_path):
+    """--init starts from the trained adapter and head (the same predictions), then learns new targets."""
+    first = examples_from_records(records())
+    v1 = train_value_model(config(tiny_model_dir, tmp_path / "v1"), first)
+    flipped = [type(e)(e.messages, -e.target) for e in first]  # new decisions disagree with v1
+    cfg = config(tiny_model_dir, tmp_path / "v2", init=str(tmp_path / "v1"), lr=0.0, max_steps=1)
+    net, tok = build_network(cfg)
+    start = evaluate_loss(net, tok, first, cfg.max_length)
+    assert start == pytest.approx(evaluate_loss(v1.network, v1.tokenizer, first, cfg.max_length), abs=1e-5)
+    traj = tmp_path / "new.jsonl"
+    write_jsonl(traj, [TrajectoryRecord(messages=e.messages, depth=1, visits=1, value_sum=e.target)
+                       for e in flipped])
+    rc = cli.main(["-t", str(traj), "--init", str(tmp_path / "v1"), "--out", str(tmp_path / "v2"),
+                   "--max-steps", "16", "--lr", "1e-2", "--max-length", "64", "--no-progress"])
+    assert rc == 0
+    v2 = ValueModel.load(tmp_path / "v2")
+    before = evaluate_loss(v1.network, v1.tokenizer, flipped, 64)
+    after = evaluate_loss(v2.network, v2.tokenizer, flipped, 64)
+    assert after < before * 0.7, (before, after)
+
+
 def test_cli_trains_from_jsonl(tiny_model_dir, tmp_path, capsys):
     traj = tmp_path / "t.jsonl"
     write_jsonl(traj, records())

@@ -254,8 +254,13 @@ def run_task(
     options: dict | None = None,
     task_timeout: float | None = None,
     cell_timeout: float = 60.0,
+    strategy=None,
 ) -> dict:
-    """Run one task in a fresh kernel; returns its log record (never raises)."""
+    """Run one task in a fresh kernel; returns its log record (never raises).
+
+    ``strategy`` replaces the named one (``turn.run_turn``): trajectory
+    collection passes an ``MCTSStrategy`` with the task's reward.
+    """
     from ..context.model import NotebookContext
     from ..turn import resolve, run_turn
 
@@ -285,7 +290,7 @@ def run_task(
             if timer:
                 timer.start()
             result = run_turn(spec, NotebookContext(), meter.backend, copies=ws.copies,
-                              events=meter.events, cancel=cancel)
+                              events=meter.events, cancel=cancel, strategy=strategy)
     except BaseException as e:  # noqa: BLE001 - a task failure is a data point
         if isinstance(e, KeyboardInterrupt):
             raise

@@ -10,10 +10,18 @@ as the model, on the tasks that have a reference solution
 Equal budgets are in completions (model samples): ``vote:k`` draws
 ``min(k, N)``; ``react`` may take up to ``N`` turns; ``mcts`` gets ``N // k``
 iterations of ``k`` samples; ``direct`` always draws one. ``mcts:heuristic``
-is value-guided by the execution heuristic, ``mcts:<dir>`` by a trained
-value model. Tasks are split by id into train and test halves (a hash, so the
-split does not depend on which tasks have references); the lab reports the
-``--split`` asked for (test by default). Resumable like the other runners.
+is value-guided by the execution heuristic, ``mcts:NAME`` by the trained value
+model given as ``--value-model NAME=DIR`` (``mcts:value`` for a bare
+``--value-model DIR``). Tasks are split by id into train and test halves (a
+hash, so the split does not depend on which tasks have references); the lab
+reports the ``--split`` asked for (test by default). Output: ``runs.jsonl``,
+``summary.md`` and ``accuracy.png`` (accuracy vs p, a line per strategy).
+Resumable like the other runners.
+
+``--collect FILE`` runs the ``mcts`` strategies as JUPITER collects value
+training data: each answer gets the task's reward (+1 right, -1 wrong,
+``bench.dabench_score.dabench_reward``), PUCT explores (c_puct 1.25), and
+every node of every tree is appended to ``FILE`` (``search.trajectories``).
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from typing import Any
 from .dabench import load_tasks, run_task
 from .policy import PolicyConfig, SimulatedPolicy, table_columns
 from .references import load_references
-from .runner_common import RunFolder, parse_csv_list, progress_bar
+from .dabench_score import dabench_reward
+from .runner_common import RunFolder, parse_csv_list, progress_bar, pyplot
 
 MCTS_K = 3  # MCTSOptions.k's default: samples per expansion
 
@@ -39,9 +48,21 @@ def split_of(task_id: Any, test_share: float = 0.5) -> str:
     return "test" if h < test_share else "train"
 
 
-def strategy_run(spec: str, budget: int) -> tuple[str, int | None, dict]:
+def value_models(specs: list[str]) -> dict[str, str]:
+    """``--value-model NAME=DIR`` (or a bare ``DIR``, named ``value``) as {name: dir}."""
+    out = {}
+    for spec in specs:
+        name, _, path = spec.rpartition("=")
+        if not Path(path).is_dir():
+            raise ValueError(f"--value-model {spec!r}: {path} is not a directory")
+        out[name or "value"] = path
+    return out
+
+
+def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -> tuple[str, int | None, dict]:
     """``vote:8`` -> ("vote", 8 samples); ``mcts:heuristic`` -> ("mcts", N // k, value); ..."""
     name, _, arg = spec.partition(":")
+    arg = (models or {}).get(arg, arg)
     if name == "direct":
         return "direct", None, {}
     if name == "vote":
@@ -50,7 +71,7 @@ def strategy_run(spec: str, budget: int) -> tuple[str, int | None, dict]:
         return "react", budget, {}
     if name == "mcts":
         return "mcts", max(1, budget // MCTS_K), {"value": arg or "heuristic", "k": MCTS_K}
-    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|DIR]")
+    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|NAME|DIR]")
 
 
 def summary_markdown(rows: list[dict], ps: list[float], strategies: list[str], split: str) -> str:
@@ -70,6 +91,29 @@ def summary_markdown(rows: list[dict], ps: list[float], strategies: list[str], s
     return "\n".join(lines) + "\n"
 
 
+def plot(rows: list[dict], ps: list[float], strategies: list[str], split: str, path: Path) -> None:
+    """Accuracy vs p, one line per strategy."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for s in strategies:
+        xs, ys = [], []
+        for p in ps:
+            got = [r for r in rows if r["strategy"] == s and r["p"] == p]
+            if got:
+                xs.append(p)
+                ys.append(100 * sum(r["correct"] for r in got) / len(got))
+        ax.plot(xs, ys, marker="o", label=s)
+    ax.set_xlabel("per-step accuracy p of the simulated policy")
+    ax.set_ylabel("accuracy by question (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"strategy lab, {split} split, equal completion budget", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="the DABench folder")
     p.add_argument("--references", default=None, help="reference solutions JSONL (bench.references)")
@@ -79,6 +123,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=("test", "train", "all"), default="test")
     p.add_argument("--limit", type=int, default=None, help="at most this many tasks")
     p.add_argument("--seed", type=int, default=0, help="the policy's seed")
+    p.add_argument("--value-model", action="append", default=[], metavar="[NAME=]DIR",
+                   help="a trained value model for mcts:NAME (repeatable)")
+    p.add_argument("--collect", default=None, metavar="FILE",
+                   help="collect value training data: mcts with the task's reward, every node to FILE")
     p.add_argument("--out", required=True, help="result folder (resumable)")
     p.add_argument("--no-progress", action="store_true")
 
@@ -93,12 +141,15 @@ def main(args: argparse.Namespace) -> int:
               and (args.split == "all" or split_of(t["id"]) == args.split)][: args.limit]
     ps = [float(x) for x in parse_csv_list(args.p)]
     strategies = parse_csv_list(args.strategies)
-    runs = {s: strategy_run(s, args.budget_calls) for s in strategies}
+    runs = {s: strategy_run(s, args.budget_calls, value_models(args.value_model)) for s in strategies}
+    if args.collect and any(runs[s][0] != "mcts" for s in strategies):
+        raise SystemExit("--collect runs mcts strategies only")
     folder = RunFolder(args.out, "runs.jsonl", "key")
     todo = [(p, s, t) for p in ps for s in strategies for t in chosen
             if f"{p}|{s}|{t['id']}" not in folder.records]
     meta = {"kind": "lab", "p": ps, "strategies": strategies, "budget_calls": args.budget_calls,
-            "split": args.split, "seed": args.seed, "tasks": [t["id"] for t in chosen]}
+            "split": args.split, "seed": args.seed, "tasks": [t["id"] for t in chosen],
+            "value_models": args.value_model, "collect": args.collect}
     folder.start(meta, len(ps) * len(strategies) * len(chosen), len(todo), "run", print)
     settings = Settings(backend="openai", exemplars=False)  # the policy is the model; no endpoint is used
     with progress_bar(len(todo), "lab", "run", not args.no_progress) as tick:
@@ -106,9 +157,15 @@ def main(args: argparse.Namespace) -> int:
             name, budget, options = runs[s]
             policy = SimulatedPolicy(refs[int(task["id"])], PolicyConfig(p=p, seed=args.seed),
                                      table_columns(data / "tables" / task["file_name"]))
+            strategy, opts = None, dict(options)
+            if args.collect:
+                from ..search.mcts import MCTSStrategy
+
+                strategy = MCTSStrategy(reward_fn=dabench_reward(labels[task["id"]], task["id"]))
+                opts["trajectory_path"] = str(Path(args.collect).absolute())
             start = time.perf_counter()
             rec = run_task(task, labels[task["id"]], strategy_name=name, backend=policy, settings=settings,
-                           tables_dir=data / "tables", budget=budget, options=options)
+                           tables_dir=data / "tables", budget=budget, options=opts, strategy=strategy)
             folder.add({"key": f"{p}|{s}|{task['id']}", "p": p, "strategy": s, "id": task["id"],
                         "correct": bool(rec.get("correct")), "error": rec.get("error"),
                         "samples": int((rec.get("calls") or {}).get("samples") or 0),
@@ -118,6 +175,8 @@ def main(args: argparse.Namespace) -> int:
     rows = [r for r in folder.records.values() if r["strategy"] in strategies and r["p"] in ps
             and r["id"] in {t["id"] for t in chosen}]
     md = summary_markdown(rows, ps, strategies, args.split)
+    if rows:
+        plot(rows, ps, strategies, args.split, Path(args.out) / "accuracy.png")
     folder.finish({"rows": len(rows), "markdown": md}, md, print)
     return 0
 

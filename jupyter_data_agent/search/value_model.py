@@ -128,10 +128,11 @@ def pad_batch(seqs: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, tor
 
 # ------------------------------------------------------------------ loading
 
-def _resolve_base(base: str, directory: Path) -> str:
+def resolve_base(base: str, directory: str | os.PathLike) -> str:
+    """A base given relative to the value model's directory, as a path from here."""
     p = Path(base)
-    if not p.is_absolute() and (directory / p).exists():
-        return str(directory / p)
+    if not p.is_absolute() and (Path(directory) / p).exists():
+        return str(Path(directory) / p)
     return base
 
 
@@ -201,7 +202,7 @@ class ValueModel:
     def load(cls, directory: str | os.PathLike, device: str = "cpu") -> "ValueModel":
         directory = Path(directory)
         cfg = ValueModelConfig.load(directory)
-        base = _resolve_base(cfg.base, directory)
+        base = resolve_base(cfg.base, directory)
         backbone = load_backbone(base, cfg.gguf_file)
         adapter = directory / cfg.adapter if cfg.adapter else None
         if adapter is not None and adapter.is_dir():
@@ -245,5 +246,6 @@ __all__ = [
     "load_backbone",
     "load_tokenizer",
     "pad_batch",
+    "resolve_base",
     "save_head",
 ]

@@ -30,6 +30,9 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None,
                    help="Output directory (loads as a ValueModel; default: the next version in "
                         "the Jupyter data dir, which the server picks up).")
+    p.add_argument("--init", default=None, metavar="DIR",
+                   help="Continue from a trained value model (its adapter and head; its base model), "
+                        "e.g. to learn from new decisions without starting over.")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=None, help="Stop after this many steps.")
     p.add_argument("--batch-size", type=int, default=4)
@@ -60,6 +63,11 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], str, str | None, str]:
     if not paths:
         raise ValueError("nothing to train on: give --trajectories F ... and/or --store")
     base, gguf = args.base, args.gguf_file
+    if base is None and args.init:
+        from ..search.value_model import ValueModelConfig, resolve_base
+
+        init = ValueModelConfig.load(args.init)
+        base, gguf = resolve_base(init.base, args.init), init.gguf_file
     if base is None:
         from ..llm.embedded import embedded_model_path
 
@@ -80,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"jupyter-data-agent train-value: {e}", file=sys.stderr)
         return 2
     cfg = TrainConfig(
-        trajectories=paths, base=base, out=out,
+        trajectories=paths, base=base, out=out, init=args.init,
         gguf_file=gguf, epochs=args.epochs, max_steps=args.max_steps,
         batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
         warmup_ratio=args.warmup_ratio, max_length=args.max_length, lora_r=args.lora_r,

@@ -34,6 +34,7 @@ from ..search.value_model import (
     encode_history,
     hidden_size_of,
     load_backbone,
+    load_head_state,
     load_tokenizer,
     pad_batch,
     save_head,
@@ -51,6 +52,7 @@ class TrainConfig:
     base: str
     out: str
     gguf_file: str | None = None
+    init: str | None = None  # a trained value model to continue from (adapter + head)
     epochs: int = 1
     max_steps: int | None = None
     batch_size: int = 4
@@ -122,13 +124,21 @@ def _lora_targets(backbone: torch.nn.Module) -> list[str] | None:
 
 
 def build_network(cfg: TrainConfig) -> tuple[ValueNetwork, object]:
-    from peft import LoraConfig, TaskType, get_peft_model
+    """A fresh LoRA adapter and head, or (``cfg.init``) the trained ones, trainable."""
+    from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 
     backbone = load_backbone(cfg.base, cfg.gguf_file)
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=_lora_targets(backbone), task_type=TaskType.FEATURE_EXTRACTION)
-    backbone = get_peft_model(backbone, lora)
-    head = ValueHead(hidden_size_of(backbone.get_base_model()), cfg.head_dropout)
+    if cfg.init:
+        init = ValueModelConfig.load(cfg.init)
+        backbone = PeftModel.from_pretrained(backbone, str(Path(cfg.init) / (init.adapter or ADAPTER_DIR)),
+                                             is_trainable=True)
+        head = ValueHead(hidden_size_of(backbone.get_base_model()), cfg.head_dropout)
+        head.load_state_dict(load_head_state(Path(cfg.init) / init.head))
+    else:
+        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                          target_modules=_lora_targets(backbone), task_type=TaskType.FEATURE_EXTRACTION)
+        backbone = get_peft_model(backbone, lora)
+        head = ValueHead(hidden_size_of(backbone.get_base_model()), cfg.head_dropout)
     return ValueNetwork(backbone, head), load_tokenizer(cfg.base, cfg.gguf_file)
 
 
