@@ -7,6 +7,7 @@ that picks up the newest trained version on "Reload value model".
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -149,3 +150,42 @@ async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, 
         kc.stop_channels()
     assert events[-1]["type"] == "done", events[-1]
     assert events[-1]["data"]["result"]["stats"]["estimator"] == f"value model {version}"
+
+
+# -- the loop, measured (bench loop): simulated user -> real server API -> store -> train -> served
+
+def test_bench_loop_records_trains_and_serves(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    from jupyter_data_agent.bench import loop
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "untouched"))  # the loop uses its own data dir
+    data = Path(__file__).parent / "data" / "dabench"
+    parser = argparse.ArgumentParser()
+    loop.add_arguments(parser)
+    out = tmp_path / "loop"
+    args = parser.parse_args(["--data", str(data), "--references", str(data / "references.jsonl"),
+                              "--p", "0.5", "--budget-calls", "9", "--train-limit", "1", "--test-limit", "2",
+                              "--base", str(tiny_model_dir), "--max-steps", "2", "--max-length", "96",
+                              "--out", str(out)])
+    assert loop.main(args) == 0
+    report = json.loads((out / "loop.json").read_text())
+    # Every candidate of the train task was decided through POST decisions, with the server's record.
+    rows = list(DecisionStore(report["decisions"]["store"]).records())
+    assert len(rows) == report["decisions"]["rows"] >= 1 and all(r.complete for r in rows)
+    assert {r.decision for r in rows} <= {"accepted", "rejected"} and all(r.strategy == "mcts" for r in rows)
+    assert report["after"].endswith("/v1") and report["served_after_reload"] == report["after"]
+    assert report["estimator_of_next_turn"] == f"value model {report['after']}"
+    assert set(report["auc"]) == {"heuristic (value)", "heuristic (MCTS Q)", "value model after"}
+    assert report["candidates"]["total"] >= 2
+    assert "AUC of right vs wrong candidates" in (out / "summary.md").read_text()
+    assert not (tmp_path / "untouched").exists()
+
+
+def test_auc_counts_ties_as_half():
+    from jupyter_data_agent.bench.loop import auc
+
+    assert auc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert auc([0.1], [0.9]) == 0.0
+    assert auc([0.5], [0.5, 0.4]) == 0.75
+    assert auc([], [0.1]) is None

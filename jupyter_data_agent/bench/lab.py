@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from .dabench import load_tasks, run_task
+from .dabench_score import dabench_reward
 from .policy import PolicyConfig, SimulatedPolicy, table_columns
 from .references import load_references
-from .dabench_score import dabench_reward
 from .runner_common import RunFolder, parse_csv_list, progress_bar, pyplot
 
 MCTS_K = 3  # MCTSOptions.k's default: samples per expansion
