@@ -73,3 +73,35 @@ def test_the_lab_tells_right_from_wrong(tmp_path, p, expected):
         assert 100.0 * sum(r["correct"] for r in mine) / len(mine) == expected, mine
         assert all(r["samples"] <= 18 for r in mine)
     assert f"p = {p:g}" in (out / "summary.md").read_text()
+
+
+def test_collect_writes_every_node_with_the_tasks_reward(tmp_path):
+    from jupyter_data_agent.bench.dabench import load_tasks
+    from jupyter_data_agent.bench.dabench_score import dabench_reward
+    from jupyter_data_agent.search.trajectories import read_jsonl
+    from jupyter_data_agent.train.value import examples_from_records
+
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text("".join(line + "\n" for line in REFS.read_text().splitlines()
+                            if json.loads(line)["id"] in (24, 683)))
+    parser = argparse.ArgumentParser()
+    lab.add_arguments(parser)
+    traj = tmp_path / "traj.jsonl"
+    args = parser.parse_args(["--data", str(DATA), "--references", str(refs), "--p", "0.5", "--strategies", "mcts",
+                              "--budget-calls", "60", "--split", "all", "--collect", str(traj),
+                              "--out", str(tmp_path / "lab"), "--no-progress"])
+    assert lab.main(args) == 0
+    records = read_jsonl(traj)
+    assert {r.task_id for r in records} == {"24", "683"}
+    assert [r.depth for r in records if r.status == "root"] == [0, 0]
+    # Every final answer carries the task's reward: +1 when the benchmark scores it right, else -1.
+    _, labels = load_tasks(DATA)
+    answers = [r for r in records if r.status == "answer"]
+    assert {r.terminal_reward for r in answers} == {1.0, -1.0}, answers
+    for r in answers:
+        assert r.terminal_reward == dabench_reward(labels[int(r.task_id)], r.task_id)(r.final_answer)
+    assert examples_from_records(records)  # train-value's input
+    bad = parser.parse_args(["--data", str(DATA), "--strategies", "vote:4", "--collect", str(traj),
+                             "--out", str(tmp_path / "bad")])
+    with pytest.raises(SystemExit):  # collection runs mcts only
+        lab.main(bad)

@@ -153,8 +153,7 @@ class JupyterServer:
     def search_turn(self, intent: str, budget: int, timeout: float = 600.0) -> dict:
         """(done event's data, candidates) of an ``mcts`` turn; the kernel is shut down after."""
         kernel = self.call("POST", "api/kernels", {"name": "python3"})
-        try:
-            self._wait_idle(kernel["id"])
+        try:  # the turn waits for the kernel to answer (as for a user's fresh kernel)
             accepted = self.call("POST", f"{NS}/turns", {
                 "version": 1, "notebook_path": "loop.ipynb", "cells": [], "kernel_id": kernel["id"],
                 "intent": intent, "strategy": "mcts", "options": {"budget": budget}})
@@ -176,13 +175,6 @@ class JupyterServer:
                 self.call("DELETE", f"api/kernels/{kernel['id']}")
             except (urllib.error.URLError, ConnectionError):
                 pass
-
-    def _wait_idle(self, kernel_id: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.call("GET", f"api/kernels/{kernel_id}").get("execution_state") == "idle":
-                return
-            time.sleep(0.3)
 
 
 # ------------------------------------------------------------------ the loop
