@@ -74,16 +74,19 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
     raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|NAME|DIR]")
 
 
+def accuracy(rows: list[dict], strategy: str, p: float) -> tuple[float, int] | None:
+    """(% correct, tasks) of ``strategy`` at ``p``; None when it has no runs there."""
+    got = [r for r in rows if r["strategy"] == strategy and r["p"] == p]
+    return (100 * sum(r["correct"] for r in got) / len(got), len(got)) if got else None
+
+
 def summary_markdown(rows: list[dict], ps: list[float], strategies: list[str], split: str) -> str:
     lines = [f"Accuracy by question on the {split} split (tasks with a reference), by per-step accuracy p",
              "of the simulated policy; completions and wall time are per task.", "",
              "| strategy | " + " | ".join(f"p = {p:g}" for p in ps) + " | completions | wall time |",
              "|---" * (len(ps) + 3) + "|"]
     for s in strategies:
-        cells = []
-        for p in ps:
-            got = [r for r in rows if r["strategy"] == s and r["p"] == p]
-            cells.append(f"{100 * sum(r['correct'] for r in got) / len(got):.1f} % ({len(got)})" if got else "–")
+        cells = [f"{a[0]:.1f} % ({a[1]})" if (a := accuracy(rows, s, p)) else "–" for p in ps]
         mine = [r for r in rows if r["strategy"] == s]
         samples = sum(r["samples"] for r in mine) / max(1, len(mine))
         wall = sum(r["wall_time_s"] for r in mine) / max(1, len(mine))
@@ -96,13 +99,8 @@ def plot(rows: list[dict], ps: list[float], strategies: list[str], split: str, p
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for s in strategies:
-        xs, ys = [], []
-        for p in ps:
-            got = [r for r in rows if r["strategy"] == s and r["p"] == p]
-            if got:
-                xs.append(p)
-                ys.append(100 * sum(r["correct"] for r in got) / len(got))
-        ax.plot(xs, ys, marker="o", label=s)
+        points = [(p, a[0]) for p in ps if (a := accuracy(rows, s, p))]
+        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=s)
     ax.set_xlabel("per-step accuracy p of the simulated policy")
     ax.set_ylabel("accuracy by question (%)")
     ax.set_ylim(0, 100)
