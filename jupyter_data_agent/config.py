@@ -92,6 +92,11 @@ class DataAgent(Configurable):
         help="Resource limits of kernel copies (kernel.results.Limits fields, e.g. "
         "{'timeout_s': 60, 'cpu_s': 60}); an unknown key is an error.",
     ).tag(config=True)
+    prices = Dict(
+        help="USD per million tokens by model name, e.g. {'gpt-4o-mini': {'input': 0.15, "
+        "'output': 0.6}}: the sidebar shows a turn's estimated cost when the configured model "
+        "has a price. Empty by default (a local model costs nothing per token).",
+    ).tag(config=True)
     confinement = Enum(
         ["require", "warn"],
         default_value="require",
@@ -124,6 +129,12 @@ class Settings:
     confinement: Literal["require", "warn"] = "require"
     strategy_defaults: dict = field(default_factory=dict)
     snapshot_limits: dict = field(default_factory=dict)
+    prices: dict = field(default_factory=dict)
+
+    @property
+    def price(self) -> dict | None:
+        """The configured model's price (USD per million input/output tokens), if it has one."""
+        return self.prices.get(self.model)
 
     def public(self) -> dict:
         """Everything but secrets: safe for the browser, logs and notebooks."""
@@ -181,6 +192,27 @@ def _threads(env_value: str | None, configured: int) -> int:
         raise ValueError(f"{ENV_THREADS} must be a whole number (0: physical cores), not {env_value!r}.") from None
 
 
+def check_prices(prices: dict) -> dict:
+    """``c.DataAgent.prices`` as ``{model: {"input": float, "output": float}}``; a clear error otherwise.
+
+    Checked at startup so a typo shows in the server log, not as a wrong cost in the sidebar.
+    """
+    checked = {}
+    for model, price in prices.items():
+        if not isinstance(price, dict) or set(price) != {"input", "output"}:
+            raise ValueError(f"c.DataAgent.prices[{model!r}] must be {{'input': USD, 'output': USD}} "
+                             f"per million tokens, not {price!r}.")
+        values = {}
+        for side in ("input", "output"):
+            value = price[side]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"c.DataAgent.prices[{model!r}][{side!r}] must be a number of USD "
+                                 f"per million tokens, at least 0, not {value!r}.")
+            values[side] = float(value)
+        checked[str(model)] = values
+    return checked
+
+
 def resolve_settings(
     config: Config | None = None,
     env: dict[str, str] | None = None,
@@ -218,6 +250,7 @@ def resolve_settings(
         "confinement": check_policy(env.get(ENV_CONFINEMENT) or traits.confinement),
         "strategy_defaults": {k: dict(v or {}) for k, v in traits.strategy_defaults.items()},
         "snapshot_limits": dict(traits.snapshot_limits),
+        "prices": check_prices(traits.prices),
     })
     from .turn.resolve import check_settings
 

@@ -19,12 +19,12 @@ import { Widget } from '@lumino/widgets';
 // The sidebar, its sessions and the config request are set up at activation:
 // nothing here can wait for a lazy import.
 /* eslint-disable jupyter/prefer-lazy-imports */
+import { configTable } from './configtable';
 import { getConfig, reloadValueModel } from './handler';
 import { EXPLAIN, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
 import { DEFAULT_SETTINGS, IAgentSettings, NotebookSession } from './session';
 /* eslint-enable jupyter/prefer-lazy-imports */
-import type { AgentConfig } from './wire';
 
 const PLUGIN_ID = 'jupyter-data-agent:plugin';
 
@@ -55,29 +55,6 @@ const agentIcon = new LabIcon({
     '<path d="M4 4h16a2 2 0 0 1 2 2v9a2 2 0 0 1-2 2h-7l-5 4v-4H4a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2zm2 4v2h2V8H6zm5 0v2h2V8h-2zm5 0v2h2V8h-2zm-9 4.5c1.4 1.3 3.1 2 5 2s3.6-.7 5-2l-1-1.1c-1.1 1-2.5 1.6-4 1.6s-2.9-.6-4-1.6l-1 1.1z"/>' +
     '</g></svg>'
 });
-
-/** Render the server's public model configuration as a small table. */
-function configTable(config: AgentConfig): HTMLElement {
-  const table = document.createElement('table');
-  table.className = 'jp-DataAgent-configTable';
-  const available = config.capabilities.strategies;
-  const strategies = config.strategies
-    .filter(s => available.includes(s.name))
-    .map(s => s.label);
-  const rows: [string, string][] = [
-    ['Backend', config.backend],
-    ['Model', config.model || '(default)'],
-    ['Endpoint', config.base_url || '—'],
-    ['API key', config.api_key_set ? 'set on the server' : 'not set'],
-    ['Strategies', strategies.length ? strategies.join(', ') : '—']
-  ];
-  for (const [label, value] of rows) {
-    const row = table.insertRow();
-    row.insertCell().textContent = label;
-    row.insertCell().textContent = value;
-  }
-  return table;
-}
 
 function readSettings(
   settings: ISettingRegistry.ISettings | null
@@ -151,6 +128,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           catalog: config.strategies,
           available: config.capabilities.strategies
         };
+        sidebar.price = config.price ?? null;
         app.commands.notifyCommandChanged();
       })
       .catch(reason =>

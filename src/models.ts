@@ -18,6 +18,26 @@ import type {
 
 export const API_VERSION = 1;
 
+/** The longest question the server takes (server/models.py MAX_INTENT_CHARS). */
+export const MAX_INTENT_CHARS = 20_000;
+
+/**
+ * Why a question cannot be sent as it is, in words; null when it can. Checked
+ * before posting, so a pasted table does not travel to the server to be refused.
+ */
+export function intentProblem(intent: string): string | null {
+  const length = intent.trim().length;
+  if (length <= MAX_INTENT_CHARS) {
+    return null;
+  }
+  const n = (x: number) => x.toLocaleString('en-US');
+  return (
+    `The question is ${n(length)} characters long; the server takes at most ` +
+    `${n(MAX_INTENT_CHARS)}. Shorten it, or put the long text in a cell and ` +
+    'ask about that cell.'
+  );
+}
+
 /** A strategy name, as the server's catalog lists it (`GET config`). */
 export type Strategy = StrategyInfo['name'];
 

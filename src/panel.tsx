@@ -26,10 +26,12 @@ import {
   EXPLAIN,
   LAYER_LABELS,
   Strategy,
+  intentProblem,
   previewOutputs
 } from './models';
 import { IAgentSettings, IExchange, NotebookSession } from './session';
-import type { Candidate, Confinement, StrategyInfo } from './wire';
+import { IUsage, totalUsage, usageOf, usageParts, usageTitle } from './usage';
+import type { Candidate, Confinement, ModelPrice, StrategyInfo } from './wire';
 
 export const PANEL_ID = 'jupyter-data-agent-panel';
 const INPUT_CLASS = 'jp-DataAgent-input';
@@ -50,6 +52,25 @@ function strategyLabel(
   return strategies?.catalog.find(s => s.name === name)?.label ?? name;
 }
 
+/**
+ * Take down a widget `LuminoHost` attached. When an ancestor unmounts (the
+ * sidebar switching notebooks), React may take the host out of the document
+ * before this runs, and Lumino's detach then throws "Widget is not
+ * attached", which unmounted the whole panel: the detach messages are sent
+ * by hand in that case, so the widget and its children still clean up.
+ */
+export function disposeHosted(widget: Widget): void {
+  if (widget.isDisposed) {
+    return;
+  }
+  if (widget.isAttached && !widget.node.isConnected && !widget.parent) {
+    widget.processMessage(Widget.Msg.BeforeDetach);
+    widget.node.remove();
+    widget.processMessage(Widget.Msg.AfterDetach);
+  }
+  widget.dispose();
+}
+
 /** Hosts a Lumino widget (a rendermime renderer, an output area) in React. */
 function LuminoHost(props: {
   make: () => Widget;
@@ -68,7 +89,7 @@ function LuminoHost(props: {
     } else {
       host.appendChild(widget.node);
     }
-    return () => widget.dispose();
+    return () => disposeHosted(widget);
   }, props.deps);
   return <div ref={ref} className={props.className} />;
 }
@@ -317,6 +338,11 @@ function CandidateView(props: {
           <p className="jp-DataAgent-explanation">{candidate.explanation}</p>
         )
       )}
+      {typeof candidate.meta?.not_repaired === 'string' && (
+        <p className="jp-DataAgent-note jp-DataAgent-notRepaired">
+          {candidate.meta.not_repaired}
+        </p>
+      )}
       <CodeBlock code={candidate.code} rendermime={rendermime} />
       <OutputPreview
         candidate={candidate}
@@ -558,14 +584,34 @@ function StatusChip(props: { status: string }) {
   );
 }
 
+/** What a turn (or the session) cost: tokens, model calls, time, estimated cost. */
+function UsageLine(props: {
+  usage: IUsage;
+  price: ModelPrice | null;
+  className: string;
+  label?: string;
+  time?: boolean;
+}) {
+  const { usage, price } = props;
+  return (
+    <div className={props.className} title={usageTitle(usage, price)}>
+      {props.label && (
+        <span className="jp-DataAgent-usageLabel">{props.label} </span>
+      )}
+      {usageParts(usage, price, { time: props.time }).join(' · ')}
+    </div>
+  );
+}
+
 function ExchangeView(props: {
   session: NotebookSession;
   exchange: IExchange;
   turn: ITurn | null;
   rendermime: IRenderMimeRegistry;
   strategies: IServerStrategies | null;
+  price: ModelPrice | null;
 }) {
-  const { session, exchange, turn, rendermime, strategies } = props;
+  const { session, exchange, turn, rendermime, strategies, price } = props;
   const job = exchange.job;
   const candidates = job.candidates;
   const suggestion = exchange.turnId
@@ -693,6 +739,13 @@ function ExchangeView(props: {
           />
         </div>
       )}
+      {job.result && (
+        <UsageLine
+          className="jp-DataAgent-usage"
+          usage={usageOf(job.result.stats)}
+          price={price}
+        />
+      )}
     </div>
   );
 }
@@ -759,9 +812,10 @@ function Composer(props: {
   const running = session.running;
   const pinned = session.pinnedCellId;
   const pinnedIndex = session.cellIndex(pinned);
+  const problem = intentProblem(text);
 
   const send = () => {
-    if (!text.trim() || running) {
+    if (!text.trim() || running || problem) {
       return;
     }
     void session.send({ intent: text, strategy, samples, budget });
@@ -834,7 +888,13 @@ function Composer(props: {
           setCursor(null);
         }}
         onKeyDown={onKeyDown}
+        aria-invalid={problem ? true : undefined}
       />
+      {problem && (
+        <div className="jp-DataAgent-intentProblem" role="alert">
+          {problem}
+        </div>
+      )}
       <div className="jp-DataAgent-controls">
         <HTMLSelect
           className="jp-DataAgent-strategy"
@@ -876,7 +936,7 @@ function Composer(props: {
         ) : (
           <button
             className="jp-Button jp-mod-styled jp-mod-accept jp-DataAgent-send"
-            disabled={!text.trim()}
+            disabled={!text.trim() || !!problem}
             onClick={send}
           >
             Ask
@@ -947,8 +1007,9 @@ function Conversation(props: {
   session: NotebookSession;
   rendermime: IRenderMimeRegistry;
   strategies: IServerStrategies | null;
+  price: ModelPrice | null;
 }) {
-  const { session, rendermime, strategies } = props;
+  const { session, rendermime, strategies, price } = props;
   const items = session.timeline();
   const end = React.useRef<HTMLDivElement>(null);
   const last = items[items.length - 1];
@@ -976,6 +1037,7 @@ function Conversation(props: {
             turn={turn}
             rendermime={rendermime}
             strategies={strategies}
+            price={price}
           />
         ) : (
           turn && (
@@ -1037,6 +1099,16 @@ export class AgentSidebar extends ReactWidget {
     this.update();
   }
 
+  /** The configured model's price (GET config); null: no cost is shown. */
+  get price(): ModelPrice | null {
+    return this._price;
+  }
+
+  set price(value: ModelPrice | null) {
+    this._price = value;
+    this.update();
+  }
+
   /** Re-render after a settings change. */
   refresh(): void {
     this.update();
@@ -1051,6 +1123,7 @@ export class AgentSidebar extends ReactWidget {
         </div>
       );
     }
+    const total = totalUsage(session.exchanges.map(e => e.job.result));
     return (
       <div className="jp-DataAgent-body">
         <div className="jp-DataAgent-header" title={session.panel.context.path}>
@@ -1059,10 +1132,20 @@ export class AgentSidebar extends ReactWidget {
             {PathExt.basename(session.panel.context.localPath)}
           </span>
         </div>
+        {total && (
+          <UsageLine
+            className="jp-DataAgent-total"
+            label={`Session, ${total.turns} turn${total.turns === 1 ? '' : 's'}:`}
+            usage={total}
+            price={this._price}
+            time={false}
+          />
+        )}
         <Conversation
           session={session}
           rendermime={this._rendermime}
           strategies={this._strategies}
+          price={this._price}
         />
         <Composer
           key={session.panel.id}
@@ -1080,4 +1163,5 @@ export class AgentSidebar extends ReactWidget {
 
   private _session: NotebookSession | null = null;
   private _strategies: IServerStrategies | null = null;
+  private _price: ModelPrice | null = null;
 }

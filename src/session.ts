@@ -23,7 +23,7 @@ import {
   nowSeconds,
   readCellTag
 } from './metadata';
-import { API_VERSION, Strategy } from './models';
+import { API_VERSION, Strategy, intentProblem } from './models';
 import type { Candidate, NotebookCell, TurnOptions } from './wire';
 import { SuggestionController } from './notebook';
 import { ISuggestionCandidate, InsertMode } from './suggestions';
@@ -191,6 +191,12 @@ export class NotebookSession implements IDisposable {
     this._exchanges.push(exchange);
     this._pinned = null;
     this._changed.emit();
+    const problem = intentProblem(intent);
+    if (problem) {
+      // Refused here, in words, rather than by the server.
+      this._update(exchange, endJob(exchange.job, 'error', problem));
+      return;
+    }
 
     // Knobs left unset take the server's default for the strategy; the
     // server ignores a knob the strategy does not have.

@@ -325,6 +325,7 @@ export interface SearchStats {
   reused_tokens: number;
   executions: number;
   wall_time_s: number;
+  model_time_s: number;
   value: number | null;
   classes: number[];
   estimator: string;
@@ -373,6 +374,7 @@ export interface AgentConfig {
   limits: {
     [k: string]: unknown | undefined;
   };
+  price: ModelPrice | null;
   [k: string]: unknown | undefined;
 }
 /**
@@ -391,6 +393,13 @@ export interface Capabilities {
   live_state: boolean;
   events: 'websocket';
   [k: string]: unknown | undefined;
+}
+/**
+ * USD per million tokens of the configured model (``c.DataAgent.prices``).
+ */
+export interface ModelPrice {
+  input: number;
+  output: number;
 }
 /**
  * ``POST decisions``: what the user did with a turn's candidate (for the value model).

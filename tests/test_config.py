@@ -172,3 +172,26 @@ def test_with_overrides_ignores_none():
     s = Settings(backend="openai", model="a", temperature=0.2)
     t = s.with_overrides(model="b", temperature=None)
     assert (t.model, t.temperature) == ("b", 0.2)
+
+
+def test_prices_give_the_configured_models_price(tmp_path):
+    cfg = Config()
+    cfg.DataAgent.backend = "openai"
+    cfg.DataAgent.model = "gpt-4o-mini"
+    cfg.DataAgent.prices = {"gpt-4o-mini": {"input": 0.15, "output": 0.6}, "gpt-4o": {"input": 2.5, "output": 10}}
+    settings = resolve_settings(cfg, env={}, dirs=[str(tmp_path)])
+    assert settings.price == {"input": 0.15, "output": 0.6}
+    # Another model, or none configured: no price, so no cost is shown.
+    assert settings.with_overrides(model="local.gguf").price is None
+    assert resolve_settings(Config(), env={"JUPYTER_DATA_AGENT_BACKEND": "openai"},
+                            dirs=[str(tmp_path)]).price is None
+
+
+@pytest.mark.parametrize("price", [{"input": 1}, {"input": -1, "output": 2}, {"input": "1", "output": 2},
+                                   {"input": 1, "output": 2, "cached": 0.5}, 3.0])
+def test_a_malformed_price_is_explained(tmp_path, price):
+    cfg = Config()
+    cfg.DataAgent.backend = "openai"
+    cfg.DataAgent.prices = {"m": price}
+    with pytest.raises(ValueError, match=r"c\.DataAgent\.prices\['m'\]"):
+        resolve_settings(cfg, env={}, dirs=[str(tmp_path)])

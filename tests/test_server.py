@@ -70,12 +70,19 @@ def two_users():
 
 
 @pytest.fixture
+def priced():
+    """Requesting this fixture runs the server with ``c.DataAgent.prices`` for its model and another."""
+    return {"test-model": {"input": 0.15, "output": 0.6}, "other-model": {"input": 5, "output": 15}}
+
+
+@pytest.fixture
 def jp_server_config(model_server, monkeypatch, request):
     from tests.conftest import agent_server_config
 
     model_server.clear()
     model_server.delay = 0.0
-    config = agent_server_config(model_server, monkeypatch, {"kernel_wait_notice_s": 1.0})
+    agent = {"prices": request.getfixturevalue("priced")} if "priced" in request.fixturenames else {}
+    config = agent_server_config(model_server, monkeypatch, {"kernel_wait_notice_s": 1.0}, **agent)
     if "two_users" in request.fixturenames:
         config["ServerApp"]["identity_provider_class"] = TwoUsers
     return config
@@ -494,6 +501,20 @@ async def test_config_never_holds_the_key(jp_fetch):
 
 
 @on_server_loop
+async def test_config_has_no_price_by_default(jp_fetch):
+    body = json.loads((await jp_fetch(NS, "config")).body)
+    # No c.DataAgent.prices: the sidebar shows no cost (a local model costs nothing per token).
+    assert body["price"] is None
+
+
+@on_server_loop
+async def test_config_carries_the_configured_models_price(jp_fetch, priced):
+    body = json.loads((await jp_fetch(NS, "config")).body)
+    assert body["model"] == "test-model"
+    assert body["price"] == {"input": 0.15, "output": 0.6}
+
+
+@on_server_loop
 async def test_model_errors_are_clear_and_secret_free(jp_fetch, jp_ws_fetch, model_server, caplog):
     caplog.set_level("DEBUG")
     model_server.fail_next(400, times=5, message=f"Bad request for key {KEY}")
@@ -538,6 +559,21 @@ async def test_invalid_requests_get_400(jp_fetch):
     with pytest.raises(HTTPClientError) as err:
         await jp_fetch(NS, "jobs", "0123456789abcdef")
     assert err.value.code == 404
+
+
+@on_server_loop
+async def test_an_intent_too_long_is_refused_in_words(jp_fetch):
+    from jupyter_data_agent.server.models import MAX_INTENT_CHARS, TurnRequestModel
+
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(NS, "turns", method="POST", body=json.dumps(turn_body(intent="x" * (MAX_INTENT_CHARS + 5))))
+    assert err.value.code == 400
+    message = json.loads(err.value.response.body)["message"]
+    # A sentence for the sidebar, not a validation dump.
+    assert message == ("The question is 20,005 characters long; the server takes at most 20,000. "
+                       "Shorten it, or put the long text in a cell and ask about that cell.")
+    # The limit itself is still accepted.
+    assert len(TurnRequestModel.model_validate(turn_body(intent="x" * MAX_INTENT_CHARS)).intent) == MAX_INTENT_CHARS
 
 
 @on_server_loop

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from traitlets.config import Config
 
 from jupyter_data_agent.config import Settings, resolve_settings
 from jupyter_data_agent.context.model import Cell, NotebookContext
+from jupyter_data_agent.llm.base import Backend, Capabilities, Completion
 from jupyter_data_agent.search.options import STRATEGIES, MCTSOptions, VoteOptions
 from jupyter_data_agent.turn import CopyPolicy, TurnAsk, open_copies, replay_cells, resolve
 
@@ -103,3 +106,46 @@ def test_the_settings_schema_offers_every_chat_strategy():
     schema = json.loads((Path(__file__).parents[1] / "schema" / "plugin.json").read_text())
     offered = [o["const"] for o in schema["properties"]["defaultStrategy"]["oneOf"]]
     assert offered == [s for s in STRATEGIES if s != "explain"]
+
+
+# ------------------------------------------------------------------ the model's share of the time
+
+REPLY = "```python\n# Step 1: Add the numbers\n1 + 1\n```"
+
+
+def test_run_turn_times_the_model_within_the_wall_time():
+    from jupyter_data_agent.turn import run_turn
+    from tests.scripted_backend import ScriptedBackend
+
+    backend = ScriptedBackend(lambda call: [REPLY], on_call=lambda call: time.sleep(0.3))
+    result = run_turn(resolve(SETTINGS, TurnAsk(intent="q", execute=False)), NotebookContext(), backend)
+    stats = result.stats
+    assert stats.model_calls == 1 and result.chosen is not None
+    assert 0.3 <= stats.model_time_s <= stats.wall_time_s
+
+
+class _Streaming(Backend):
+    """Streams two deltas, a pause before each, and returns the finished completion."""
+
+    name = "streaming"
+    model = "streaming"
+    capabilities = Capabilities(chat=True, completion=False, logprobs=False, streaming=True)
+
+    def generate(self, prompt, params):
+        raise AssertionError("a streaming backend is streamed")
+
+    def stream(self, prompt, params):
+        for part in (REPLY[:20], REPLY[20:]):
+            time.sleep(0.2)
+            yield part
+        return Completion(text=REPLY, prompt_tokens=123, completion_tokens=9)
+
+
+def test_run_turn_times_a_stream_and_keeps_its_completion():
+    from jupyter_data_agent.turn import run_turn
+
+    result = run_turn(resolve(SETTINGS, TurnAsk(intent="q", execute=False)), NotebookContext(), _Streaming())
+    stats = result.stats
+    # The stream's own usage came through the timing wrapper.
+    assert (stats.prompt_tokens, stats.completion_tokens) == (123, 9)
+    assert 0.4 <= stats.model_time_s <= stats.wall_time_s

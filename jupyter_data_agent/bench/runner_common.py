@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import BACKENDS
-from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from ..llm.base import Backend, Completion, Prompt, SamplingParams, WrappedBackend
 from ..turn.copies import Copies
 from ..turn.spec import CopyPolicy
 
@@ -115,7 +115,7 @@ class CallCounts:
         return {**asdict(self), "generate_s": round(self.generate_s, 3)}
 
 
-class CountingBackend(Backend):
+class CountingBackend(WrappedBackend):
     """Delegates to ``inner`` and counts calls and tokens (one instance per task).
 
     Tokens follow :meth:`SearchStats.count_call`: a call's prompt counts once,
@@ -124,21 +124,9 @@ class CountingBackend(Backend):
     """
 
     def __init__(self, inner: Backend) -> None:
-        self.inner = inner
-        self.name = getattr(inner, "name", "backend")
+        super().__init__(inner)
         self.counts = CallCounts()
         self._lock = threading.Lock()
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.inner.capabilities
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     def _count(self, t0: float, samples: int, prompt_tokens: int, completion_tokens: int) -> None:
         with self._lock:
@@ -162,12 +150,6 @@ class CountingBackend(Backend):
             parts.append(delta)
             yield delta
         self._count(t0, 1, 0, self.inner.count_tokens("".join(parts)))
-
-    def close(self) -> None:  # the shared backend outlives one task
-        pass
-
-    def __getattr__(self, name: str):  # backend-specific extras (value heads...)
-        return getattr(self.inner, name)
 
 
 @dataclass

@@ -194,3 +194,54 @@ class Backend(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 -- optional hook; most backends hold nothing
         """Release processes or memory held by the backend."""
+
+
+def streams(backend: Backend) -> bool:
+    """Whether the backend really streams (the base class's ``stream`` is one ``generate``;
+    a wrapper says for what it wraps with ``real_stream``)."""
+    real = getattr(backend, "real_stream", type(backend).stream is not Backend.stream)
+    return bool(backend.capabilities.streaming and real)
+
+
+class WrappedBackend(Backend):
+    """Another backend, with something around its calls (a queue, a clock, a meter).
+
+    Model, capabilities, tokenizer and any extra the inner backend has are its
+    own; ``close`` leaves it open: it outlives the wrapper (one turn, one task).
+    Subclasses override ``generate`` / ``stream`` and call the inner one's.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "backend")
+        self.real_stream = streams(inner)
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet: no recursion through __getattr__
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
+        return self.inner.generate(prompt, params)
+
+    def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion | None]:
+        return (yield from inner_stream(self.inner, prompt, params))
+
+    def close(self) -> None:
+        """The inner backend is its owner's to close."""
+
+
+def inner_stream(backend: Backend, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion | None]:
+    """``backend.stream`` as the generator it is: its return value is the finished Completion, if any."""
+    return cast(Generator[str, None, "Completion | None"], backend.stream(prompt, params))

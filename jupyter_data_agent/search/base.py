@@ -108,6 +108,9 @@ class SearchStats:
     reused_tokens: int = 0
     executions: int = 0
     wall_time_s: float = 0.0
+    # Of the wall time, the seconds spent waiting for the model (generating, streaming); timed
+    # around the backend by ``turn.run_turn`` (0 where a strategy runs outside it).
+    model_time_s: float = 0.0
     value: float | None = None
     # Sizes of the answer classes that voted (largest first); empty when nothing voted.
     classes: list[int] = field(default_factory=list)

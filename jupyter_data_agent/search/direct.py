@@ -1,11 +1,11 @@
-"""``direct``: one step-by-step cell, executed in a copy, repaired once if it raises."""
+"""``direct``: one step-by-step cell, executed in a copy, repaired once if it raises (not if a limit stopped it)."""
 
 from __future__ import annotations
 
 import time
 
 from .base import Event, RunContext, SearchResult, SearchStats, TurnRequest
-from .generate import execute, finish, options, plan_prompt, repair, sample_candidates
+from .generate import execute, finish, options, plan_prompt, repair, repair_skipped, sample_candidates
 from .options import DirectOptions
 
 
@@ -20,7 +20,7 @@ class DirectStrategy:
         candidates, _ = sample_candidates(request, ctx, plan, 1, stats)
         chosen = candidates[0]
         result = execute(chosen, ctx, stats)
-        if result is not None and not result.ok and opts.repair:
+        if result is not None and not result.ok and opts.repair and not repair_skipped(chosen, ctx):
             fixed = repair(chosen, request, ctx, plan, stats)
             if fixed is not None and fixed.ok:
                 candidates.append(fixed)

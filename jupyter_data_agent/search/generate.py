@@ -18,7 +18,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..kernel.results import ExecResult
-from ..llm.base import Backend, ChatMessage, Completion, Prompt, SamplingParams, Streamed
+from ..llm.base import Backend, ChatMessage, Completion, Prompt, SamplingParams, Streamed, streams
 from ..prompts import (
     BuiltPrompt,
     UnparsableOutput,
@@ -121,13 +121,6 @@ def to_candidate(completion: Completion, plan: PromptPlan) -> Candidate | None:
 #: Streamed text goes out at most this often (seconds), "generating: ..." progress at most each second.
 DELTA_INTERVAL_S = 0.1
 GENERATING_INTERVAL_S = 1.0
-
-
-def streams(backend: Backend) -> bool:
-    """Whether the backend really streams (the base class's ``stream`` is one ``generate``;
-    a wrapper says for what it wraps with ``real_stream``)."""
-    real = getattr(backend, "real_stream", type(backend).stream is not Backend.stream)
-    return bool(backend.capabilities.streaming and real)
 
 
 def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats: SearchStats, *,
@@ -245,6 +238,25 @@ def repair_prompt(plan: PromptPlan, candidate: Candidate) -> Prompt:
     comment = "\n".join("# " + line for line in error.splitlines())
     fixed = SOLUTION_PREAMBLE.replace("# Solution:", "# Solution (fixed):")
     return Prompt(text=f"{body}\n# The cell above raised:\n{comment}{CELL_SEP}{fixed}\n{plan.built.prefix}")
+
+
+def repair_skipped(candidate: Candidate, ctx: RunContext) -> bool:
+    """Whether a failed candidate is left unrepaired, saying why on it and in the progress.
+
+    A cell stopped by a limit (the wall-clock timeout above all) is slow, not wrong in a
+    way its error shows: the repair would run a close copy of it again, to be stopped
+    again (a 60 s timeout made a 120 s turn).
+    """
+    result = candidate.result
+    if result is None or result.ok or not (result.status == "timeout" or result.limit):
+        return False
+    limit = result.limit or "time"
+    took = f" after {result.duration_s:.0f} s" if result.duration_s else ""
+    reason = (f"Not repaired: it was stopped by the {limit} limit{took}, and a fix would run "
+              "it again. Ask for a lighter computation (a sample, fewer rows).")
+    candidate.meta["not_repaired"] = reason  # the sidebar shows it under the candidate
+    ctx.progress(f"the candidate was stopped by the {limit} limit; not repairing it")
+    return True
 
 
 def repair(

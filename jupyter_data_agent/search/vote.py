@@ -10,7 +10,7 @@ import time
 
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .equivalence import majority
-from .generate import execute, finish, options, plan_prompt, repair, sample_candidates
+from .generate import execute, finish, options, plan_prompt, repair, repair_skipped, sample_candidates
 from .options import VoteOptions
 from .values import exec_output
 
@@ -44,7 +44,7 @@ class VoteStrategy:
                          candidate=i)
             result = execute(candidate, ctx, stats)
             ctx.events(Event("candidate", f"candidate {i + 1} ran", {"index": i, "candidate": candidate}))
-            if result is not None and not result.ok and opts.repair:
+            if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
                 fixed = repair(candidate, request, ctx, plan, stats)
                 if fixed is not None:
                     candidates.append(fixed)

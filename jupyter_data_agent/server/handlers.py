@@ -128,6 +128,15 @@ class _AgentMixin:
         return job
 
 
+def _readable(error: ValidationError) -> str:
+    """The models' own sentences, when every problem is one (the sidebar shows them as they are)."""
+    items = error.errors(include_url=False, include_input=False)
+    sentences = [str(item.get("ctx", {}).get("error", "")) for item in items]
+    if not items or any(i["type"] != "value_error" for i in items) or not all(s[:1].isupper() for s in sentences):
+        return ""
+    return " ".join(sentences)
+
+
 class AgentAPIHandler(_AgentMixin, APIHandler):
     def parse_body(self, model: Any, what: str) -> Any:
         """The JSON body as ``model``; a 400 that says what is wrong otherwise."""
@@ -137,7 +146,7 @@ class AgentAPIHandler(_AgentMixin, APIHandler):
         try:
             return model.model_validate(body)
         except ValidationError as exc:
-            raise web.HTTPError(400, f"Invalid {what}: " + short_errors(exc)) from None
+            raise web.HTTPError(400, _readable(exc) or f"Invalid {what}: " + short_errors(exc)) from None
 
 
 class ConfigHandler(AgentAPIHandler):
@@ -155,7 +164,7 @@ class ConfigHandler(AgentAPIHandler):
         capabilities = {"strategies": available_strategies(), "chat": settings.api_mode != "completion",
                         "live_state": True, "events": "websocket"}
         body = {**public_settings(settings), "strategies": catalog(settings), "capabilities": capabilities,
-                "limits": dict(self.agent_state.get("public_limits", {}))}
+                "limits": dict(self.agent_state.get("public_limits", {})), "price": settings.price}
         # The configured secrets, wherever they hide (extra options, a URL path).
         reply = AgentConfig.model_validate(self.jobs.scrub.json(body))
         self.finish(reply.model_dump_json())

@@ -32,7 +32,7 @@ from dataclasses import asdict
 
 from ..config import Settings
 from ..llm import remote_backend as rb
-from ..llm.base import Backend, BackendError, Streamed
+from ..llm.base import Backend, BackendError, Streamed, WrappedBackend
 
 log = logging.getLogger(__name__)
 
@@ -91,35 +91,20 @@ class _Slot:
             self.cond.notify_all()
 
 
-class QueuedBackend(Backend):
+class QueuedBackend(WrappedBackend):
     """The server's own turns (the sidebar) in the service's line, with the magic's.
 
     One generation at a time per model whoever asks; ``notify`` hears how many
     turns are ahead, and ``cancel`` set while waiting leaves the line.
     """
 
-    name = "queued"
-
     def __init__(self, inner: Backend, slot: _Slot, notify: Callable[[int], None],
                  cancel: threading.Event | None = None) -> None:
-        from ..search.generate import streams
-
-        self.inner = inner
+        super().__init__(inner)
+        self.name = "queued"
         self._slot = slot
         self._notify = notify
         self._cancel = cancel
-        self.real_stream = streams(inner)
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    @property
-    def capabilities(self):
-        return self.inner.capabilities
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     def _check(self) -> None:
         if self._cancel is not None and self._cancel.is_set():

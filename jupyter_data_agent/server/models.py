@@ -31,7 +31,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from ..turn.events import API_VERSION, JobEvent, StrategyName
 
 __all__ = ["API_VERSION", "AgentConfig", "CancelReply", "DecisionRecorded", "DecisionRequest", "JobEvent",
-           "JobPoll", "JobState",
+           "JobPoll", "JobState", "ModelPrice",
            "NotebookCell", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
            "TurnRequestModel", "ValueModelReply", "wire_schema"]
 
@@ -82,6 +82,17 @@ class TurnRequestModel(BaseModel):
     options: TurnOptions = Field(default_factory=TurnOptions)
     # Optional notebook-level metadata: stored turns live there (context/turns.py).
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("intent", mode="before")
+    @classmethod
+    def _intent_fits(cls, value: Any) -> Any:
+        """Said as a sentence the sidebar can show, before pydantic's own length message."""
+        if isinstance(value, str) and len(value) > MAX_INTENT_CHARS:
+            raise ValueError(
+                f"The question is {len(value):,} characters long; the server takes at most "
+                f"{MAX_INTENT_CHARS:,}. Shorten it, or put the long text in a cell and ask about that cell."
+            )
+        return value
 
     @field_validator("intent")
     @classmethod
@@ -175,6 +186,13 @@ class Capabilities(_Reply):
     events: Literal["websocket"]
 
 
+class ModelPrice(BaseModel):
+    """USD per million tokens of the configured model (``c.DataAgent.prices``)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
 class AgentConfig(_Versioned):
     """Reply of ``GET config``: the public settings (never a secret) and what the server offers.
 
@@ -190,6 +208,8 @@ class AgentConfig(_Versioned):
     strategies: list[StrategyInfo]  # every strategy, in the order to offer them
     capabilities: Capabilities
     limits: dict[str, Any]
+    # The configured model's price; None: no cost is shown (a local model, or none configured).
+    price: ModelPrice | None = None
 
 
 class _NoFieldTitles(GenerateJsonSchema):

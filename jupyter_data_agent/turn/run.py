@@ -3,13 +3,46 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Generator
 
 from ..context.model import NotebookContext
-from ..llm.base import Backend
+from ..llm.base import Backend, Completion, Prompt, SamplingParams, WrappedBackend, inner_stream
 from ..search import RunContext, SearchResult, Strategy, TurnRequest, get_strategy
 from ..search.base import EventSink, ignore_events
 from .copies import Copies
 from .spec import TurnSpec
+
+
+class TimedBackend(WrappedBackend):
+    """The turn's backend, timing its calls: the model's share of the turn's wall time.
+
+    The sidebar splits a turn's time into waiting for the model and the rest (running
+    code in kernel copies, building the prompt), so a slow turn says which one to fix.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def _add(self, started: float) -> None:
+        with self._lock:
+            self.seconds += time.monotonic() - started
+
+    def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
+        started = time.monotonic()
+        try:
+            return self.inner.generate(prompt, params)
+        finally:
+            self._add(started)
+
+    def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion | None]:
+        started = time.monotonic()
+        try:
+            return (yield from inner_stream(self.inner, prompt, params))  # the finished Completion, if any
+        finally:
+            self._add(started)
 
 
 def turn_request(spec: TurnSpec, context: NotebookContext, schema: str = "") -> TurnRequest:
@@ -25,11 +58,14 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
     ``strategy`` replaces the named one where a caller needs constructor
     arguments (a reward function for trajectory collection).
     """
+    timed = TimedBackend(backend)
     ctx = RunContext(
-        backend=backend,
+        backend=timed,
         executor=copies.executor if copies is not None else None,
         events=events,
         cancel=cancel or threading.Event(),
         protections=copies.protections if copies is not None else None,
     )
-    return (strategy or get_strategy(spec.strategy)).run(turn_request(spec, context, schema), ctx)
+    result = (strategy or get_strategy(spec.strategy)).run(turn_request(spec, context, schema), ctx)
+    result.stats.model_time_s = round(timed.seconds, 3)
+    return result

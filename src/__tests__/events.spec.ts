@@ -143,6 +143,7 @@ const STATS = {
   reused_tokens: 0,
   executions: 1,
   wall_time_s: 1.2,
+  model_time_s: 0.9,
   value: null,
   classes: [],
   estimator: ''

@@ -1,4 +1,54 @@
-import { voteSummary } from '../panel';
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import { disposeHosted, voteSummary } from '../panel';
+
+/** A widget that records the detach messages it gets. */
+class Recorder extends Widget {
+  seen: string[] = [];
+  protected onBeforeDetach(msg: Message): void {
+    this.seen.push(msg.type);
+  }
+  protected onAfterDetach(msg: Message): void {
+    this.seen.push(msg.type);
+  }
+}
+
+describe('disposeHosted', () => {
+  it('takes down a widget whose host React already removed', () => {
+    const host = document.createElement('div');
+    document.body.appendChild(host);
+    const widget = new Recorder();
+    Widget.attach(widget, host);
+    // An ancestor unmounted: the host leaves the document before cleanup runs.
+    host.remove();
+    // What the panel used to do, and what unmounted it.
+    const plain = new Recorder();
+    const other = document.createElement('div');
+    document.body.appendChild(other);
+    Widget.attach(plain, other);
+    other.remove();
+    expect(() => plain.dispose()).toThrow('Widget is not attached');
+
+    expect(() => disposeHosted(widget)).not.toThrow();
+    expect(widget.isDisposed).toBe(true);
+    expect(widget.isAttached).toBe(false);
+    expect(widget.seen).toEqual(['before-detach', 'after-detach']);
+  });
+
+  it('detaches a widget still in the document the usual way', () => {
+    const host = document.createElement('div');
+    document.body.appendChild(host);
+    const widget = new Recorder();
+    Widget.attach(widget, host);
+    disposeHosted(widget);
+    expect(widget.isDisposed).toBe(true);
+    expect(host.contains(widget.node)).toBe(false);
+    expect(widget.seen).toEqual(['before-detach', 'after-detach']);
+    // Twice is harmless (React may clean up after an error elsewhere).
+    expect(() => disposeHosted(widget)).not.toThrow();
+  });
+});
 
 describe('voteSummary', () => {
   it('says how many samples agree and the sizes of the classes', () => {

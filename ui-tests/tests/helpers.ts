@@ -34,8 +34,13 @@ export async function notebookWithDf(
   await page.notebook.createNew(name);
   await page.notebook.setCell(0, 'code', DF_CODE);
   await page.notebook.runCell(0, true);
+  // In this notebook: an earlier one may show the same table in a hidden tab.
   await expect(
-    page.locator('.jp-OutputArea-output table').first()
+    page
+      .locator(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output table'
+      )
+      .first()
   ).toBeVisible();
 }
 
@@ -307,7 +312,8 @@ export const CONFIG: AgentConfig = {
     live_state: true,
     events: 'websocket'
   },
-  limits: {}
+  limits: {},
+  price: null
 };
 
 /** A fully confined verdict, as the real server sends it with `done`. */

@@ -1,0 +1,192 @@
+import {
+  NO_USAGE,
+  addUsage,
+  costOf,
+  formatCost,
+  formatSeconds,
+  formatTokens,
+  totalUsage,
+  usageOf,
+  usageParts,
+  usageTitle
+} from '../usage';
+import { configRows } from '../configtable';
+import type { AgentConfig, SearchStats } from '../wire';
+
+const STATS: SearchStats = {
+  iterations: 0,
+  nodes: 1,
+  model_calls: 1,
+  prompt_tokens: 1234,
+  completion_tokens: 56,
+  reused_tokens: 0,
+  executions: 1,
+  wall_time_s: 2.345,
+  model_time_s: 1.5,
+  value: null,
+  classes: [],
+  estimator: ''
+};
+
+const PRICE = { input: 0.15, output: 0.6 };
+
+describe('usage', () => {
+  it('reads one turn from the done event stats', () => {
+    expect(usageOf(STATS)).toEqual({
+      promptTokens: 1234,
+      completionTokens: 56,
+      modelCalls: 1,
+      wallTimeS: 2.345,
+      modelTimeS: 1.5,
+      turns: 1
+    });
+  });
+
+  it('adds turns up', () => {
+    const total = addUsage(addUsage(NO_USAGE, usageOf(STATS)), {
+      ...usageOf(STATS),
+      modelCalls: 4
+    });
+    expect(total).toEqual({
+      promptTokens: 2468,
+      completionTokens: 112,
+      modelCalls: 5,
+      wallTimeS: 4.69,
+      modelTimeS: 3,
+      turns: 2
+    });
+  });
+
+  it('adds up only the finished turns of a session', () => {
+    const done = {
+      strategy: 'direct' as const,
+      answer: null,
+      chosen: 0,
+      candidates: 1,
+      stats: STATS,
+      protections: null
+    };
+    expect(totalUsage([])).toBeNull();
+    expect(totalUsage([null])).toBeNull();
+    expect(totalUsage([done, null, done])).toEqual({
+      promptTokens: 2468,
+      completionTokens: 112,
+      modelCalls: 2,
+      wallTimeS: 4.69,
+      modelTimeS: 3,
+      turns: 2
+    });
+  });
+
+  it('estimates the cost only with a price', () => {
+    expect(costOf(usageOf(STATS), null)).toBeNull();
+    // 1234 * 0.15 / 1e6 + 56 * 0.6 / 1e6
+    expect(costOf(usageOf(STATS), PRICE)).toBeCloseTo(0.0002187, 9);
+  });
+
+  it('formats tokens, costs and seconds for reading', () => {
+    expect(formatTokens(950)).toBe('950');
+    expect(formatTokens(12345)).toBe('12,345');
+    expect(formatCost(0)).toBe('$0');
+    expect(formatCost(0.00001)).toBe('< $0.0001');
+    expect(formatCost(0.0002187)).toBe('$0.0002');
+    expect(formatCost(0.4249)).toBe('$0.42');
+    expect(formatCost(12.3)).toBe('$12.30');
+    expect(formatSeconds(0.84)).toBe('0.8 s');
+    expect(formatSeconds(12.4)).toBe('12 s');
+    expect(formatSeconds(65)).toBe('1 min 05 s');
+  });
+
+  it('writes the footer line, with a cost when there is a price', () => {
+    expect(usageParts(usageOf(STATS), null)).toEqual([
+      '1,234 in / 56 out tokens',
+      '1 model call',
+      '2.3 s (model 1.5 s)'
+    ]);
+    // Not measured (a server without the field): the wall time alone.
+    expect(usageParts({ ...usageOf(STATS), modelTimeS: 0 }, null).pop()).toBe(
+      '2.3 s'
+    );
+    expect(
+      usageParts({ ...usageOf(STATS), modelCalls: 3 }, PRICE, { time: false })
+    ).toEqual(['1,234 in / 56 out tokens', '3 model calls', '≈ $0.0002']);
+  });
+
+  it('explains the numbers in the tooltip', () => {
+    const title = usageTitle(usageOf(STATS), PRICE);
+    expect(title).toContain('Prompt tokens: 1,234');
+    expect(title).toContain('Completion tokens: 56');
+    expect(title).toContain('$0.15 / $0.6 per million');
+    expect(title).toContain('waiting for the model: 1.5 s');
+    expect(title).toContain('building the prompt): 0.8 s');
+    expect(usageTitle(usageOf(STATS), null)).not.toContain('cost');
+  });
+});
+
+/** The rows as an object, label -> value. */
+function byLabel(rows: [string, string][]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [label, value] of rows) {
+    out[label] = value;
+  }
+  return out;
+}
+
+describe('configRows', () => {
+  const CONFIG: AgentConfig = {
+    version: 1,
+    backend: 'openai',
+    model: 'gpt-4o-mini',
+    base_url: 'https://api.example.com/v1',
+    api_key_set: true,
+    strategies: [
+      {
+        name: 'direct',
+        label: 'Direct',
+        summary: '',
+        samples: null,
+        budget: null
+      },
+      { name: 'vote', label: 'Vote', summary: '', samples: 5, budget: null }
+    ],
+    capabilities: {
+      strategies: ['direct'],
+      chat: true,
+      live_state: true,
+      events: 'websocket'
+    },
+    limits: { max_samples: 32, max_concurrent_jobs: 4 },
+    price: { input: 0.15, output: 0.6 }
+  };
+
+  it('shows the server configuration, the strategies it can run and its limits', () => {
+    const rows = byLabel(configRows(CONFIG));
+    expect(rows).toEqual({
+      Backend: 'openai',
+      Model: 'gpt-4o-mini',
+      Endpoint: 'https://api.example.com/v1',
+      'API key': 'set on the server',
+      Strategies: 'Direct',
+      Limits: 'max samples: 32, max concurrent jobs: 4',
+      Price: '$0.15 input / $0.6 output per million tokens'
+    });
+  });
+
+  it('says what is missing rather than leaving a row empty', () => {
+    const rows = byLabel(
+      configRows({
+        ...CONFIG,
+        model: '',
+        base_url: null,
+        api_key_set: false,
+        limits: {},
+        price: null
+      })
+    );
+    expect(rows.Model).toBe('(default)');
+    expect(rows.Endpoint).toBe('—');
+    expect(rows['API key']).toBe('not set');
+    expect(rows.Limits).toBe('—');
+    expect(rows.Price).toBe('none configured (no cost shown)');
+  });
+});

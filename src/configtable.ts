@@ -1,0 +1,62 @@
+/**
+ * The server's public model configuration (`GET config`) as the rows of
+ * the "Show Model Configuration" dialog. Whether an API key is set, never
+ * the key: the server does not send it.
+ */
+import type { AgentConfig } from './wire';
+
+/** "max_concurrent_jobs" -> "max concurrent jobs". */
+function words(key: string): string {
+  return key.replace(/_/g, ' ');
+}
+
+/** [label, value] pairs, in the order the dialog shows them. */
+export function configRows(config: AgentConfig): [string, string][] {
+  const available = config.capabilities?.strategies ?? [];
+  const strategies = (config.strategies ?? [])
+    .filter(s => available.includes(s.name))
+    .map(s => s.label);
+  const limits = Object.entries(config.limits ?? {})
+    .filter(([, value]) => value !== null && value !== undefined)
+    .map(([key, value]) => `${words(key)}: ${value}`);
+  const price = config.price;
+  return [
+    ['Backend', config.backend || '—'],
+    ['Model', config.model || '(default)'],
+    ['Endpoint', config.base_url || '—'],
+    ['API key', config.api_key_set ? 'set on the server' : 'not set'],
+    ['Strategies', strategies.length ? strategies.join(', ') : '—'],
+    ['Limits', limits.length ? limits.join(', ') : '—'],
+    [
+      'Price',
+      price
+        ? `$${price.input} input / $${price.output} output per million tokens`
+        : 'none configured (no cost shown)'
+    ]
+  ];
+}
+
+/**
+ * The rows as a table inside a block: the dialog lays its body out as a
+ * flex column, which is no place for a bare table element.
+ */
+export function configTable(config: AgentConfig): HTMLElement {
+  const wrapper = document.createElement('div');
+  wrapper.className = 'jp-DataAgent-config';
+  const table = document.createElement('table');
+  table.className = 'jp-DataAgent-configTable';
+  const body = document.createElement('tbody');
+  for (const [label, value] of configRows(config)) {
+    const row = document.createElement('tr');
+    const head = document.createElement('th');
+    head.scope = 'row';
+    head.textContent = label;
+    const cell = document.createElement('td');
+    cell.textContent = value;
+    row.append(head, cell);
+    body.appendChild(row);
+  }
+  table.appendChild(body);
+  wrapper.appendChild(table);
+  return wrapper;
+}
