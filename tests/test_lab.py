@@ -54,17 +54,22 @@ def test_the_policy_is_deterministic_under_a_seed_and_answers_both_formats():
     assert right.mean_logprob > wrong.mean_logprob  # informative (noise aside, on average)
 
 
-@pytest.mark.parametrize("p, expected", [(1.0, 100.0), (0.0, 0.0)])
-def test_the_lab_tells_right_from_wrong(tmp_path, p, expected):
+def lab_args(tmp_path, *argv: str, ids=(24, 683)) -> argparse.Namespace:
+    """The lab's arguments on the fixture tasks ``ids`` (their references only)."""
     refs = tmp_path / "refs.jsonl"
     refs.write_text("".join(line + "\n" for line in REFS.read_text().splitlines()
-                            if json.loads(line)["id"] in (24, 683)))
+                            if json.loads(line)["id"] in ids))
     parser = argparse.ArgumentParser()
     lab.add_arguments(parser)
+    return parser.parse_args(["--data", str(DATA), "--references", str(refs), "--split", "all",
+                              "--out", str(tmp_path / "lab"), "--no-progress", *argv])
+
+
+@pytest.mark.parametrize("p, expected", [(1.0, 100.0), (0.0, 0.0)])
+def test_the_lab_tells_right_from_wrong(tmp_path, p, expected):
     out = tmp_path / "lab"
-    args = parser.parse_args(["--data", str(DATA), "--references", str(refs), "--p", str(p),
-                              "--strategies", "direct,vote:4,react,mcts:heuristic", "--budget-calls", "18",
-                              "--split", "all", "--out", str(out), "--no-progress"])
+    args = lab_args(tmp_path, "--p", str(p), "--strategies", "direct,vote:4,react,mcts:heuristic",
+                    "--budget-calls", "18")
     assert lab.main(args) == 0
     rows = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     assert len(rows) == 8
@@ -81,15 +86,8 @@ def test_collect_writes_every_node_with_the_tasks_reward(tmp_path):
     from jupyter_data_agent.search.trajectories import read_jsonl
     from jupyter_data_agent.train.value import examples_from_records
 
-    refs = tmp_path / "refs.jsonl"
-    refs.write_text("".join(line + "\n" for line in REFS.read_text().splitlines()
-                            if json.loads(line)["id"] in (24, 683)))
-    parser = argparse.ArgumentParser()
-    lab.add_arguments(parser)
     traj = tmp_path / "traj.jsonl"
-    args = parser.parse_args(["--data", str(DATA), "--references", str(refs), "--p", "0.5", "--strategies", "mcts",
-                              "--budget-calls", "60", "--split", "all", "--collect", str(traj),
-                              "--out", str(tmp_path / "lab"), "--no-progress"])
+    args = lab_args(tmp_path, "--p", "0.5", "--strategies", "mcts", "--budget-calls", "60", "--collect", str(traj))
     assert lab.main(args) == 0
     records = read_jsonl(traj)
     assert {r.task_id for r in records} == {"24", "683"}
@@ -101,7 +99,5 @@ def test_collect_writes_every_node_with_the_tasks_reward(tmp_path):
     for r in answers:
         assert r.terminal_reward == dabench_reward(labels[int(r.task_id)], r.task_id)(r.final_answer)
     assert examples_from_records(records)  # train-value's input
-    bad = parser.parse_args(["--data", str(DATA), "--strategies", "vote:4", "--collect", str(traj),
-                             "--out", str(tmp_path / "bad")])
     with pytest.raises(SystemExit):  # collection runs mcts only
-        lab.main(bad)
+        lab.main(lab_args(tmp_path, "--strategies", "vote:4", "--collect", str(traj)))
