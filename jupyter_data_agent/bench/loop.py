@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.base import ChatMessage, Prompt, SamplingParams
+from ..server.value_models import newest_value_model
 from .dabench import load_tasks, task_text
 from .dabench_score import dabench_reward
 from .lab import MCTS_K, split_of
@@ -284,7 +285,7 @@ def main(args: argparse.Namespace) -> int:
                     os.environ["JUPYTER_DATA_DIR"] = saved
             report["train_s"] = round(time.perf_counter() - t0, 1)
             served = server.call("POST", f"{NS}/value-model/reload", {})["value_model"]
-            after = str(sorted((data_dir / "jupyter_data_agent" / "value_models").iterdir())[-1])
+            after = str(newest_value_model(data_dir / "jupyter_data_agent" / "value_models"))
             report["served_after_reload"] = served
             check = server.search_turn(task_text(test[0]), 1) if test else None
             report["estimator_of_next_turn"] = ((check or {}).get("done", {}).get("result") or {}).get(
