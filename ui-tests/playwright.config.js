@@ -9,11 +9,15 @@ const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 const LAB_PORT = Number(process.env.JDA_UI_LAB_PORT || 8888);
 const OPENAI_PORT = Number(process.env.JDA_UI_OPENAI_PORT || 8765);
 const repoRoot = path.resolve(__dirname, '..');
+// Side-by-side runs (two work trees, two sessions) each need their own log
+// and output folder; CI uses the defaults.
+const OPENAI_LOG = process.env.JDA_UI_LOG || 'openai-requests.jsonl';
 
 module.exports = {
   ...baseConfig,
   // One JupyterLab server and one kernel per test would fight over 2 cores.
   workers: 1,
+  outputDir: process.env.JDA_UI_OUT || 'test-results',
   // CI machines are shared and slow; a second try tells flakiness from failure
   // (Playwright reports a test that passes on retry as "flaky").
   retries: process.env.CI ? 1 : 0,
@@ -42,7 +46,7 @@ module.exports = {
   },
   webServer: [
     {
-      command: `python -m tests.openai_server --port ${OPENAI_PORT} --reply-file ui-tests/fixtures/replies.json --log ui-tests/logs/openai-requests.jsonl`,
+      command: `python -m tests.openai_server --port ${OPENAI_PORT} --reply-file ui-tests/fixtures/replies.json --log ui-tests/logs/${OPENAI_LOG}`,
       cwd: repoRoot,
       url: `http://127.0.0.1:${OPENAI_PORT}/health`,
       timeout: 60 * 1000,

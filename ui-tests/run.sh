@@ -21,5 +21,5 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
 jlpm install
 mkdir -p test-results screenshots logs
-: > logs/openai-requests.jsonl
+: > "logs/${JDA_UI_LOG:-openai-requests.jsonl}"
 jlpm playwright test "$@"

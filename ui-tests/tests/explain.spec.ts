@@ -12,7 +12,6 @@
 import { expect, test } from '@jupyterlab/galata';
 import { Page } from '@playwright/test';
 import * as fs from 'fs';
-import * as path from 'path';
 
 import {
   MockServer,
@@ -22,15 +21,9 @@ import {
   notebookWithDf,
   openPanel,
   panel,
-  screenshotPath
+  screenshotPath,
+  OPENAI_LOG
 } from './helpers';
-
-const OPENAI_LOG = path.resolve(
-  __dirname,
-  '..',
-  'logs',
-  'openai-requests.jsonl'
-);
 
 const PROSE = [
   'This cell **builds** the `df` table of flights:',

@@ -14,6 +14,13 @@ import type {
 
 export const PANEL_ID = 'jupyter-data-agent-panel';
 export const SCREENSHOTS = path.resolve(__dirname, '..', 'screenshots');
+/** Every request the OpenAI-protocol test server received (playwright.config.js). */
+export const OPENAI_LOG = path.resolve(
+  __dirname,
+  '..',
+  'logs',
+  process.env.JDA_UI_LOG || 'openai-requests.jsonl'
+);
 
 export const DF_CODE = [
   'import pandas as pd',

@@ -5,7 +5,6 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
-import * as path from 'path';
 
 import {
   ask,
@@ -15,17 +14,12 @@ import {
   openPanel,
   panel,
   reloadAndReopen,
-  screenshotPath
+  screenshotPath,
+  OPENAI_LOG
 } from './helpers';
 
 const FIRST = 'What is the mean delay per airline?';
 const SECOND = 'How many flights are in the table?';
-const OPENAI_LOG = path.resolve(
-  __dirname,
-  '..',
-  'logs',
-  'openai-requests.jsonl'
-);
 
 function prompts(): string[] {
   if (!fs.existsSync(OPENAI_LOG)) {

@@ -13,18 +13,13 @@ import {
   notebookWithDf,
   openPanel,
   panel,
-  screenshotPath
+  screenshotPath,
+  OPENAI_LOG
 } from './helpers';
 
 // Matches the "How many flights are in the table" rule of the replies file;
 // the suffix tells this test's requests from any other in the shared log.
 const INTENT = 'How many flights are in the table? (usage footer)';
-const OPENAI_LOG = path.resolve(
-  __dirname,
-  '..',
-  'logs',
-  'openai-requests.jsonl'
-);
 const REPLIES = path.resolve(__dirname, '..', 'fixtures', 'replies.json');
 
 /** The test server's tokens: words with their leading whitespace (bench/openai_server.py). */
