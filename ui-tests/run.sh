@@ -19,7 +19,8 @@ export CHROMIUM_PATH
 # Never let Playwright try to download its own browsers.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
-jlpm install
+# Side-by-side runs would fight over one install; a clean clone installs.
+[ -d node_modules/@jupyterlab/galata ] || jlpm install
 mkdir -p test-results screenshots logs
 : > "logs/${JDA_UI_LOG:-openai-requests.jsonl}"
 jlpm playwright test "$@"
