@@ -6,6 +6,7 @@ Subcommands:
 - ``bench arcade``   ARCADE-style notebook suite (see :mod:`.bench.arcade`)
 - ``bench report``   compare result folders side by side (see :mod:`.bench.report`)
 - ``bench lab``      strategies against a simulated policy (see :mod:`.bench.lab`)
+- ``bench inline``   inline completion latency and acceptance (see :mod:`.bench.inline`)
 - ``bench loop``     accept/reject -> store -> train -> served, measured (see :mod:`.bench.loop`)
 - ``decisions``      export or summarize recorded accept/reject decisions (:mod:`.train.decisions`)
 - ``train-value``    value-model training, when :mod:`.train.cli` is installed
@@ -33,7 +34,7 @@ def _train_module_available() -> bool:
 
 
 def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
-    from .bench import arcade, dabench, lab, loop, report
+    from .bench import arcade, dabench, inline, lab, loop, report
     from .train import decisions
 
     parser = argparse.ArgumentParser(
@@ -54,6 +55,7 @@ def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
         ("report", report, "Compare result folders: Markdown table and PNG plot."),
         ("lab", lab, "Every strategy against a simulated policy of known per-step accuracy."),
         ("loop", loop, "Simulated user -> server API -> decisions store -> train-value -> served; AUC."),
+        ("inline", inline, "Inline completion: latency to first ghost text, share of ARCADE lines reproduced."),
     ):
         p = bsub.add_parser(name, help=help, description=(module.__doc__ or "").split("\n\n")[0])
         module.add_arguments(p)

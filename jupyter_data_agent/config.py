@@ -15,7 +15,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, Union
 from traitlets.config import Config, Configurable
 from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
@@ -92,10 +92,41 @@ class DataAgent(Configurable):
         help="Resource limits of kernel copies (kernel.results.Limits fields, e.g. "
         "{'timeout_s': 60, 'cpu_s': 60}); an unknown key is an error.",
     ).tag(config=True)
+    models = List(
+        Unicode(),
+        help="Other models of the configured backend the sidebar offers in its model picker "
+        "(e.g. ['gpt-4o', 'gpt-4o-mini'] next to c.DataAgent.model); a turn may name one of "
+        "them or the configured model, the server refuses any other. Empty: no picker.",
+    ).tag(config=True)
     prices = Dict(
         help="USD per million tokens by model name, e.g. {'gpt-4o-mini': {'input': 0.15, "
         "'output': 0.6}}: the sidebar shows a turn's estimated cost when the configured model "
         "has a price. Empty by default (a local model costs nothing per token).",
+    ).tag(config=True)
+    vision = Union(
+        [Bool(), Enum(["auto"])],
+        default_value="auto",
+        help="Whether the model reads images: True, False, or 'auto' (an OpenAI-compatible "
+        "model whose name is a known vision model: gpt-4o, gpt-4.1, gpt-5, o3, claude, gemini, "
+        "llava, qwen-vl, pixtral, ... or contains 'vision' / '-vl').",
+    ).tag(config=True)
+    send_images = Bool(
+        True,
+        help="Send the image outputs (plots) of the active cell and of executed candidates to a "
+        "vision model; False sends only their text summary.",
+    ).tag(config=True)
+    max_images = Int(4, help="Images sent with one model request at most.").tag(config=True)
+    max_image_bytes = Int(
+        400_000,
+        help="Largest image sent, in bytes after resizing (Pillow, when installed, shrinks "
+        "larger ones; without it they are left out).",
+    ).tag(config=True)
+    inline_completion = Enum(
+        ["auto", "on", "off"],
+        default_value="auto",
+        help="Ghost-text completion in notebook cells: 'auto' is on unless the configured model "
+        "has a price in c.DataAgent.prices (a hosted model bills every keystroke's request); "
+        "'on' / 'off' decide for every model. Users can still switch it off in JupyterLab's settings.",
     ).tag(config=True)
     confinement = Enum(
         ["require", "warn"],
@@ -130,6 +161,28 @@ class Settings:
     strategy_defaults: dict = field(default_factory=dict)
     snapshot_limits: dict = field(default_factory=dict)
     prices: dict = field(default_factory=dict)
+    models: tuple[str, ...] = ()
+    inline_completion: Literal["auto", "on", "off"] = "auto"
+    vision: bool | Literal["auto"] = "auto"
+    send_images: bool = True
+    max_images: int = 4
+    max_image_bytes: int = 400_000
+
+    @property
+    def inline_enabled(self) -> bool:
+        """Whether ghost-text completion is served: 'auto' is on for models without a price."""
+        if self.inline_completion == "auto":
+            return self.price is None
+        return self.inline_completion == "on"
+
+    @property
+    def offered_models(self) -> list[str]:
+        """The configured model first, then ``models`` (no duplicates, no blanks)."""
+        out: list[str] = []
+        for name in (self.model, *self.models):
+            if name and name not in out:
+                out.append(name)
+        return out
 
     @property
     def price(self) -> dict | None:
@@ -142,6 +195,7 @@ class Settings:
         data.pop("api_key")
         data["api_key_set"] = bool(self.api_key)
         data["vllm_args"] = list(self.vllm_args)
+        data["models"] = self.offered_models
         return data
 
     def with_overrides(self, **changes) -> "Settings":
@@ -251,6 +305,7 @@ def resolve_settings(
         "strategy_defaults": {k: dict(v or {}) for k, v in traits.strategy_defaults.items()},
         "snapshot_limits": dict(traits.snapshot_limits),
         "prices": check_prices(traits.prices),
+        "models": tuple(str(m).strip() for m in traits.models if str(m).strip()),
     })
     from .turn.resolve import check_settings
 

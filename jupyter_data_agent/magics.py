@@ -148,7 +148,7 @@ class AgentMagics(Magics):
     # -- cell magic --------------------------------------------------------
     def _cell(self, args, cell: str) -> None:
         from .context.notebook import from_history
-        from .kernel.schema import inspect_namespace, schema_block
+        from .kernel.schema import inspect_namespace, mentions, schema_block, schema_cuts
         from .llm.factory import create_backend
         from .turn import TurnAsk, open_copies, replay_cells, resolve, run_turn
 
@@ -171,7 +171,8 @@ class AgentMagics(Magics):
         shell = self.shell
         ns = shell.user_ns
         context = from_history(ns.get("In", []), ns.get("Out", {}), -1, errors=CELL_ERRORS)
-        schema = schema_block(inspect_namespace(ns))
+        frames = inspect_namespace(ns, full=mentions(intent))  # "@df" in the cell: df in full, first
+        schema = schema_block(frames)
 
         status = display(_status("loading the model"), raw=True, display_id=True)
 
@@ -184,7 +185,8 @@ class AgentMagics(Magics):
         copies = open_copies(spec.copies, fork=self._fork(settings), replay=replay_cells(context),
                              notebook_dir=os.getcwd())
         try:
-            result = run_turn(spec, context, backend, schema=schema, copies=copies, events=progress)
+            result = run_turn(spec, context, backend, schema=schema, schema_cuts=schema_cuts(frames),
+                              copies=copies, events=progress)
         finally:
             copies.close()
         # Everything below is shown as escaped text: step explanations and the
@@ -222,6 +224,8 @@ class AgentMagics(Magics):
             parts.append("repaired after an error")
         if s.estimator:
             parts.append(f"guided by {s.estimator}")
+        if s.context is not None:
+            parts.append(s.context.line())
         return " · ".join(parts)
 
     def _fork(self, settings):

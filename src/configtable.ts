@@ -23,10 +23,18 @@ export function configRows(config: AgentConfig): [string, string][] {
   return [
     ['Backend', config.backend || '—'],
     ['Model', config.model || '(default)'],
+    [
+      'Models offered',
+      (config.models ?? []).length > 1 ? config.models.join(', ') : '—'
+    ],
     ['Endpoint', config.base_url || '—'],
     ['API key', config.api_key_set ? 'set on the server' : 'not set'],
     ['Strategies', strategies.length ? strategies.join(', ') : '—'],
     ['Limits', limits.length ? limits.join(', ') : '—'],
+    [
+      'Inline completion',
+      config.capabilities?.inline_completion ? 'on' : 'off'
+    ],
     [
       'Price',
       price

@@ -12,7 +12,8 @@ import type {
   JobPoll,
   TurnAccepted,
   TurnRequest,
-  ValueModelReply
+  ValueModelReply,
+  VariablesReply
 } from './wire';
 
 export type { AgentConfig } from './wire';
@@ -84,9 +85,27 @@ export function reloadValueModel(): Promise<ValueModelReply> {
   });
 }
 
+/** The kernel's DataFrames and Series, for the composer's `@` mentions. */
+export function getVariables(kernelId: string): Promise<VariablesReply> {
+  return requestAPI<VariablesReply>(
+    `variables?kernel_id=${encodeURIComponent(kernelId)}`
+  );
+}
+
 export function cancelJob(jobId: string): Promise<CancelReply> {
   return requestAPI<CancelReply>(
     URLExt.join('jobs', encodeURIComponent(jobId), 'cancel'),
+    { method: 'POST', body: '{}' }
+  );
+}
+
+/**
+ * Stop waiting for a busy kernel: the turn goes on from the notebook text
+ * (no DataFrame schemas, nothing run), as after the server's wait limit.
+ */
+export function answerWithoutKernel(jobId: string): Promise<CancelReply> {
+  return requestAPI<CancelReply>(
+    URLExt.join('jobs', encodeURIComponent(jobId), 'no-kernel'),
     { method: 'POST', body: '{}' }
   );
 }

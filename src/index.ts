@@ -21,6 +21,7 @@ import { Widget } from '@lumino/widgets';
 /* eslint-disable jupyter/prefer-lazy-imports */
 import { configTable } from './configtable';
 import { getConfig, reloadValueModel } from './handler';
+import { inlinePlugin } from './inline';
 import { EXPLAIN, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
 import { DEFAULT_SETTINGS, IAgentSettings, NotebookSession } from './session';
@@ -34,6 +35,7 @@ export namespace CommandIDs {
   export const askCell = 'jupyter-data-agent:ask-cell';
   export const explainCell = 'jupyter-data-agent:explain-cell';
   export const fixCell = 'jupyter-data-agent:fix-cell';
+  export const improveCell = 'jupyter-data-agent:improve-cell';
   export const accept = 'jupyter-data-agent:accept';
   export const acceptAndRun = 'jupyter-data-agent:accept-and-run';
   export const reject = 'jupyter-data-agent:reject';
@@ -129,6 +131,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           available: config.capabilities.strategies
         };
         sidebar.price = config.price ?? null;
+        sidebar.models = config.models ?? [];
         app.commands.notifyCommandChanged();
       })
       .catch(reason =>
@@ -261,9 +264,34 @@ const plugin: JupyterFrontEndPlugin<void> = {
           return;
         }
         openPanel();
+        // The fix replaces the cell: shown as a diff over it.
         void session.send({
           intent: 'Fix the error in this cell',
-          cellId: activeCellId()
+          cellId: activeCellId(),
+          editCell: true
+        });
+      }
+    });
+    commands.addCommand(CommandIDs.improveCell, {
+      describedBy: NO_ARGS,
+      label: 'Improve this cell',
+      caption:
+        'Suggest a clearer, more idiomatic version of the active code cell, shown as a diff',
+      isEnabled: () =>
+        !!current() &&
+        tracker.currentWidget?.content.activeCell?.model.type === 'code' &&
+        !current()?.running,
+      execute: () => {
+        const session = current();
+        if (!session) {
+          return;
+        }
+        openPanel();
+        void session.send({
+          intent:
+            'Improve this cell: make it clearer and more idiomatic, keeping what it computes',
+          cellId: activeCellId(),
+          editCell: true
         });
       }
     });
@@ -373,4 +401,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, inlinePlugin];

@@ -30,7 +30,25 @@ export interface ITurn {
   explanations?: string[];
   strategy?: string;
   confinement?: Confinement;
+  /** The cell an edit turn ("fix this cell") replaces instead of adding one. */
+  edits_cell?: string;
+  /** Why the turn gave nothing to decide on: it failed, or was stopped. */
+  failure?: ITurnFailure;
+  /**
+   * Each candidate's executed outputs (nbformat v4), bounded by
+   * boundPreviews so the notebook file stays small; null: not executed.
+   */
+  previews?: (IStoredOutput[] | null)[];
 }
+
+/** A stopped or failed turn keeps its place and its reason. */
+export interface ITurnFailure {
+  status: 'error' | 'cancelled';
+  reason: string;
+}
+
+/** An nbformat v4 output as stored in a turn's previews. */
+export type IStoredOutput = Record<string, unknown> & { output_type: string };
 
 export interface INotebookAgentMetadata {
   version: number;
@@ -70,6 +88,10 @@ export function parseTurn(raw: unknown): ITurn | null {
     ? (data.status as TurnStatus)
     : 'pending';
   const confinement = parseConfinement(data.confinement);
+  const failure = parseFailure(data.failure);
+  const previews = Array.isArray(data.previews)
+    ? data.previews.map(parsePreview)
+    : null;
   return {
     turn_id: turnId,
     intent,
@@ -86,8 +108,184 @@ export function parseTurn(raw: unknown): ITurn | null {
         }
       : {}),
     ...(typeof data.strategy === 'string' ? { strategy: data.strategy } : {}),
-    ...(confinement ? { confinement } : {})
+    ...(typeof data.edits_cell === 'string' && data.edits_cell
+      ? { edits_cell: data.edits_cell }
+      : {}),
+    ...(confinement ? { confinement } : {}),
+    ...(failure ? { failure } : {}),
+    ...(previews ? { previews } : {})
   };
+}
+
+function parseFailure(raw: unknown): ITurnFailure | null {
+  if (!raw || typeof raw !== 'object') {
+    return null;
+  }
+  const data = raw as Record<string, unknown>;
+  const status = data.status === 'cancelled' ? 'cancelled' : 'error';
+  return { status, reason: asString(data.reason) };
+}
+
+function parsePreview(raw: unknown): IStoredOutput[] | null {
+  if (!Array.isArray(raw)) {
+    return null;
+  }
+  return raw.filter(
+    (o): o is IStoredOutput =>
+      !!o &&
+      typeof o === 'object' &&
+      typeof (o as Record<string, unknown>).output_type === 'string'
+  );
+}
+
+/** What a turn's stored previews may hold, in characters of JSON. */
+export const PREVIEW_BUDGET = 20000;
+/** The longest text (stream, text/plain, traceback) kept in one output. */
+export const PREVIEW_TEXT_CHARS = 2000;
+
+function clip(text: string, limit: number): string {
+  return text.length > limit
+    ? `${text.slice(0, limit)}\n… (${text.length - limit} more characters not kept)`
+    : text;
+}
+
+function joinText(value: unknown): string {
+  return Array.isArray(value) ? value.join('') : asString(value);
+}
+
+/**
+ * One output made small: texts clipped, rich data reduced to the first of
+ * image/png, text/html that fits in `room` characters, else text/plain.
+ */
+function boundOutput(output: IStoredOutput, room: number): IStoredOutput {
+  const limit = Math.min(PREVIEW_TEXT_CHARS, Math.max(200, room));
+  switch (output.output_type) {
+    case 'stream':
+      return { ...output, text: clip(joinText(output.text), limit) };
+    case 'error': {
+      const traceback = Array.isArray(output.traceback)
+        ? output.traceback.map(line => asString(line))
+        : [];
+      // The last lines say what went wrong; keep those.
+      let kept: string[] = [];
+      let size = 0;
+      for (const line of [...traceback].reverse()) {
+        if (size + line.length > limit) {
+          break;
+        }
+        kept = [line, ...kept];
+        size += line.length;
+      }
+      return {
+        output_type: 'error',
+        ename: asString(output.ename, 'Error'),
+        evalue: clip(asString(output.evalue), limit),
+        traceback: kept
+      };
+    }
+    default: {
+      const data = (output.data ?? {}) as Record<string, unknown>;
+      const kept: Record<string, unknown> = {};
+      const plain = joinText(data['text/plain']);
+      if (plain) {
+        kept['text/plain'] = clip(plain, limit);
+      }
+      const plainSize = plain ? Math.min(plain.length, limit) : 0;
+      for (const mime of ['image/png', 'text/html']) {
+        const value = joinText(data[mime]);
+        if (value && value.length + plainSize <= room) {
+          kept[mime] = value;
+          break;
+        }
+      }
+      if (!Object.keys(kept).length) {
+        const mimes = Object.keys(data).join(', ') || 'no data';
+        kept['text/plain'] = `(${mimes}: too large to keep in the notebook)`;
+      }
+      return {
+        output_type: output.output_type,
+        data: kept,
+        metadata: {},
+        ...(output.output_type === 'execute_result'
+          ? { execution_count: null }
+          : {})
+      };
+    }
+  }
+}
+
+/**
+ * Previews to store with a turn, one list per candidate (null: not
+ * executed), within `budget` characters of JSON in all: later outputs get
+ * what earlier ones left, and those past the budget are dropped with a note.
+ */
+export function boundPreviews(
+  previews: (IStoredOutput[] | null)[],
+  budget: number = PREVIEW_BUDGET
+): (IStoredOutput[] | null)[] {
+  let left = budget;
+  return previews.map(outputs => {
+    if (!outputs) {
+      return null;
+    }
+    const kept: IStoredOutput[] = [];
+    for (let i = 0; i < outputs.length; i++) {
+      const room = left - 200;
+      if (room < 200) {
+        kept.push({
+          output_type: 'stream',
+          name: 'stdout',
+          text: `(${outputs.length - i} more output${
+            outputs.length - i === 1 ? '' : 's'
+          } not kept in the notebook)`
+        });
+        break;
+      }
+      const small = boundOutput(outputs[i], room);
+      left -= JSON.stringify(small).length;
+      kept.push(small);
+    }
+    return kept;
+  });
+}
+
+/**
+ * The panel's order: stored turns in their order, with live requests that
+ * have no stored turn yet placed by the time they were asked. `created`
+ * of a live item is in milliseconds, a turn's in seconds (as Python writes).
+ */
+export function orderTimeline<
+  T extends { turnId: string | null; created: number }
+>(
+  turns: readonly ITurn[],
+  live: readonly T[]
+): { turn: ITurn | null; item: T | null }[] {
+  const byTurn = new Map<string, T>();
+  for (const item of live) {
+    if (item.turnId) {
+      byTurn.set(item.turnId, item);
+    }
+  }
+  const stored = new Set(turns.map(t => t.turn_id));
+  const out: { turn: ITurn | null; item: T | null }[] = turns.map(turn => ({
+    turn,
+    item: byTurn.get(turn.turn_id) ?? null
+  }));
+  for (const item of live) {
+    if (item.turnId && stored.has(item.turnId)) {
+      continue;
+    }
+    // Before the first stored turn asked after it (turns without a time
+    // are passed over); else at the end.
+    const at = out.findIndex(
+      entry =>
+        entry.turn !== null &&
+        entry.turn.created !== null &&
+        entry.turn.created * 1000 > item.created
+    );
+    out.splice(at < 0 ? out.length : at, 0, { turn: null, item });
+  }
+  return out;
 }
 
 /** The conversation of a notebook; an empty one when absent or malformed. */

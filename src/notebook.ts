@@ -10,6 +10,7 @@ import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
+import { CellDiffView, REPLACING_CLASS, cellLanguage } from './celldiff';
 import { postDecision } from './handler';
 import {
   INotebookAgentMetadata,
@@ -25,6 +26,7 @@ import {
 import {
   CellChange,
   IAnchor,
+  IReplaceTarget,
   ISuggestionCandidate,
   ISuggestionState,
   IObservedCell,
@@ -61,6 +63,7 @@ class SuggestionBar extends Widget {
     const label = document.createElement('span');
     label.className = 'jp-DataAgent-suggestionLabel';
     label.textContent = 'Suggested by Data Agent';
+    this._label = label;
     this._count = document.createElement('span');
     this._count.className = 'jp-DataAgent-suggestionCount';
     const buttons = document.createElement('span');
@@ -101,7 +104,7 @@ class SuggestionBar extends Widget {
       'Keep and run it (Alt+Shift+Enter)',
       'jp-mod-accept'
     );
-    make(
+    this._reject = make(
       'reject',
       'Reject',
       'Remove the suggestion (Ctrl+Shift+Backspace)',
@@ -127,8 +130,18 @@ class SuggestionBar extends Widget {
         .join('\n');
     this._explanation.textContent = text || state.intent;
     this.node.dataset.turnId = state.turnId;
+    const edit = !!state.target;
+    this.toggleClass('jp-mod-edit', edit);
+    this._label.textContent = edit
+      ? 'Suggested edit of this cell'
+      : 'Suggested by Data Agent';
+    this._reject.title = edit
+      ? 'Keep the cell as it is (Ctrl+Shift+Backspace)'
+      : 'Remove the suggestion (Ctrl+Shift+Backspace)';
   }
 
+  private _label: HTMLElement;
+  private _reject: HTMLButtonElement;
   private _count: HTMLElement;
   private _prev: HTMLButtonElement;
   private _next: HTMLButtonElement;
@@ -144,6 +157,11 @@ export namespace SuggestionController {
     mode: InsertMode;
     /** Insert below this cell; the active cell when absent or gone. */
     anchorCellId?: string | null;
+    /**
+     * Replace this code cell instead (an edit turn): shown as a diff over
+     * it. Falls back to inserting below when the cell is gone or is not code.
+     */
+    replaceCellId?: string | null;
   }
 }
 
@@ -221,13 +239,51 @@ export class SuggestionController implements IDisposable {
     if (previous.status === 'suggested') {
       return this._run(select(previous, options.index));
     }
+    const target = this._targetOf(options.replaceCellId, options.turnId);
     const result = insert(previous, {
       candidates: options.candidates,
       index: options.index,
       mode: options.mode,
-      anchor: this._anchorBelow(options.anchorCellId)
+      anchor: this._anchorBelow(options.anchorCellId),
+      target
     });
     return this._run(result);
+  }
+
+  /**
+   * The cell an edit turn replaces, as it is now; null when it cannot be
+   * replaced (gone, not code, or another turn's suggested new cell). A
+   * pending edit of the same cell is rejected first: the newer one wins.
+   */
+  private _targetOf(
+    cellId: string | null | undefined,
+    turnId: string
+  ): IReplaceTarget | null {
+    const index = cellId ? this._indexOf(cellId) : -1;
+    if (index < 0) {
+      return null;
+    }
+    const cell = this.panel.model!.sharedModel.cells[index];
+    if (cell.cell_type !== 'code') {
+      return null;
+    }
+    const tag = readCellTag(cell.metadata as Record<string, unknown>);
+    const owner = tag ? this._states.get(tag.turn_id) : null;
+    const pending =
+      tag?.turn_id !== turnId && owner?.status === 'suggested' ? owner : null;
+    if (pending && pending.target?.id !== cell.getId()) {
+      // Another turn's suggested new cell: not replaced under it.
+      return null;
+    }
+    if (pending) {
+      // A newer edit of the same cell supersedes the one still shown.
+      this.reject(pending.turnId);
+    }
+    return {
+      id: cell.getId(),
+      original: cell.getSource(),
+      tag: readCellTag(cell.metadata as Record<string, unknown>)
+    };
   }
 
   cycle(turnId: string | null, delta: 1 | -1): boolean {
@@ -278,6 +334,10 @@ export class SuggestionController implements IDisposable {
     if (!state || state.status !== 'suggested') {
       return false;
     }
+    if (state.target) {
+      // The cell stays where it is, as it is: only the suggestion goes.
+      return this._run(reject(state, { sources: this._sources(state) }));
+    }
     const first = state.cells.map(c => this._indexOf(c.id)).filter(i => i >= 0);
     const start = first.length ? Math.min(...first) : -1;
     const cells = this.panel.model!.sharedModel.cells;
@@ -316,6 +376,10 @@ export class SuggestionController implements IDisposable {
       bar.dispose();
     }
     this._bars.clear();
+    for (const diff of this._diffs.values()) {
+      diff.dispose();
+    }
+    this._diffs.clear();
     Signal.clearData(this);
   }
 
@@ -405,7 +469,11 @@ export class SuggestionController implements IDisposable {
     order: string[],
     byId: Map<
       string,
-      { setSource(s: string): void; setMetadata(k: string, v: any): void }
+      {
+        setSource(s: string): void;
+        setMetadata(k: string, v: any): void;
+        deleteMetadata(k: string): void;
+      }
     >
   ): void {
     const shared = this.panel.model!.sharedModel;
@@ -422,7 +490,11 @@ export class SuggestionController implements IDisposable {
         byId.get(change.id)?.setSource(change.source);
         break;
       case 'setTag':
-        byId.get(change.id)?.setMetadata(METADATA_KEY, { ...change.tag });
+        if (change.tag) {
+          byId.get(change.id)?.setMetadata(METADATA_KEY, { ...change.tag });
+        } else {
+          byId.get(change.id)?.deleteMetadata(METADATA_KEY);
+        }
         break;
       case 'insert': {
         const after = change.afterId ? order.indexOf(change.afterId) : -1;
@@ -449,7 +521,10 @@ export class SuggestionController implements IDisposable {
   private _recordDecision(state: ISuggestionState, decision: TurnStatus): void {
     const conversation = this.conversation;
     const existing = conversation.turns.find(t => t.turn_id === state.turnId);
-    const code = state.cells.length
+    // An edit turn's cell holds the candidate only once accepted.
+    const placed =
+      state.cells.length && (!state.target || state.status === 'accepted');
+    const code = placed
       ? solutionCode(state.cells)
       : (state.candidates[state.index]?.code ?? existing?.code ?? '');
     const patch: Partial<ITurn> = {
@@ -457,7 +532,8 @@ export class SuggestionController implements IDisposable {
       code,
       cell_ids: state.cells.length
         ? state.cells.map(c => c.id)
-        : (existing?.cell_ids ?? [])
+        : (existing?.cell_ids ?? []),
+      ...(state.target ? { edits_cell: state.target.id } : {})
     };
     if (decision === 'accepted') {
       this._acceptedCode.set(state.turnId, code);
@@ -476,7 +552,8 @@ export class SuggestionController implements IDisposable {
           status: decision,
           cell_ids: patch.cell_ids ?? [],
           candidates: state.candidates.map(c => c.code),
-          created: Date.now() / 1000
+          created: Date.now() / 1000,
+          ...(state.target ? { edits_cell: state.target.id } : {})
         })
       );
     }
@@ -591,6 +668,13 @@ export class SuggestionController implements IDisposable {
       const turn = conversation.turns.find(t => t.turn_id === turnId);
       const first = this._indexOf(cells[0].id);
       const sharedCells = this.panel.model!.sharedModel.cells;
+      // An edit turn's own cell: its source now is what a reject keeps.
+      const edited =
+        turn?.edits_cell &&
+        cells.length === 1 &&
+        cells[0].id === turn.edits_cell
+          ? cells[0]
+          : null;
       this._states.set(
         turnId,
         restore({
@@ -602,7 +686,11 @@ export class SuggestionController implements IDisposable {
           anchor: {
             afterId: first > 0 ? sharedCells[first - 1].getId() : null,
             index: Math.max(0, first)
-          }
+          },
+          target: edited
+            ? { id: edited.id, original: edited.source, tag: null }
+            : null,
+          code: turn?.code
         })
       );
       if (turn?.status === 'accepted') {
@@ -724,6 +812,12 @@ export class SuggestionController implements IDisposable {
       const pending =
         !!tag && tag.status === 'pending' && state?.status === 'suggested';
       cell.toggleClass(SUGGESTION_CLASS, pending);
+      const replacing =
+        pending && state?.target?.id === cell.model.id ? state : null;
+      cell.toggleClass(REPLACING_CLASS, !!replacing);
+      if (replacing) {
+        this._showDiff(cell, replacing);
+      }
       if (pending && firstOf.get(tag!.turn_id) === cell.model.id) {
         let bar = this._bars.get(cell);
         if (!bar || bar.isDisposed) {
@@ -746,6 +840,33 @@ export class SuggestionController implements IDisposable {
         this._bars.delete(cell);
       }
     }
+    for (const [cell, diff] of [...this._diffs.entries()]) {
+      if (!cell.hasClass(REPLACING_CLASS) || cell.isDisposed) {
+        diff.dispose();
+        this._diffs.delete(cell);
+      }
+    }
+  }
+
+  /** The candidate as a diff against the cell's source, below the toolbar. */
+  private _showDiff(cell: Cell, state: ISuggestionState): void {
+    let diff = this._diffs.get(cell);
+    if (!diff || diff.isDisposed) {
+      // Owned by this._diffs: disposed when the cell stops being replaced.
+      // eslint-disable-next-line jupyter/require-disposable-ownership
+      diff = new CellDiffView();
+      const layout = cell.layout as PanelLayout;
+      const bar = this._bars.get(cell);
+      const at = bar ? layout.widgets.indexOf(bar) + 1 : 0;
+      layout.insertWidget(at, diff);
+      this._diffs.set(cell, diff);
+    }
+    const candidate = state.candidates[state.index]?.code ?? '';
+    diff.render(
+      cell.model.sharedModel.getSource(),
+      candidate.replace(/\s+$/, ''),
+      cellLanguage(cell)
+    );
   }
 
   private async _onBarAction(
@@ -780,6 +901,7 @@ export class SuggestionController implements IDisposable {
   private _acceptedCode = new Map<string, string>();
   private _acceptingToRun = false;
   private _bars = new Map<Cell, SuggestionBar>();
+  private _diffs = new Map<Cell, CellDiffView>();
   private _lastTouched: string[] = [];
   private _changed = new Signal<this, void>(this);
   private _syncTimer = 0;

@@ -3,6 +3,7 @@
  * code is highlighted and outputs rendered by JupyterLab's own rendermime,
  * so the panel follows the theme and renders outputs like the notebook.
  */
+import { Clipboard, Dialog, showDialog } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import type * as nbformat from '@jupyterlab/nbformat';
 import {
@@ -20,7 +21,7 @@ import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 
 import { formatElapsed, IJobView, isFinished } from './events';
-import { ITurn } from './metadata';
+import { IStoredOutput, ITurn } from './metadata';
 import {
   CONFINEMENT_LABELS,
   EXPLAIN,
@@ -29,9 +30,26 @@ import {
   intentProblem,
   previewOutputs
 } from './models';
+import { useMentions } from './mentions';
 import { IAgentSettings, IExchange, NotebookSession } from './session';
-import { IUsage, totalUsage, usageOf, usageParts, usageTitle } from './usage';
-import type { Candidate, Confinement, ModelPrice, StrategyInfo } from './wire';
+import {
+  contextFill,
+  contextLabel,
+  contextTitle,
+  contextWasCut,
+  IUsage,
+  totalUsage,
+  usageOf,
+  usageParts,
+  usageTitle
+} from './usage';
+import type {
+  Candidate,
+  Confinement,
+  ContextReport,
+  ModelPrice,
+  StrategyInfo
+} from './wire';
 
 export const PANEL_ID = 'jupyter-data-agent-panel';
 const INPUT_CLASS = 'jp-DataAgent-input';
@@ -94,8 +112,60 @@ function LuminoHost(props: {
   return <div ref={ref} className={props.className} />;
 }
 
+/**
+ * Python code with a Copy button, and an Insert button where the code can
+ * go into the notebook as a suggestion.
+ */
+function CodeBlock(props: {
+  code: string;
+  rendermime: IRenderMimeRegistry;
+  onInsert?: () => void;
+  insertTitle?: string;
+}) {
+  const { code, rendermime, onInsert } = props;
+  const [copied, setCopied] = React.useState(false);
+  React.useEffect(() => {
+    if (!copied) {
+      return;
+    }
+    const timer = window.setTimeout(() => setCopied(false), 1500);
+    return () => window.clearTimeout(timer);
+  }, [copied]);
+  return (
+    <div className="jp-DataAgent-codeWrap">
+      <div className="jp-DataAgent-codeTools">
+        <button
+          type="button"
+          className="jp-DataAgent-toolButton jp-DataAgent-copy"
+          title="Copy the code to the clipboard"
+          onClick={() => {
+            Clipboard.copyToSystem(code);
+            setCopied(true);
+          }}
+        >
+          {copied ? 'Copied' : 'Copy'}
+        </button>
+        {onInsert && (
+          <button
+            type="button"
+            className="jp-DataAgent-toolButton jp-DataAgent-codeInsert"
+            title={props.insertTitle ?? 'Insert into the notebook'}
+            onClick={onInsert}
+          >
+            Insert
+          </button>
+        )}
+      </div>
+      <HighlightedCode code={code} rendermime={rendermime} />
+    </div>
+  );
+}
+
 /** Python code, highlighted through the markdown renderer's code fences. */
-function CodeBlock(props: { code: string; rendermime: IRenderMimeRegistry }) {
+function HighlightedCode(props: {
+  code: string;
+  rendermime: IRenderMimeRegistry;
+}) {
   const { code, rendermime } = props;
   return (
     <LuminoHost
@@ -192,10 +262,19 @@ function OutputPreview(props: {
   if (!outputs.length) {
     return <div className="jp-DataAgent-noOutput">Ran without output</div>;
   }
+  return <OutputsView outputs={outputs} rendermime={rendermime} />;
+}
+
+/** Outputs (nbformat v4) rendered like a notebook output area. */
+function OutputsView(props: {
+  outputs: readonly IStoredOutput[];
+  rendermime: IRenderMimeRegistry;
+}) {
+  const { outputs, rendermime } = props;
   return (
     <LuminoHost
       className="jp-DataAgent-output"
-      deps={[candidate]}
+      deps={[outputs]}
       make={() => {
         // Untrusted: HTML is sanitized, scripts do not run.
         const model = new OutputAreaModel({
@@ -276,6 +355,8 @@ function CandidateView(props: {
   classes: readonly number[];
   rendermime: IRenderMimeRegistry;
   confinement: Confinement | null;
+  /** Place this candidate in the notebook; absent when it cannot be. */
+  onInsert?: () => void;
 }) {
   const { candidate, rendermime, confinement } = props;
   const executed = !confinement || confinement.execute;
@@ -329,13 +410,21 @@ function CandidateView(props: {
         <ol className="jp-DataAgent-steps">
           {steps.map(s => (
             <li key={s.number} value={s.number}>
-              {s.explanation}
+              <MarkdownBlock
+                source={s.explanation}
+                rendermime={rendermime}
+                className="jp-DataAgent-stepText"
+              />
             </li>
           ))}
         </ol>
       ) : (
         candidate.explanation && (
-          <p className="jp-DataAgent-explanation">{candidate.explanation}</p>
+          <MarkdownBlock
+            source={candidate.explanation}
+            rendermime={rendermime}
+            className="jp-DataAgent-explanation"
+          />
         )
       )}
       {typeof candidate.meta?.not_repaired === 'string' && (
@@ -343,7 +432,12 @@ function CandidateView(props: {
           {candidate.meta.not_repaired}
         </p>
       )}
-      <CodeBlock code={candidate.code} rendermime={rendermime} />
+      <CodeBlock
+        code={candidate.code}
+        rendermime={rendermime}
+        onInsert={props.onInsert}
+        insertTitle="Insert below the active cell as a suggestion"
+      />
       <OutputPreview
         candidate={candidate}
         rendermime={rendermime}
@@ -501,8 +595,13 @@ function useElapsed(running: boolean): number {
   return (now - started.current) / 1000;
 }
 
-function Progress(props: { job: IJobView; rendermime: IRenderMimeRegistry }) {
-  const { job, rendermime } = props;
+function Progress(props: {
+  job: IJobView;
+  rendermime: IRenderMimeRegistry;
+  /** Offered while the kernel is busy: go on without its live state. */
+  onAnswerNow?: () => void;
+}) {
+  const { job, rendermime, onAnswerNow } = props;
   const running = !isFinished(job);
   const elapsed = useElapsed(running);
   const search = job.search;
@@ -528,6 +627,16 @@ function Progress(props: { job: IJobView; rendermime: IRenderMimeRegistry }) {
       {job.waitingForKernel && running && (
         <div className="jp-DataAgent-waiting">
           Waiting for the kernel to finish running…
+          {onAnswerNow && (
+            <button
+              type="button"
+              className="jp-DataAgent-link jp-DataAgent-answerNow"
+              title="Do not wait for the running cell: the model reads the notebook text only (no DataFrame schemas, candidates not run)"
+              onClick={onAnswerNow}
+            >
+              Answer from the notebook text now
+            </button>
+          )}
         </div>
       )}
       {search && (
@@ -591,15 +700,58 @@ function UsageLine(props: {
   className: string;
   label?: string;
   time?: boolean;
+  /** The turn's context report: shown as a gauge, its cuts on hover. */
+  context?: ContextReport | null;
 }) {
-  const { usage, price } = props;
+  const { usage, price, context } = props;
   return (
     <div className={props.className} title={usageTitle(usage, price)}>
       {props.label && (
         <span className="jp-DataAgent-usageLabel">{props.label} </span>
       )}
       {usageParts(usage, price, { time: props.time }).join(' · ')}
+      {context && <ContextGauge report={context} />}
     </div>
+  );
+}
+
+/** Prompt tokens against the budget; what was cut in a tooltip shown on hover and focus. */
+function ContextGauge(props: { report: ContextReport }) {
+  const { report } = props;
+  const cut = contextWasCut(report);
+  const tipId = React.useMemo(
+    () => `jp-DataAgent-gaugeTip-${Math.random().toString(36).slice(2)}`,
+    []
+  );
+  return (
+    <>
+      <span
+        className={'jp-DataAgent-gauge' + (cut ? ' jp-mod-cut' : '')}
+        role="meter"
+        tabIndex={0}
+        aria-label="Context used"
+        aria-valuemin={0}
+        aria-valuemax={report.window}
+        aria-valuenow={Math.min(report.prompt_tokens, report.window)}
+        aria-describedby={tipId}
+      >
+        <span className="jp-DataAgent-gaugeBar">
+          <span
+            className="jp-DataAgent-gaugeFill"
+            style={{ width: `${Math.round(contextFill(report) * 100)}%` }}
+          />
+        </span>
+        {contextLabel(report)}
+        {cut && <span className="jp-DataAgent-gaugeCut"> · cut</span>}
+      </span>
+      <div id={tipId} role="tooltip" className="jp-DataAgent-gaugeTip">
+        {contextTitle(report)
+          .split('\n')
+          .map((line, i) => (
+            <div key={i}>{line}</div>
+          ))}
+      </div>
+    </>
   );
 }
 
@@ -638,9 +790,21 @@ function ExchangeView(props: {
         <span className="jp-DataAgent-chip">
           {strategyLabel(strategies, exchange.strategy)}
         </span>
+        {exchange.editCellId && session.cellIndex(exchange.editCellId) >= 0 && (
+          <span
+            className="jp-DataAgent-chip jp-DataAgent-editsCell"
+            title="The suggestion replaces this cell, shown as a diff over it"
+          >
+            edits cell {session.cellIndex(exchange.editCellId) + 1}
+          </span>
+        )}
         {confinement && <ConfinementBadge confinement={confinement} />}
       </div>
-      <Progress job={job} rendermime={rendermime} />
+      <Progress
+        job={job}
+        rendermime={rendermime}
+        onAnswerNow={() => void session.answerFromText()}
+      />
       {job.result?.stats.estimator && (
         <div
           className="jp-DataAgent-note jp-DataAgent-estimator"
@@ -706,9 +870,13 @@ function ExchangeView(props: {
                 <button
                   className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-insert"
                   onClick={() => session.insert(exchange, selected)}
-                  title="Insert below the active cell as a suggestion"
+                  title={
+                    exchange.editCellId
+                      ? 'Show as a diff over the cell it edits'
+                      : 'Insert below the active cell as a suggestion'
+                  }
                 >
-                  Insert
+                  {exchange.editCellId ? 'Show diff' : 'Insert'}
                 </button>
               )}
             {placed && (
@@ -736,6 +904,15 @@ function ExchangeView(props: {
             classes={job.result?.stats.classes ?? []}
             rendermime={rendermime}
             confinement={confinement}
+            onInsert={
+              isFinished(job) &&
+              exchange.turnId &&
+              !placed &&
+              status !== 'accepted' &&
+              status !== 'edited'
+                ? () => session.insert(exchange, selected)
+                : undefined
+            }
           />
         </div>
       )}
@@ -744,8 +921,56 @@ function ExchangeView(props: {
           className="jp-DataAgent-usage"
           usage={usageOf(job.result.stats)}
           price={price}
+          context={job.result.stats.context ?? null}
         />
       )}
+      {isFinished(job) && (
+        <TurnActions
+          session={session}
+          intent={exchange.intent}
+          strategy={exchange.strategy}
+          cellId={exchange.anchorCellId}
+          editCellId={exchange.editCellId}
+          turnId={exchange.turnId}
+        />
+      )}
+    </div>
+  );
+}
+
+/** Under a finished turn: ask it again, and find its cells in the notebook. */
+function TurnActions(props: {
+  session: NotebookSession;
+  intent: string;
+  strategy: string;
+  cellId: string | null;
+  /** The cell an edit turn would replace: a retry edits it again. */
+  editCellId: string | null;
+  turnId: string | null;
+}) {
+  const { session, intent, strategy, cellId, editCellId, turnId } = props;
+  const cells = turnId ? session.turnCellIds(turnId).length : 0;
+  return (
+    <div className="jp-DataAgent-turnActions">
+      {turnId && cells > 0 && (
+        <button
+          type="button"
+          className="jp-DataAgent-link jp-DataAgent-showCells"
+          title="Scroll the notebook to this turn's cells and select them"
+          onClick={() => session.showInNotebook(turnId)}
+        >
+          Show in notebook
+        </button>
+      )}
+      <button
+        type="button"
+        className="jp-DataAgent-link jp-DataAgent-retry"
+        title="Ask the same question again, with the same strategy"
+        disabled={!!session.running}
+        onClick={() => session.retry(intent, strategy, cellId, editCellId)}
+      >
+        Retry
+      </button>
     </div>
   );
 }
@@ -759,9 +984,17 @@ function StoredTurnView(props: {
 }) {
   const { turn, session, rendermime, strategies } = props;
   const suggestion = session.suggestions.suggestion(turn.turn_id);
-  const status = suggestion?.status === 'suggested' ? 'suggested' : turn.status;
-  const index = Math.max(0, turn.candidates.indexOf(turn.code));
+  const placed = suggestion?.status === 'suggested';
+  const status = placed ? 'suggested' : turn.status;
+  const index = placed
+    ? suggestion.index
+    : Math.max(0, turn.candidates.indexOf(turn.code));
+  const code = placed ? (turn.candidates[index] ?? turn.code) : turn.code;
   const explanation = turn.explanations?.[index];
+  // The stored outputs belong to the candidate as it ran, not to an edit.
+  const preview =
+    code === turn.candidates[index] ? turn.previews?.[index] : undefined;
+  const failure = turn.failure;
   return (
     <div
       className="jp-DataAgent-exchange jp-mod-stored"
@@ -778,17 +1011,51 @@ function StoredTurnView(props: {
           <ConfinementBadge confinement={turn.confinement} />
         )}
       </div>
-      <div className="jp-DataAgent-candidateBar">
-        {turn.candidates.length > 1 && (
-          <span className="jp-DataAgent-facts">
-            {turn.candidates.length} candidates
-          </span>
-        )}
-        <span className="jp-DataAgent-spacer" />
-        <StatusChip status={status} />
-      </div>
-      {explanation && <p className="jp-DataAgent-explanation">{explanation}</p>}
-      {turn.code && <CodeBlock code={turn.code} rendermime={rendermime} />}
+      {failure?.status === 'error' && (
+        <div className="jp-DataAgent-error">
+          {failure.reason || 'The request failed.'}
+        </div>
+      )}
+      {failure?.status === 'cancelled' && (
+        <div className="jp-DataAgent-note">
+          Stopped.{failure.reason ? ` ${failure.reason}` : ''}
+        </div>
+      )}
+      {(turn.candidates.length > 0 || !failure) && (
+        <div className="jp-DataAgent-candidateBar">
+          {turn.candidates.length > 1 && (
+            <span className="jp-DataAgent-facts">
+              {placed
+                ? `candidate ${index + 1} of ${turn.candidates.length}`
+                : `${turn.candidates.length} candidates`}
+            </span>
+          )}
+          <span className="jp-DataAgent-spacer" />
+          <StatusChip status={status} />
+        </div>
+      )}
+      {explanation && (
+        <MarkdownBlock
+          source={explanation}
+          rendermime={rendermime}
+          className="jp-DataAgent-explanation"
+        />
+      )}
+      {code && <CodeBlock code={code} rendermime={rendermime} />}
+      {preview &&
+        (preview.length ? (
+          <OutputsView outputs={preview} rendermime={rendermime} />
+        ) : (
+          <div className="jp-DataAgent-noOutput">Ran without output</div>
+        ))}
+      <TurnActions
+        session={session}
+        intent={turn.intent}
+        strategy={turn.strategy ?? session.strategy}
+        cellId={null}
+        editCellId={turn.edits_cell ?? null}
+        turnId={turn.turn_id}
+      />
     </div>
   );
 }
@@ -798,14 +1065,25 @@ function Composer(props: {
   settings: IAgentSettings;
   /** Strategies the server offers; null while unknown (the current one is offered). */
   strategies: IServerStrategies | null;
+  /** The server's models, the configured one first; a picker when more than one. */
+  models: string[];
 }) {
-  const { session, settings, strategies } = props;
+  const { session, settings, strategies, models } = props;
+  const [model, setModel] = React.useState<string | null>(session.model);
+  React.useEffect(() => setModel(session.model), [session]);
   const [text, setText] = React.useState('');
   const [cursor, setCursor] = React.useState<number | null>(null);
   const [samples, setSamples] = React.useState<number | null>(settings.samples);
   const [budget, setBudget] = React.useState<number | null>(settings.budget);
   const [strategy, setStrategy] = React.useState<Strategy>(session.strategy);
   const draft = React.useRef('');
+  const input = React.useRef<HTMLTextAreaElement>(null);
+  const mentions = useMentions({
+    text,
+    setText,
+    kernelId: () => session.panel.sessionContext.session?.kernel?.id ?? null,
+    input
+  });
   React.useEffect(() => setStrategy(session.strategy), [session]);
   React.useEffect(() => setSamples(settings.samples), [settings.samples]);
   React.useEffect(() => setBudget(settings.budget), [settings.budget]);
@@ -824,12 +1102,16 @@ function Composer(props: {
   };
 
   const onKeyDown = (event: React.KeyboardEvent<HTMLTextAreaElement>) => {
-    if (event.nativeEvent.isComposing) {
+    if (event.nativeEvent.isComposing || mentions.onKeyDown(event)) {
       return;
     }
     const area = event.currentTarget;
     const history = session.intentHistory;
-    if (event.key === 'Enter' && !event.shiftKey) {
+    if (event.key === 'Escape' && running) {
+      event.preventDefault();
+      event.stopPropagation();
+      void session.stop();
+    } else if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
       send();
     } else if (
@@ -877,15 +1159,20 @@ function Composer(props: {
           </button>
         </div>
       )}
+      {mentions.popup}
       <textarea
+        ref={input}
         className={INPUT_CLASS}
         rows={3}
         value={text}
-        placeholder="Ask about this notebook… (Enter sends, Shift+Enter new line, ↑ history)"
+        placeholder="Ask about this notebook… (Enter sends, Shift+Enter new line, ↑ history, @ names a DataFrame)"
         aria-label="Question for the Data Agent"
+        {...mentions.inputProps}
+        onSelect={event => mentions.onCaret(event.currentTarget)}
         onChange={event => {
           setText(event.target.value);
           setCursor(null);
+          mentions.onCaret(event.target);
         }}
         onKeyDown={onKeyDown}
         aria-invalid={problem ? true : undefined}
@@ -907,6 +1194,21 @@ function Composer(props: {
           }}
           options={chooserOptions(strategies, strategy)}
         />
+        {models.length > 1 && (
+          <HTMLSelect
+            className="jp-DataAgent-model"
+            aria-label="Model"
+            title="The model that answers this notebook's questions"
+            value={model ?? models[0]}
+            onChange={event => {
+              const value = event.currentTarget.value;
+              const picked = value === models[0] ? null : value;
+              setModel(picked);
+              session.model = picked;
+            }}
+            options={models}
+          />
+        )}
         {knobDefault(strategies, strategy, 'samples') !== null && (
           <KnobInput
             name="samples"
@@ -1056,6 +1358,20 @@ function Conversation(props: {
   );
 }
 
+/** Ask first, then forget the notebook's conversation (accepted cells stay). */
+async function confirmClear(session: NotebookSession): Promise<void> {
+  const result = await showDialog({
+    title: 'Clear the conversation?',
+    body:
+      `The Data Agent's turns stored in ${PathExt.basename(session.panel.context.localPath)} ` +
+      'are removed, and pending suggestions are rejected. Accepted cells stay in the notebook.',
+    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Clear' })]
+  });
+  if (result.button.accept) {
+    session.clearConversation();
+  }
+}
+
 /** The sidebar widget; `session` follows the current notebook. */
 export class AgentSidebar extends ReactWidget {
   constructor(
@@ -1099,6 +1415,16 @@ export class AgentSidebar extends ReactWidget {
     this.update();
   }
 
+  /** The models a turn may name (GET config); the picker shows when more than one. */
+  get models(): string[] {
+    return this._models;
+  }
+
+  set models(value: string[]) {
+    this._models = value;
+    this.update();
+  }
+
   /** The configured model's price (GET config); null: no cost is shown. */
   get price(): ModelPrice | null {
     return this._price;
@@ -1131,6 +1457,18 @@ export class AgentSidebar extends ReactWidget {
           <span className="jp-DataAgent-notebook">
             {PathExt.basename(session.panel.context.localPath)}
           </span>
+          <span className="jp-DataAgent-spacer" />
+          {session.timeline().length > 0 && (
+            <button
+              type="button"
+              className="jp-DataAgent-link jp-DataAgent-clear"
+              title="Clear this notebook's conversation"
+              disabled={!!session.running}
+              onClick={() => void confirmClear(session)}
+            >
+              Clear
+            </button>
+          )}
         </div>
         {total && (
           <UsageLine
@@ -1152,6 +1490,7 @@ export class AgentSidebar extends ReactWidget {
           session={session}
           settings={this._settings()}
           strategies={this._strategies}
+          models={this._models}
         />
       </div>
     );
@@ -1164,4 +1503,5 @@ export class AgentSidebar extends ReactWidget {
   private _session: NotebookSession | null = null;
   private _strategies: IServerStrategies | null = null;
   private _price: ModelPrice | null = null;
+  private _models: string[] = [];
 }

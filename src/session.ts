@@ -15,18 +15,27 @@ import {
   preferredIndex,
   reduceJob
 } from './events';
-import { JobStream, cancelJob, startTurn } from './handler';
+import {
+  JobStream,
+  answerWithoutKernel,
+  cancelJob,
+  startTurn
+} from './handler';
 import {
   ITurn,
   METADATA_KEY,
+  METADATA_VERSION,
+  boundPreviews,
+  conversationValue,
   newTurnId,
   nowSeconds,
+  orderTimeline,
   readCellTag
 } from './metadata';
-import { API_VERSION, Strategy, intentProblem } from './models';
+import { API_VERSION, Strategy, intentProblem, previewOutputs } from './models';
 import type { Candidate, NotebookCell, TurnOptions } from './wire';
 import { SuggestionController } from './notebook';
-import { ISuggestionCandidate, InsertMode } from './suggestions';
+import { ISuggestionCandidate, InsertMode, isEditIntent } from './suggestions';
 
 export interface IAgentSettings {
   defaultStrategy: Strategy;
@@ -57,6 +66,8 @@ export interface IExchange {
   turnId: string | null;
   /** The cell the question was about: suggestions go below it. */
   anchorCellId: string | null;
+  /** The cell this request edits: its suggestion replaces it (as a diff). */
+  editCellId: string | null;
   /** Candidate shown in the panel. */
   selected: number;
   autoInsert: boolean;
@@ -71,6 +82,11 @@ export interface ISendOptions {
   samples?: number | null;
   budget?: number | null;
   autoInsert?: boolean;
+  /**
+   * The request edits its cell ("fix", "improve"): the suggestion replaces
+   * that cell. When absent: a pinned cell with an edit intent ("rewrite …").
+   */
+  editCell?: boolean;
 }
 
 export function toSuggestionCandidate(
@@ -93,19 +109,39 @@ export class NotebookSession implements IDisposable {
     this.suggestions = new SuggestionController(panel);
     this.suggestions.changed.connect(() => this._changed.emit(), this);
     panel.context.pathChanged.connect(() => this._changed.emit(), this);
-    this.strategy = _settings().defaultStrategy;
   }
 
   readonly suggestions: SuggestionController;
 
-  /** The strategy picked in this notebook's composer. */
-  strategy: Strategy;
+  /**
+   * The strategy picked in this notebook's composer: remembered in the
+   * notebook's metadata (next to the turns), else the settings' default.
+   */
+  get strategy(): Strategy {
+    const stored = this.panel.model?.getMetadata(METADATA_KEY) as
+      Record<string, unknown> | undefined;
+    return typeof stored?.strategy === 'string'
+      ? (stored.strategy as Strategy)
+      : this._settings().defaultStrategy;
+  }
+
+  set strategy(value: Strategy) {
+    const model = this.panel.model;
+    if (!model || value === this.strategy) {
+      return;
+    }
+    const stored = model.getMetadata(METADATA_KEY);
+    model.setMetadata(METADATA_KEY, {
+      ...conversationValue(stored, this.suggestions.conversation),
+      strategy: value
+    });
+  }
 
   /** Intents sent from this notebook, oldest first (composer history). */
   get intentHistory(): string[] {
-    const stored = this.suggestions.conversation.turns.map(t => t.intent);
-    const live = this._exchanges.filter(e => !e.turnId).map(e => e.intent);
-    return [...stored, ...live];
+    return this.timeline().map(
+      ({ turn, exchange }) => exchange?.intent ?? turn?.intent ?? ''
+    );
   }
 
   get changed(): ISignal<this, void> {
@@ -124,6 +160,12 @@ export class NotebookSession implements IDisposable {
     return this._exchanges.find(e => !isFinished(e.job)) ?? null;
   }
 
+  /**
+   * The model picked in the composer (one of the server's `models`); null:
+   * the server's configured model.
+   */
+  model: string | null = null;
+
   /** The cell a panel question is pinned to ("Ask about this cell"). */
   get pinnedCellId(): string | null {
     return this._pinned;
@@ -134,24 +176,15 @@ export class NotebookSession implements IDisposable {
     this._changed.emit();
   }
 
-  /** Stored turns in order, each with its live exchange where there is one. */
+  /**
+   * Stored turns in order, each with its live exchange where there is one;
+   * requests not stored (yet) in the place of the time they were asked.
+   */
   timeline(): { turn: ITurn | null; exchange: IExchange | null }[] {
-    const turns = this.suggestions.conversation.turns;
-    const byTurn = new Map(
-      this._exchanges.filter(e => e.turnId).map(e => [e.turnId!, e])
-    );
-    const items: { turn: ITurn | null; exchange: IExchange | null }[] =
-      turns.map(turn => ({
-        turn,
-        exchange: byTurn.get(turn.turn_id) ?? null
-      }));
-    const stored = new Set(turns.map(t => t.turn_id));
-    for (const exchange of this._exchanges) {
-      if (!exchange.turnId || !stored.has(exchange.turnId)) {
-        items.push({ turn: null, exchange });
-      }
-    }
-    return items;
+    return orderTimeline(
+      this.suggestions.conversation.turns,
+      this._exchanges
+    ).map(({ turn, item }) => ({ turn, exchange: item }));
   }
 
   cellIndex(cellId: string | null): number {
@@ -184,6 +217,11 @@ export class NotebookSession implements IDisposable {
       job: initialJob(),
       turnId: null,
       anchorCellId: cellId,
+      editCellId:
+        (options.editCell ??
+        (!!this._pinned && cellId === this._pinned && isEditIntent(intent)))
+          ? cellId
+          : null,
       selected: 0,
       autoInsert: options.autoInsert ?? settings.autoInsert,
       created: Date.now()
@@ -224,6 +262,9 @@ export class NotebookSession implements IDisposable {
         intent,
         strategy,
         options: opts,
+        ...(this.model ? { model: this.model } : {}),
+        // The answer replaces that cell: the model rewrites it in full.
+        ...(exchange.editCellId ? { edit_cell: true } : {}),
         ...(stored ? { metadata: { [METADATA_KEY]: stored } } : {})
       });
       this._update(exchange, {
@@ -237,6 +278,7 @@ export class NotebookSession implements IDisposable {
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       this._update(exchange, endJob(exchange.job, 'error', reason));
+      this._recordFailure(exchange);
     }
   }
 
@@ -248,6 +290,7 @@ export class NotebookSession implements IDisposable {
     const jobId = exchange.job.jobId;
     if (!jobId) {
       this._update(exchange, endJob(exchange.job, 'cancelled'));
+      this._recordFailure(exchange);
       return;
     }
     this._update(exchange, { ...exchange.job, message: 'Stopping…' });
@@ -261,8 +304,114 @@ export class NotebookSession implements IDisposable {
       if (!isFinished(exchange.job)) {
         this._streams.get(exchange.key)?.dispose();
         this._update(exchange, endJob(exchange.job, 'cancelled'));
+        this._recordFailure(exchange);
       }
     }, 5000);
+  }
+
+  /** The running turn stops waiting for a busy kernel ("answer now"). */
+  async answerFromText(): Promise<void> {
+    const exchange = this.running;
+    const jobId = exchange?.job.jobId;
+    if (!exchange || !jobId || !exchange.job.waitingForKernel) {
+      return;
+    }
+    this._update(exchange, {
+      ...exchange.job,
+      message: 'Answering from the notebook text…'
+    });
+    try {
+      await answerWithoutKernel(jobId);
+    } catch (error) {
+      console.warn('jupyter-data-agent: could not stop waiting', error);
+    }
+  }
+
+  /**
+   * Ask the same question again, with the same strategy, about the same
+   * cell; a turn that edited a cell edits it again (while it exists).
+   */
+  retry(
+    intent: string,
+    strategy: string,
+    cellId?: string | null,
+    editCellId?: string | null
+  ): void {
+    const edit = !!editCellId && this.cellIndex(editCellId) >= 0;
+    const about = edit ? editCellId : cellId;
+    void this.send({
+      intent,
+      strategy: strategy as Strategy,
+      cellId: about && this.cellIndex(about) >= 0 ? about : undefined,
+      editCell: edit
+    });
+  }
+
+  /** The notebook's cells that hold a turn's code (suggested or decided). */
+  turnCellIds(turnId: string): string[] {
+    const state = this.suggestions.suggestion(turnId);
+    const ids = state?.cells.length
+      ? state.cells.map(c => c.id)
+      : (this.suggestions.conversation.turns.find(t => t.turn_id === turnId)
+          ?.cell_ids ?? []);
+    return ids.filter(id => this.cellIndex(id) >= 0);
+  }
+
+  /**
+   * Scroll the notebook to a turn's cells; `select` also makes them the
+   * active cell and selection (the "Show in notebook" link).
+   */
+  showInNotebook(turnId: string, select = true): boolean {
+    const indices = this.turnCellIds(turnId)
+      .map(id => this.cellIndex(id))
+      .sort((a, b) => a - b);
+    if (!indices.length) {
+      return false;
+    }
+    const notebook = this.panel.content;
+    const first = indices[0];
+    const last = indices[indices.length - 1];
+    if (select) {
+      notebook.mode = 'command';
+      notebook.activeCellIndex = first;
+      notebook.deselectAll();
+      for (const i of indices) {
+        notebook.select(notebook.widgets[i]);
+      }
+    }
+    // The last cell first, then the first: the whole block is in view when
+    // it fits, and its start when it does not.
+    void notebook
+      .scrollToItem(last, 'smart')
+      .then(() => notebook.scrollToItem(first, 'smart'))
+      .catch(() => undefined);
+    return true;
+  }
+
+  /**
+   * Forget this notebook's conversation: the panel's requests and the turns
+   * stored in the notebook. Pending suggestions are rejected (their cells
+   * go); accepted cells stay, with their pointer to a turn now gone.
+   */
+  clearConversation(): void {
+    if (this.running) {
+      return;
+    }
+    for (const turnId of this.suggestions.pendingTurns) {
+      this.suggestions.reject(turnId);
+    }
+    this._exchanges = [];
+    const model = this.panel.model;
+    if (model) {
+      model.setMetadata(
+        METADATA_KEY,
+        conversationValue(model.getMetadata(METADATA_KEY), {
+          version: METADATA_VERSION,
+          turns: []
+        })
+      );
+    }
+    this._changed.emit();
   }
 
   /** Show candidate `index` in the panel and, if placed, in the notebook. */
@@ -294,8 +443,18 @@ export class NotebookSession implements IDisposable {
       index,
       mode: this._settings().insertMode,
       anchorCellId:
-        anchorCellId === undefined ? this._activeCellId() : anchorCellId
+        anchorCellId === undefined ? this._activeCellId() : anchorCellId,
+      replaceCellId: exchange.editCellId
     });
+    if (
+      ok &&
+      this.suggestions.suggestion(exchange.turnId)?.status === 'suggested'
+    ) {
+      // In a long notebook the suggestion may land out of sight: bring it
+      // into view, without taking the keyboard from where it is.
+      const turnId = exchange.turnId;
+      requestAnimationFrame(() => this.showInNotebook(turnId, false));
+    }
     this._changed.emit();
     return ok;
   }
@@ -340,6 +499,7 @@ export class NotebookSession implements IDisposable {
       onEnd: (status, reason) => {
         this._update(exchange, endJob(exchange.job, status, reason));
         this._streams.delete(exchange.key);
+        this._recordFailure(exchange);
       }
     });
     this._streams.set(exchange.key, stream);
@@ -355,19 +515,7 @@ export class NotebookSession implements IDisposable {
       this._changed.emit();
       return;
     }
-    const chosen = job.candidates[exchange.selected] ?? job.candidates[0];
-    this.suggestions.recordTurn({
-      turn_id: exchange.turnId,
-      intent: exchange.intent,
-      code: chosen.code,
-      status: 'pending',
-      cell_ids: [],
-      candidates: job.candidates.map(c => c.code),
-      created: nowSeconds(exchange.created),
-      explanations: job.candidates.map(c => c.explanation),
-      strategy: exchange.strategy,
-      ...(job.confinement ? { confinement: job.confinement } : {})
-    });
+    this.suggestions.recordTurn(this._turnOf(exchange));
     if (exchange.autoInsert) {
       const anchor =
         this.cellIndex(exchange.anchorCellId) >= 0
@@ -375,6 +523,62 @@ export class NotebookSession implements IDisposable {
           : undefined;
       this.insert(exchange, exchange.selected, anchor);
     }
+    this._changed.emit();
+  }
+
+  /** The turn to store for an exchange: candidates, previews, failure. */
+  private _turnOf(exchange: IExchange): ITurn {
+    const job = exchange.job;
+    const chosen = job.candidates[exchange.selected] ?? job.candidates[0];
+    const failed = job.status === 'error' || job.status === 'cancelled';
+    return {
+      turn_id: exchange.turnId ?? newTurnId(exchange.created),
+      intent: exchange.intent,
+      code: chosen?.code ?? '',
+      status: 'pending',
+      cell_ids: [],
+      candidates: job.candidates.map(c => c.code),
+      created: nowSeconds(exchange.created),
+      explanations: job.candidates.map(c => c.explanation),
+      strategy: exchange.strategy,
+      ...(job.confinement ? { confinement: job.confinement } : {}),
+      ...(job.candidates.length
+        ? {
+            previews: boundPreviews(
+              job.candidates.map(c =>
+                c.result ? previewOutputs(c.result) : null
+              )
+            )
+          }
+        : {}),
+      ...(failed
+        ? {
+            failure: {
+              status: job.status as 'error' | 'cancelled',
+              reason: job.error ?? ''
+            }
+          }
+        : {})
+    };
+  }
+
+  /**
+   * A stopped or failed request is stored too, so it keeps its place in
+   * the conversation and its reason after a reload. One refused before it
+   * was sent (an intent too long) is not: it never became a turn.
+   */
+  private _recordFailure(exchange: IExchange): void {
+    const job = exchange.job;
+    if (
+      (job.status !== 'error' && job.status !== 'cancelled') ||
+      exchange.turnId ||
+      this.panel.isDisposed ||
+      !this.panel.model
+    ) {
+      return;
+    }
+    exchange.turnId = job.turnId ?? newTurnId(exchange.created);
+    this.suggestions.recordTurn(this._turnOf(exchange));
     this._changed.emit();
   }
 

@@ -11,6 +11,12 @@
  * layout"). The adapter in notebook.ts applies them in one shared-model
  * transaction; `observe` folds in changes made behind our back (the
  * notebook's own undo, the user deleting a cell).
+ *
+ * Replace mode (a `target` cell: "fix/improve this cell"): the suggestion
+ * owns an existing cell instead of new ones. While suggested the cell keeps
+ * its source (the candidate is shown as a diff over it) and carries this
+ * turn's tag; accept writes the candidate into it; reject and undo put back
+ * the source and tag it had, so one undo restores the original exactly.
  */
 import { ICellAgentMetadata, TurnStatus } from './metadata';
 
@@ -48,7 +54,26 @@ export type CellChange =
   | { op: 'insert'; afterId: string | null; index: number; cell: ICellSpec }
   | { op: 'remove'; id: string }
   | { op: 'setSource'; id: string; source: string }
-  | { op: 'setTag'; id: string; tag: ICellAgentMetadata };
+  | { op: 'setTag'; id: string; tag: ICellAgentMetadata | null };
+
+/** The existing cell a replace-mode suggestion edits. */
+export interface IReplaceTarget {
+  id: string;
+  /** Its source while no suggestion is shown: what reject and undo restore. */
+  original: string;
+  /** The tag it carried before this turn (an earlier turn's), or none. */
+  tag: ICellAgentMetadata | null;
+}
+
+/**
+ * Does this request edit the cell it is about (rather than add a new one)?
+ * "Fix …", "rewrite …", "refactor …": the words a user starts an edit with.
+ */
+export function isEditIntent(intent: string): boolean {
+  return /^\s*(please\s+)?(fix|rewrite|re-write|improve|refactor|change|edit|optimi[sz]e|clean\s*up|tidy|simplify|speed\s*up|correct|debug|modify|update|rename|vectori[sz]e)\b/i.test(
+    intent
+  );
+}
 
 interface ISnapshot {
   status: SuggestionStatus;
@@ -62,6 +87,8 @@ export interface ISuggestionState extends ISnapshot {
   intent: string;
   candidates: ISuggestionCandidate[];
   mode: InsertMode;
+  /** The cell this suggestion replaces; null: it inserts new cells. */
+  target: IReplaceTarget | null;
   /** Earlier snapshots, newest last: what `undo` returns to. */
   history: ISnapshot[];
 }
@@ -84,13 +111,15 @@ export function defaultIdFactory(): string {
 export function emptySuggestion(
   turnId: string,
   intent: string,
-  mode: InsertMode = 'single'
+  mode: InsertMode = 'single',
+  target: IReplaceTarget | null = null
 ): ISuggestionState {
   return {
     turnId,
     intent,
     candidates: [],
     mode,
+    target,
     status: 'none',
     index: 0,
     anchor: { afterId: null, index: 0 },
@@ -171,10 +200,62 @@ export function layoutCells(
   });
 }
 
-function sameTag(a: ICellAgentMetadata, b: ICellAgentMetadata): boolean {
+function sameTag(
+  a: ICellAgentMetadata | null,
+  b: ICellAgentMetadata | null
+): boolean {
+  if (!a || !b) {
+    return a === b;
+  }
   return (
     a.turn_id === b.turn_id && a.intent === b.intent && a.status === b.status
   );
+}
+
+/**
+ * Replace mode's diff: the target cell always exists; with no cells in the
+ * layout it holds the target's original source and tag.
+ */
+export function diffTarget(
+  from: ICellSpec[],
+  to: ICellSpec[],
+  target: IReplaceTarget
+): CellChange[] {
+  const rest = { source: target.original, tag: target.tag };
+  const before = from[0] ?? rest;
+  const after = to[0] ?? rest;
+  const changes: CellChange[] = [];
+  if (before.source !== after.source) {
+    changes.push({ op: 'setSource', id: target.id, source: after.source });
+  }
+  if (!sameTag(before.tag, after.tag)) {
+    changes.push({
+      op: 'setTag',
+      id: target.id,
+      tag: after.tag ? { ...after.tag } : null
+    });
+  }
+  return changes;
+}
+
+/** The single cell of a replace-mode layout: the target, with `source`. */
+function targetCell(
+  state: { turnId: string; intent: string },
+  target: IReplaceTarget,
+  source: string,
+  status: TurnStatus
+): ICellSpec {
+  return {
+    id: target.id,
+    cell_type: 'code',
+    source,
+    tag: tagFor(state, status)
+  };
+}
+
+/** The candidate's code as it goes into a cell. */
+function cellSource(candidate: ISuggestionCandidate): string {
+  return candidate.code.replace(/\s+$/, '');
 }
 
 /**
@@ -229,7 +310,9 @@ function transition(
   next: Omit<ISuggestionState, 'history'>,
   decision: TurnStatus | null
 ): ITransition {
-  const changes = diffCells(previous.cells, next.cells, next.anchor);
+  const changes = next.target
+    ? diffTarget(previous.cells, next.cells, next.target)
+    : diffCells(previous.cells, next.cells, next.anchor);
   return {
     state: { ...next, history: [...previous.history, snapshot(previous)] },
     changes,
@@ -263,6 +346,8 @@ export interface IInsertOptions {
   mode: InsertMode;
   anchor: IAnchor;
   newId?: IdFactory;
+  /** Replace this cell (its current source and tag) instead of inserting. */
+  target?: IReplaceTarget | null;
 }
 
 /** Place candidate `index` as a suggestion (from none or rejected). */
@@ -280,17 +365,21 @@ export function insert(
     0,
     Math.min(options.index, options.candidates.length - 1)
   );
-  const cells = layoutCells(
-    state,
-    options.candidates[index],
-    options.mode,
-    'pending',
-    options.newId ?? defaultIdFactory
-  );
+  const target = options.target === undefined ? state.target : options.target;
+  const cells = target
+    ? [targetCell(state, target, target.original, 'pending')]
+    : layoutCells(
+        state,
+        options.candidates[index],
+        options.mode,
+        'pending',
+        options.newId ?? defaultIdFactory
+      );
   return transition(
-    state,
+    { ...state, target },
     {
       ...state,
+      target,
       candidates: options.candidates,
       mode: options.mode,
       status: 'suggested',
@@ -315,6 +404,10 @@ export function select(
   const target = ((index % n) + n) % n;
   if (target === state.index) {
     return unchanged(state);
+  }
+  if (state.target) {
+    // The cell is untouched while suggested: only the diff shown changes.
+    return transition(state, { ...state, index: target }, null);
   }
   const cells = layoutCells(
     state,
@@ -345,10 +438,14 @@ export function accept(
     return unchanged(state);
   }
   const current = absorbSources(state, sources);
-  const cells = current.cells.map(c => ({
-    ...c,
-    tag: tagFor(state, 'accepted')
-  }));
+  const candidate = state.candidates[state.index];
+  const cells =
+    current.target && candidate
+      ? [targetCell(state, current.target, cellSource(candidate), 'accepted')]
+      : current.cells.map(c => ({
+          ...c,
+          tag: tagFor(state, 'accepted')
+        }));
   return transition(
     current,
     { ...current, status: 'accepted', cells },
@@ -371,6 +468,13 @@ export function reject(
   if (observed?.anchor) {
     current = { ...current, anchor: observed.anchor };
   }
+  if (current.target && current.cells.length) {
+    // What the cell holds now (edits made while suggested) is what stays.
+    current = {
+      ...current,
+      target: { ...current.target, original: current.cells[0].source }
+    };
+  }
   return transition(
     current,
     { ...current, status: 'rejected', cells: [] },
@@ -384,7 +488,9 @@ export function undo(state: ISuggestionState): ITransition {
     return unchanged(state);
   }
   const previous = state.history[state.history.length - 1];
-  const changes = diffCells(state.cells, previous.cells, previous.anchor);
+  const changes = state.target
+    ? diffTarget(state.cells, previous.cells, state.target)
+    : diffCells(state.cells, previous.cells, previous.anchor);
   return {
     state: { ...state, ...previous, history: state.history.slice(0, -1) },
     changes,
@@ -488,6 +594,10 @@ export interface IRestoreOptions {
   /** The cells tagged with this turn, in notebook order, with their types. */
   cells: (IObservedCell & { cell_type: ICellSpec['cell_type'] })[];
   anchor: IAnchor;
+  /** The cell an edit turn replaces (`edits_cell` in the turn). */
+  target?: IReplaceTarget | null;
+  /** The turn's stored code: finds the current candidate of an edit turn. */
+  code?: string;
 }
 
 /**
@@ -502,14 +612,16 @@ export function restore(options: IRestoreOptions): ISuggestionState {
       tag: { turn_id: options.turnId, intent: options.intent, status: c.status }
     }))
   );
+  const wanted = options.target && options.code ? options.code : code;
   const found = options.candidates.findIndex(
-    c => c.code.trim() === code.trim()
+    c => c.code.trim() === wanted.trim()
   );
   return {
     turnId: options.turnId,
     intent: options.intent,
     candidates: options.candidates,
     mode: options.mode,
+    target: options.target ?? null,
     status: options.cells.length
       ? pending
         ? 'suggested'

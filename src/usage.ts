@@ -4,7 +4,12 @@
  * so the formatting is tested without a DOM.
  */
 import { formatElapsed } from './events';
-import type { DoneResult, ModelPrice, SearchStats } from './wire';
+import type {
+  ContextReport,
+  DoneResult,
+  ModelPrice,
+  SearchStats
+} from './wire';
 
 /** The cost of one turn, or of several added up. */
 export interface IUsage {
@@ -156,5 +161,74 @@ export function usageTitle(usage: IUsage, price: ModelPrice | null): string {
         'input / output tokens (c.DataAgent.prices)'
     );
   }
+  return lines.join('\n');
+}
+
+/** How full the prompt was, 0 to 1 (over budget shows full). */
+export function contextFill(report: ContextReport): number {
+  if (report.window <= 0) {
+    return 0;
+  }
+  return Math.min(1, Math.max(0, report.prompt_tokens / report.window));
+}
+
+/** Whether anything the model could have seen was left out. */
+export function contextWasCut(report: ContextReport): boolean {
+  return contextCuts(report).length > 0;
+}
+
+/** "context 41%": the gauge's caption. */
+export function contextLabel(report: ContextReport): string {
+  return `context ${Math.round(contextFill(report) * 100)}%`;
+}
+
+/** What truncation removed, one line each, in the user's words. */
+export function contextCuts(report: ContextReport): string[] {
+  const lines: string[] = [];
+  if (report.cells_dropped > 0) {
+    lines.push(
+      `${plural(report.cells_dropped, 'oldest cell')} left out to fit the budget`
+    );
+  }
+  if (report.exemplars_dropped > 0) {
+    lines.push(
+      `${plural(report.exemplars_dropped, 'worked example')} left out`
+    );
+  }
+  if (report.outputs_cut > 0) {
+    lines.push(`${plural(report.outputs_cut, 'cell output')} cut short`);
+  }
+  for (const frame of report.frames_cut) {
+    lines.push(
+      frame.summarized
+        ? `${frame.name}: summarized (${frame.shown_columns} of ${frame.total_columns} columns named); mention @${frame.name} for all`
+        : `${frame.name}: ${frame.shown_columns} of ${frame.total_columns} columns shown; mention @${frame.name} for all`
+    );
+  }
+  if (report.over_budget) {
+    lines.push(
+      'Over the budget even so: the schema and the question are never cut'
+    );
+  }
+  return lines;
+}
+
+/** The gauge's tooltip: the fill, the frames given in full, and every cut. */
+export function contextTitle(report: ContextReport): string {
+  const percent = Math.round(contextFill(report) * 100);
+  const lines = [
+    `Prompt: ${formatTokens(report.prompt_tokens)} of ${formatTokens(report.window)} tokens (${percent}% of the prompt budget)`
+  ];
+  if (report.mentioned.length) {
+    lines.push(
+      `In full, first: ${report.mentioned.map(name => `@${name}`).join(', ')}`
+    );
+  }
+  const cuts = contextCuts(report);
+  lines.push(
+    ...(cuts.length
+      ? ['Cut:', ...cuts.map(c => `  ${c}`)]
+      : ['Nothing was cut.'])
+  );
   return lines.join('\n');
 }

@@ -20,6 +20,9 @@ export interface Wire {
   DecisionRequest: DecisionRequest;
   DecisionRecorded: DecisionRecorded;
   ValueModelReply: ValueModelReply;
+  VariablesReply: VariablesReply;
+  InlineCompletionRequest: InlineCompletionRequest;
+  InlineCompletionChunk: InlineCompletionChunk;
 }
 /**
  * Body of ``POST turns``.
@@ -39,6 +42,8 @@ export interface TurnRequest {
   metadata?: {
     [k: string]: unknown | undefined;
   };
+  model?: string | null;
+  edit_cell?: boolean;
 }
 /**
  * An nbformat v4 cell; only what the server reads is checked.
@@ -329,6 +334,29 @@ export interface SearchStats {
   value: number | null;
   classes: number[];
   estimator: string;
+  context: ContextReport | null;
+}
+/**
+ * ``context.report.ContextReport``: how full the prompt was, what was cut.
+ */
+export interface ContextReport {
+  prompt_tokens: number;
+  window: number;
+  cells_dropped: number;
+  exemplars_dropped: number;
+  outputs_cut: number;
+  over_budget: boolean;
+  mentioned: string[];
+  frames_cut: FrameCut[];
+}
+/**
+ * A DataFrame the prompt's schema block did not describe in full.
+ */
+export interface FrameCut {
+  name: string;
+  shown_columns: number;
+  total_columns: number;
+  summarized: boolean;
 }
 export interface ErrorEvent {
   version: 1;
@@ -375,6 +403,7 @@ export interface AgentConfig {
     [k: string]: unknown | undefined;
   };
   price: ModelPrice | null;
+  models: string[];
   [k: string]: unknown | undefined;
 }
 /**
@@ -392,6 +421,7 @@ export interface Capabilities {
   chat: boolean;
   live_state: boolean;
   events: 'websocket';
+  inline_completion: boolean;
   [k: string]: unknown | undefined;
 }
 /**
@@ -429,4 +459,63 @@ export interface DecisionRecorded {
 export interface ValueModelReply {
   version: 1;
   value_model: string;
+}
+/**
+ * Reply of ``GET variables?kernel_id=<id>``: the kernel's frames, newest definitions included.
+ *
+ * ``available`` is false, with the ``reason`` in words, when the kernel
+ * could not be read now (busy running a cell, no pandas frames yet is not
+ * a reason: that is an empty list).
+ */
+export interface VariablesReply {
+  version: 1;
+  kernel_id: string;
+  available: boolean;
+  reason: string;
+  variables: VariableInfo[];
+}
+/**
+ * One DataFrame or Series in the kernel, as the composer's ``@`` completion offers it.
+ */
+export interface VariableInfo {
+  name: string;
+  kind: 'DataFrame' | 'Series';
+  shape: number[];
+  columns: string[];
+  total_columns: number;
+}
+/**
+ * Body of ``POST complete``: ghost text for the cursor in a notebook cell.
+ *
+ * ``cells`` are the cells *above* the cursor's cell (sources are enough);
+ * ``prefix`` / ``suffix`` are the cursor's cell before / after the cursor.
+ */
+export interface InlineCompletionRequest {
+  version?: 1;
+  notebook_path?: string;
+  /**
+   * @maxItems 5000
+   */
+  cells?: NotebookCell[];
+  prefix: string;
+  suffix?: string;
+  kernel_id?: string | null;
+}
+/**
+ * One line of the ``POST complete`` reply (newline-delimited JSON, streamed).
+ *
+ * Lines with ``delta`` extend the ghost text; the last line has ``done``
+ * (with the whole ``text``, what it cost and which frames the prompt
+ * described) or ``error`` (in words, shown to nobody but logged by the UI).
+ */
+export interface InlineCompletionChunk {
+  delta: string;
+  done: boolean;
+  text: string;
+  error: string;
+  frames: string[];
+  prompt_tokens: number;
+  completion_tokens: number;
+  first_token_ms: number | null;
+  total_ms: number;
 }

@@ -86,7 +86,7 @@ def test_from_notebook_cells_and_outputs():
     assert load.outputs[0].output_type == "stream"
     assert load.outputs[0].text == "Warning: old csv\n"  # no ANSI
     assert head.outputs[0].text == "   a  b\n0  1  2"  # text/plain wins for results
-    assert plot.outputs[0].text == "<image>"
+    assert plot.outputs[0].text == "[plot: image output]"
     assert err.outputs[0].output_type == "error"
     assert err.outputs[0].text == "KeyError: 'zz'"
     assert (err.outputs[0].ename, err.outputs[0].evalue) == ("KeyError", "'zz'")

@@ -20,3 +20,7 @@ c.ServerApp.allow_root = True  # noqa: F821
 # old kernel's Landlock): "warn" still runs candidates, so the UI tests see
 # real outputs, and the badge says "partially confined" with what is missing.
 c.DataAgent.confinement = "warn"  # noqa: F821
+# The test model reads images (vision.spec.ts). Image parts go only with a plot output of
+# the active cell, which no other spec has, so their requests stay text; JDA_UI_VISION=0
+# turns it off.
+c.DataAgent.vision = os.environ.get("JDA_UI_VISION", "1") != "0"  # noqa: F821

@@ -68,6 +68,14 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN_RE.findall(text)
 
 
+def _content_text(content: object) -> str:
+    """A chat message's content as text: a string, or its content parts' texts."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) if p.get("type") == "text" else "[image]"
+                         for p in content if isinstance(p, dict))
+    return str(content)
+
+
 @dataclass
 class RecordedRequest:
     """One request as received, kept so tests can assert on prompts and parameters."""
@@ -90,11 +98,18 @@ class RecordedRequest:
 
     @property
     def prompt(self) -> str:
-        """The completion prompt, or the chat messages' contents joined by newlines."""
+        """The completion prompt, or the chat messages' contents joined by newlines
+        (of content parts, the text; an image part as ``[image]``)."""
         if self.is_chat:
-            return "\n".join(str(m.get("content", "")) for m in self.messages)
+            return "\n".join(_content_text(m.get("content", "")) for m in self.messages)
         prompt = self.body.get("prompt", "")
         return prompt[0] if isinstance(prompt, list) and prompt else str(prompt)
+
+    @property
+    def images(self) -> list[str]:
+        """The ``image_url`` URLs of the chat messages' content parts (data: URLs), in order."""
+        return [part["image_url"]["url"] for m in self.messages if isinstance(m.get("content"), list)
+                for part in m["content"] if isinstance(part, dict) and part.get("type") == "image_url"]
 
     @property
     def n(self) -> int:

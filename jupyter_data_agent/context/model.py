@@ -30,6 +30,8 @@ class Output:
     truncated: bool = False
     # Errors only: the traceback's last lines, reduced (where it failed).
     traceback: str = ""
+    # A PNG/JPEG the output showed (mime, base64): what a vision model is shown.
+    image: tuple[str, str] | None = None
 
 
 @dataclass
@@ -59,6 +61,11 @@ class ActiveCell:
     @property
     def outputs(self) -> list[Output]:
         return [o for o in self.cell.outputs if o.output_type != "error"]
+
+    @property
+    def images(self) -> list[tuple[str, str]]:
+        """The cell's PNG/JPEG outputs as (mime, base64), oldest first."""
+        return [o.image for o in self.cell.outputs if o.image is not None]
 
     @property
     def error(self) -> Output | None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from traceback import format_exception
 from typing import Any
 
+from ..kernel.plots import PLOT_MARKER, PLOT_PREFIX
 from .model import Cell, NotebookContext, Output, Turn
 from .turns import cell_turn_info, read_turns
 
@@ -25,6 +26,8 @@ OUTPUT_CHARS = 1000
 CELL_OUTPUT_CHARS = 2000
 # Out[n] values from kernel history are shown shorter: they are whole objects.
 HISTORY_OUTPUT_CHARS = 500
+# Image outputs kept for vision models (SVG is text a model reads poorly).
+IMAGE_MIMES = ("image/png", "image/jpeg")
 # Lines of a reduced traceback that are kept (its last ones).
 TRACEBACK_LINES = 8
 
@@ -87,18 +90,28 @@ def truncate_text(text: str, limit: int, *, tail: bool = False) -> tuple[str, bo
 # outputs
 
 
-def _mime_text(data: Mapping[str, Any], prefer_image: bool) -> str:
-    if prefer_image and any(k.startswith("image/") for k in data):
-        return "<image>"
+def _mime_text(data: Mapping[str, Any]) -> str:
+    if any(k.startswith("image/") for k in data):
+        # A kernel copy writes a figure's summary as its text (kernel/plots.py); a notebook's
+        # figure has only "<Figure size ...>", an Image object its repr: say a plot is there.
+        plain = _join(data.get("text/plain"))
+        return plain if plain.startswith(PLOT_PREFIX) else PLOT_MARKER
     if "text/plain" in data:
         return _join(data["text/plain"])
-    if any(k.startswith("image/") for k in data):
-        return "<image>"
     if "text/html" in data:
         return "<html table>" if "<table" in _join(data["text/html"]).lower() else "<html>"
     if "text/markdown" in data:
         return _join(data["text/markdown"])
     return next((f"<{key}>" for key in data), "")
+
+
+def image_of(data: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(mime, base64) of the PNG or JPEG in a mime bundle, if it has one: a vision model's input."""
+    for mime in IMAGE_MIMES:
+        value = _join(data.get(mime)).strip()
+        if value:
+            return mime, "".join(value.split())
+    return None
 
 
 def reduce_output(out: Mapping[str, Any]) -> Output | None:
@@ -108,10 +121,10 @@ def reduce_output(out: Mapping[str, Any]) -> Output | None:
         return Output("stream", _collapse_cr(strip_ansi(_join(out.get("text")))))
     if kind in ("execute_result", "display_data"):
         data = out.get("data") or {}
-        # A figure's text/plain is "<Figure size ...>": the placeholder is clearer.
-        # For results, text/plain is the object's repr, which is what we want.
-        text = _mime_text(data, prefer_image=kind == "display_data")
-        return Output(kind, strip_ansi(text)) if text else None
+        # For results, text/plain is the object's repr, which is what we want; for images,
+        # the plot's summary or a marker (see _mime_text).
+        text = _mime_text(data)
+        return Output(kind, strip_ansi(text), image=image_of(data)) if text else None
     if kind == "error":
         ename = strip_ansi(str(out.get("ename", "")))
         evalue = strip_ansi(str(out.get("evalue", "")))
@@ -246,6 +259,10 @@ def from_notebook(
             cell_id=str(cid) if cid else None,
         )
         info = cell_turn_info(raw)
+        if info and _unapplied_edit(by_id.get(info["turn_id"]), cell.cell_id):
+            # The user's own code under an edit turn not accepted (yet): the
+            # turn's answer is only shown over it as a diff, so it is no solution.
+            info = None
         if info:
             # A turn the notebook's metadata lost (cell copied from another
             # notebook) is rebuilt from the cell's own pointer.
@@ -260,12 +277,18 @@ def from_notebook(
             waiting = None
         cells.append(cell)
 
-    return NotebookContext(
-        cells=cells,
-        turns=turns,
-        path=path,
-        active_index=len(cells) - 1 if active_index is not None and cells else None,
-    )
+    active = len(cells) - 1 if active_index is not None and cells else None
+    for i, cell in enumerate(cells):
+        if i != active:  # only the active cell's plots go to a model: the others' would only hold memory
+            for o in cell.outputs:
+                o.image = None
+    return NotebookContext(cells=cells, turns=turns, path=path, active_index=active)
+
+
+def _unapplied_edit(turn: Turn | None, cell_id: str | None) -> bool:
+    """Is this cell the target of an edit turn ("fix this cell") that has not replaced it?"""
+    return (turn is not None and cell_id is not None and turn.status in ("pending", "rejected")
+            and turn.extra.get("edits_cell") == cell_id)
 
 
 def _attach(turn: Turn, cell: Cell) -> None:
@@ -427,6 +450,7 @@ __all__ = [
     "agent_intent",
     "from_history",
     "from_notebook",
+    "image_of",
     "reduce_output",
     "reduce_outputs",
     "reduce_traceback",

@@ -40,6 +40,7 @@ import warnings
 
 from . import confine as _confine
 from . import harden as _harden
+from . import plots as _plots
 from . import procs as _procs
 from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame, token_ok
 from .results import ExecResult, Limits, OutputItem, Protections, describe_value, truncate_text
@@ -166,6 +167,7 @@ class _Sink:
         self.limits = limits
         self.items: list[OutputItem] = []
         self.display_ids: dict[int, str] = {}  # id(item) -> display_id
+        self.figures_described: set[int] = set()  # id(figure) of figures shown with their summary
         self.value = _NOVALUE
         self.error: tuple[str, str, list[str]] | None = None
         self.truncated = False
@@ -464,6 +466,7 @@ def _install(state: _State) -> None:
 
     def publish(data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
         if _CURRENT is not None:
+            data = _plots.with_summary(data, _CURRENT.figures_described)
             did = (transient or {}).get("display_id")
             _CURRENT.display(data, metadata or {}, "display_data", did, update)
 
@@ -526,8 +529,9 @@ def _capture_figures(sink: _Sink, state: _State) -> None:
             continue
         buf = io.BytesIO()
         fig.savefig(buf, format="png", bbox_inches="tight")
+        # The text is the plot's summary (title, axes, series) for models that cannot see it.
         sink.display({"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
-                      "text/plain": repr(fig)}, {}, "display_data")
+                      "text/plain": _plots.summarize(fig) or repr(fig)}, {}, "display_data")
         state.preexisting_figs.discard(manager.num)
         plt.close(fig)
 

@@ -32,15 +32,27 @@ Choices the prompt relies on (tests pin them):
   ``# df: 891 rows x 12 columns; dtypes: a=int64, b=str``.
 * When the time limit runs out, frames not reached are still listed with
   their shape (which is O(1)) but no columns, and ``truncated`` is set.
+* ``@name`` mentions (:func:`mentions`, parsed from the intent, so the
+  sidebar and the ``%%agent`` magic work alike and the text stays readable
+  for the model): a mentioned frame or Series is always inspected, first,
+  with every column (up to ``full_max_columns``) and up to
+  ``full_examples`` distinct example values per column; it comes first in
+  the schema block. When anything is mentioned, the other frames are
+  summarized in one line each (shape and first column names).
+* What the block left out is reported by :func:`schema_cuts` for the
+  turn's context gauge.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..context.report import FrameCut, SchemaCuts
 from . import rpc
 
 __all__ = [
@@ -51,7 +63,25 @@ __all__ = [
     "schema_block",
     "inspection_request_code",
     "inspect_kernel",
+    "mentions",
+    "schema_cuts",
+    "SUMMARY_COLUMNS",
 ]
+
+#: ``@name`` where ``name`` is a Python identifier, not inside a word or an e-mail address.
+MENTION = re.compile(r"(?<![\w@.])@([A-Za-z_][A-Za-z0-9_]*)\b")
+#: Column names a summarized frame shows (the others are counted).
+SUMMARY_COLUMNS = 6
+
+
+def mentions(intent: str) -> list[str]:
+    """The ``@names`` in an intent, first mention first, each once.
+
+    Only names that are live frames get a full schema; any other ``@word``
+    stays what it was, text for the model.
+    """
+    return list(dict.fromkeys(MENTION.findall(intent or "")))
+
 
 FrameKind = Literal["DataFrame", "Series"]
 
@@ -65,6 +95,8 @@ class ColumnInfo:
     dtype: str
     # First non-null value as bounded text; None means the column is all null.
     example: str | None
+    # Further distinct values (mentioned frames only), after ``example``.
+    more_examples: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +108,7 @@ class ColumnInfo:
             name=str(data["name"]),
             dtype=str(data.get("dtype", "")),
             example=None if example is None else str(example),
+            more_examples=[str(v) for v in data.get("more_examples", [])],
         )
 
 
@@ -90,6 +123,8 @@ class FrameSchema:
     # True when fewer columns were inspected than exist (column cap, time
     # limit, or an error while reading the frame).
     truncated: bool = False
+    # @mentioned in the intent: inspected in full, first in the schema block.
+    mentioned: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "shape": list(self.shape)}
@@ -106,11 +141,17 @@ class FrameSchema:
             columns=[ColumnInfo.from_dict(c) for c in data.get("columns", [])],
             total_columns=int(data.get("total_columns", 0)),
             truncated=bool(data.get("truncated", False)),
+            mentioned=bool(data.get("mentioned", False)),
         )
 
 
-def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, time_limit=2.0):
+def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, time_limit=2.0,
+                        full=(), full_max_columns=500, full_examples=3):
     """Kernel-side inspector; returns JSON-ready dicts in ``FrameSchema.to_dict`` form.
+
+    Frames named in ``full`` (@mentions) are always picked and inspected
+    first, up to ``full_max_columns`` columns with ``full_examples``
+    distinct example values each.
 
     Self-contained on purpose (stdlib + pandas imported inside, helpers
     nested, no module globals): its source is executed in a throwaway dict
@@ -181,19 +222,38 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
             step *= 8
         return False, None
 
-    def column_info(name, col):
+    def more_values(col, example, wanted):
+        # Distinct by their text, from a bounded head of the non-null values.
+        seen, out = {example}, []
+        head = col.iloc[:2000]
+        for value in head[head.notna().to_numpy()].iloc[:200]:
+            text = to_text(value)
+            if text not in seen:
+                seen.add(text)
+                out.append(text)
+                if len(out) >= wanted:
+                    break
+        return out
+
+    def column_info(name, col, examples=1):
         try:
             dtype = clip(str(col.dtype))
         except Exception:
             dtype = "?"
+        more = []
         try:
             found, value = first_valid(col)
             example = to_text(value) if found else None
+            if found and examples > 1:
+                more = more_values(col, example, examples - 1)
         except Exception as exc:
             example = "<error: " + type(exc).__name__ + ">"
-        return {"name": name, "dtype": dtype, "example": example}
+        info = {"name": name, "dtype": dtype, "example": example}
+        if more:
+            info["more_examples"] = more
+        return info
 
-    def describe(name, obj, inspect_columns):
+    def describe(name, obj, inspect_columns, mentioned=False):
         is_frame = issubclass(type(obj), pd.DataFrame)
         entry = {
             "name": name,
@@ -203,6 +263,10 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
             "total_columns": 0,
             "truncated": True,
         }
+        if mentioned:
+            entry["mentioned"] = True
+        cap = int(full_max_columns) if mentioned else int(max_columns)
+        examples = max(int(full_examples), 1) if mentioned else 1
         try:
             entry["shape"] = [int(n) for n in obj.shape]
             total = entry["shape"][1] if is_frame else 1
@@ -211,27 +275,31 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
                 return entry
             if is_frame:
                 labels = obj.columns
-                for i in range(min(total, int(max_columns))):
+                for i in range(min(total, cap)):
                     if out_of_time():
                         break
                     # Positional access: duplicate labels stay distinct.
-                    entry["columns"].append(column_info(label_text(labels[i]), obj.iloc[:, i]))
+                    entry["columns"].append(column_info(label_text(labels[i]), obj.iloc[:, i], examples))
             else:
-                entry["columns"].append(column_info(label_text(obj.name), obj))
+                entry["columns"].append(column_info(label_text(obj.name), obj, examples))
             entry["truncated"] = len(entry["columns"]) < total
         except Exception:
             entry["truncated"] = True
         return entry
 
-    found = []
+    wanted = set(full or ())
+    found, named = [], []
     for position, (name, obj) in enumerate(list(ns.items())):
         if not isinstance(name, str) or name.startswith("_") or name in ("In", "Out"):
             continue
         # type(), not isinstance(): never triggers a user ``__class__`` property.
         if issubclass(type(obj), frame_types):
-            found.append((position, name, obj))
-    chosen = found[-int(max_frames) :] if max_frames else []
+            (named if name in wanted else found).append((position, name, obj))
+    others = max(int(max_frames or 0) - len(named), 0)
+    chosen = found[-others:] if others else []
     results = []
+    for position, name, obj in named:  # mentioned ones first get the time
+        results.append((position, describe(name, obj, not out_of_time(), True)))
     for position, name, obj in reversed(chosen):  # newest first gets the time
         results.append((position, describe(name, obj, not out_of_time())))
     results.sort(key=lambda item: item[0])
@@ -244,13 +312,15 @@ def inspect_namespace(
     max_columns: int = 20,
     max_value_chars: int = 80,
     time_limit: float | None = 2.0,
+    *,
+    full: Iterable[str] = (),
 ) -> list[FrameSchema]:
     """Schemas of the frames in ``ns``, in process (the ``%%agent`` magic's path).
 
     Reads only; ``ns`` is never modified. See the module docstring for the
-    selection and truncation rules.
+    selection and truncation rules; ``full`` names the @mentioned frames.
     """
-    raw = _jda_collect_schemas(ns, max_frames, max_columns, max_value_chars, time_limit)
+    raw = _jda_collect_schemas(ns, max_frames, max_columns, max_value_chars, time_limit, tuple(full))
     return [FrameSchema.from_dict(d) for d in raw]
 
 
@@ -260,8 +330,21 @@ def _plural(n: int, word: str) -> str:
 
 def _example(col: ColumnInfo, rows: int) -> str:
     if col.example is not None:
-        return col.example
+        return ", ".join([col.example, *col.more_examples])
     return "empty" if rows == 0 else "all null"
+
+
+def _summary_line(frame: FrameSchema) -> str:
+    """One line for a frame that was not @mentioned while others were."""
+    rows = frame.shape[0] if frame.shape else 0
+    if frame.kind == "Series":
+        dtype = frame.columns[0].dtype if frame.columns else "?"
+        return f"# Series {frame.name}: {_plural(rows, 'row')}, dtype {dtype}"
+    names = [c.name for c in frame.columns[:SUMMARY_COLUMNS]]
+    rest = frame.total_columns - len(names)
+    listed = ", ".join(names) + (f", ... ({rest} more)" if rest > 0 else "")
+    size = f"# {frame.name}: {_plural(rows, 'row')} x {_plural(frame.total_columns, 'column')}"
+    return f"{size}; columns: {listed}" if names else size
 
 
 def _frame_lines(frame: FrameSchema) -> list[str]:
@@ -292,14 +375,38 @@ def _frame_lines(frame: FrameSchema) -> list[str]:
     return [header, f"# {values}", f"{size}; dtypes: {dtypes}"]
 
 
+def _split(frames: Sequence[FrameSchema]) -> tuple[list[FrameSchema], list[FrameSchema]]:
+    return [f for f in frames if f.mentioned], [f for f in frames if not f.mentioned]
+
+
 def schema_block(frames: list[FrameSchema]) -> str:
-    """ARCADE's ``# Schema of Dataframes:`` block ("" when there is nothing to describe)."""
+    """ARCADE's ``# Schema of Dataframes:`` block ("" when there is nothing to describe).
+
+    @mentioned frames come first, in full; the others then get one summary
+    line each (``# Other DataFrames (summary):``).
+    """
     if not frames:
         return ""
     lines = ["# Schema of Dataframes:"]
-    for frame in frames:
+    mentioned, others = _split(frames)
+    for frame in mentioned or others:
         lines.extend(_frame_lines(frame))
+    if mentioned and others:
+        lines.append("# Other DataFrames (summary):")
+        lines.extend(_summary_line(f) for f in others)
     return "\n".join(lines)
+
+
+def schema_cuts(frames: Sequence[FrameSchema]) -> SchemaCuts:
+    """What :func:`schema_block` leaves out of each frame, and the frames it gives in full."""
+    mentioned, others = _split(frames)
+    cuts = []
+    for frame in frames:
+        summarized = bool(mentioned) and not frame.mentioned
+        shown = min(len(frame.columns), SUMMARY_COLUMNS) if summarized else len(frame.columns)
+        if frame.kind == "DataFrame" and shown < frame.total_columns:
+            cuts.append(FrameCut(frame.name, shown, frame.total_columns, summarized))
+    return SchemaCuts(mentioned=[f.name for f in mentioned], frames_cut=cuts)
 
 
 def inspection_request_code(
@@ -307,6 +414,7 @@ def inspection_request_code(
     max_columns: int = 20,
     max_value_chars: int = 80,
     time_limit: float | None = 2.0,
+    full: Sequence[str] = (),
 ) -> str:
     """A self-contained Python *expression* that evaluates to the schemas as a JSON string.
 
@@ -316,7 +424,8 @@ def inspection_request_code(
     hold our objects, so no name is ever bound in the user namespace.
     """
     source = inspect.getsource(_jda_collect_schemas)
-    args = ", ".join(repr(a) for a in (max_frames, max_columns, max_value_chars, time_limit))
+    args = ", ".join(repr(a) for a in (max_frames, max_columns, max_value_chars, time_limit,
+                                       tuple(str(n) for n in full)))
     return (
         "(lambda __jda_scope: (exec({src}, __jda_scope), "
         "__import__('json').dumps(__jda_scope['_jda_collect_schemas'](globals(), {args}), "
@@ -332,11 +441,12 @@ async def inspect_kernel(
     max_columns: int = 20,
     max_value_chars: int = 80,
     time_limit: float | None = 2.0,
+    full: Sequence[str] = (),
 ) -> list[FrameSchema]:
     """Schemas of the frames in a running kernel (an ``AsyncKernelClient`` nobody
     else reads from), via one silent request (``rpc.acall``): the execution
-    count, ``In``, ``Out`` and ``_`` stay untouched."""
-    expression = inspection_request_code(max_frames, max_columns, max_value_chars, time_limit)
+    count, ``In``, ``Out`` and ``_`` stay untouched. ``full``: the @mentioned names."""
+    expression = inspection_request_code(max_frames, max_columns, max_value_chars, time_limit, full)
     try:
         text = await rpc.acall(kernel_client, expression, timeout=timeout)
     except rpc.KernelExpressionError as exc:

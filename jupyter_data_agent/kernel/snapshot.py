@@ -382,7 +382,8 @@ def _bootstrap_source() -> tuple[str, str]:
     and always with the client's own protocol version.
     """
     here = Path(__file__).parent
-    names = ["answer_form", "results", "protocol", "confine", "harden", "procs", "syscall_filter", "fork_server"]
+    names = ["answer_form", "results", "protocol", "confine", "harden", "procs", "syscall_filter", "plots",
+             "fork_server"]
     srcs = {n: (here / f"{n}.py").read_text(encoding="utf-8") for n in names}
     try:  # the seccomp binding, for kernels whose environment lacks it
         import pyseccomp

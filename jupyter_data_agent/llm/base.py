@@ -25,9 +25,26 @@ ChatRole = Literal["system", "user", "assistant"]
 
 
 @dataclass(frozen=True)
+class ImagePart:
+    """An image a vision model is shown with a message (a plot output), base64 encoded.
+
+    Backends without image input ignore it; the text of the message says a plot is there.
+    """
+
+    mime: str  # image/png or image/jpeg
+    data: str  # base64, no data: prefix
+
+    @property
+    def url(self) -> str:
+        return f"data:{self.mime};base64,{self.data}"
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     role: ChatRole
     content: str
+    # Images shown with the message (OpenAI content parts); text-only backends ignore them.
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,7 +66,8 @@ class Prompt:
     def chat(cls, messages: Sequence[ChatMessage | dict]) -> "Prompt":
         return cls(
             messages=tuple(
-                m if isinstance(m, ChatMessage) else ChatMessage(m["role"], m["content"])
+                m if isinstance(m, ChatMessage)
+                else ChatMessage(m["role"], m["content"], tuple(m.get("images") or ()))
                 for m in messages
             )
         )
@@ -92,6 +110,8 @@ class Capabilities:
     logprobs: bool
     streaming: bool = True
     extra: dict = field(default_factory=dict)
+    # The model reads image parts of chat messages (a vision model behind the OpenAI API).
+    image_input: bool = False
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

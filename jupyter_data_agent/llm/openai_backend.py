@@ -53,6 +53,7 @@ from .base import (
     StopStream,
     cut_at_stop,
 )
+from .images import vision_enabled
 from .local import chat_dicts, transcript
 from .scrub import Scrubber, redact_url
 
@@ -133,6 +134,7 @@ class OpenAIBackend(Backend):
             logprobs=True,
             streaming=True,
             extra={"base_url": redact_url(self.base_url)},
+            image_input=vision_enabled(self.settings.vision, self._model or self.settings.model),
         )
 
     def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
@@ -221,7 +223,8 @@ class OpenAIBackend(Backend):
         if params.seed is not None:
             kwargs["seed"] = params.seed
         if chat:
-            kwargs["messages"] = chat_dicts(prompt) if prompt.is_chat else [{"role": "user", "content": prompt.text}]
+            kwargs["messages"] = (self._messages(prompt) if prompt.is_chat
+                                  else [{"role": "user", "content": prompt.text}])
             if params.logprobs:
                 kwargs["logprobs"] = True
         else:
@@ -229,6 +232,19 @@ class OpenAIBackend(Backend):
             if params.logprobs:
                 kwargs["logprobs"] = 1
         return kwargs
+
+    def _messages(self, prompt: Prompt) -> list[dict[str, Any]]:
+        """Chat messages; a message's images become ``image_url`` content parts when the
+        model reads images (otherwise only their text, which says a plot is there, is sent)."""
+        messages: list[dict[str, Any]] = [dict(m) for m in chat_dicts(prompt)]
+        if not self.capabilities.image_input:
+            return messages
+        for message, source in zip(messages, prompt.messages or ()):
+            if source.images:
+                message["content"] = [{"type": "text", "text": source.content}] + [
+                    {"type": "image_url", "image_url": {"url": image.url}} for image in source.images
+                ]
+        return messages
 
     def _completions(self, response, chat: bool, params: SamplingParams) -> list[Completion]:
         usage = getattr(response, "usage", None)

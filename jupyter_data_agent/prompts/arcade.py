@@ -58,7 +58,9 @@ from typing import Literal
 
 from ..context.model import Cell, NotebookContext, Turn
 from ..context.notebook import truncate_text
-from ..llm.base import ChatMessage, Prompt
+from ..kernel.plots import PLOT_PREFIX
+from ..llm.base import ChatMessage, ImagePart, Prompt
+from ..llm.images import IMAGE_TOKENS
 from .exemplars import EXEMPLARS, Exemplar
 
 CELL_HEADER = "# In[ ]:"
@@ -89,6 +91,9 @@ CHAT_INSTRUCTION = (
     "Write the next cell: exactly one ```python code block, with a "
     "`# Step N: <explanation>` comment before each step, and nothing outside the block."
 )
+
+# Said with the images a vision model is shown (the active cell's plot outputs).
+IMAGES_NOTE = "The plot output(s) of the active cell are attached as images."
 
 # Explain answers in words: the code-writing rules above would make it
 # return a cell, so it has a system prompt and an instruction of its own.
@@ -124,6 +129,8 @@ class BuiltPrompt:
     dropped_exemplars: int = 0
     over_budget: bool = False
     prefix: str = ""
+    # Outputs, errors and tracebacks of the cells shown that were cut to ``output_chars``.
+    outputs_cut: int = 0
 
 
 # --------------------------------------------------------------------------
@@ -162,6 +169,16 @@ def problem_block(intent: str) -> str:
     return comment_lines(intent.strip(), "# Problem: ")
 
 
+def _plain_outputs(texts: Sequence[str], output_chars: int) -> tuple[str, bool]:
+    """A cell's non-error outputs as one text and whether it was cut: the text cut to
+    ``output_chars``, then the plot summaries (``kernel/plots.py``, bounded when the notebook was
+    read) whole, since for a text-only model the summary is the plot."""
+    plots = [t for t in texts if t.startswith(PLOT_PREFIX)]
+    other = "\n".join(t for t in texts if not t.startswith(PLOT_PREFIX))
+    text, cut = truncate_text(other, output_chars) if other else ("", False)
+    return "\n".join(([text] if text else []) + plots), cut
+
+
 def _outputs_block(cell: Cell, output_chars: int) -> str:
     """``# Output:`` lines, then per error ``# Error: ename: evalue`` and the
     traceback's last lines (each part cut to ``output_chars``; a traceback
@@ -170,7 +187,7 @@ def _outputs_block(cell: Cell, output_chars: int) -> str:
     plain = "\n".join(shown)
     parts = []
     if plain:
-        plain = truncate_text(plain, output_chars)[0]
+        plain = _plain_outputs(shown, output_chars)[0]
         if "\n" in plain:
             parts.append("# Output:\n" + comment_lines(plain))
         else:
@@ -183,6 +200,20 @@ def _outputs_block(cell: Cell, output_chars: int) -> str:
             tb = truncate_text(err.traceback.strip("\n"), output_chars, tail=True)[0]
             parts.append("# Traceback (last lines):\n" + comment_lines(tb))
     return "\n".join(parts)
+
+
+def cut_outputs(cell: Cell, output_chars: int = 200) -> int:
+    """How many parts of :func:`_outputs_block` (plain output, each error and
+    traceback) ``truncate_text`` cuts: the context gauge shows it."""
+    shown = [o for o in cell.outputs if o.output_type != "error" and o.text.strip()]
+    plain = "\n".join(o.text.rstrip("\n") for o in shown)
+    # Cut here, or already when the notebook was read (``Output.truncated``).
+    cut = int(bool(plain) and (_plain_outputs([o.text.rstrip("\n") for o in shown], output_chars)[1]
+                               or any(o.truncated for o in shown)))
+    for err in cell.outputs:
+        if err.output_type == "error":
+            cut += sum(truncate_text(p, output_chars)[1] for p in (err.text.strip(), err.traceback.strip("\n")))
+    return cut
 
 
 def render_cell(cell: Cell, with_outputs: bool = False, output_chars: int = 200) -> str:
@@ -207,6 +238,8 @@ class _Unit:
     text: str
     # The active cell shown with its outputs: never dropped by truncation.
     pinned: bool = False
+    # Outputs of this cell cut to ``output_chars`` (0 when its outputs are not shown).
+    cut: int = 0
 
 
 @dataclass(frozen=True)
@@ -238,14 +271,26 @@ class NotebookBlocks:
             # The user's own pick overrides the rejection of the turn it came from.
             if turn is not None and turn.status == "rejected" and not is_active:
                 continue
-            text = render_cell(cell, outputs == "all" or is_active, output_chars)
+            shown = outputs == "all" or is_active
+            text = render_cell(cell, shown, output_chars)
             if text:
-                units.append(_Unit(cell, text, pinned=is_active))
+                cut = cut_outputs(cell, output_chars) if shown and cell.cell_type == "code" else 0
+                units.append(_Unit(cell, text, pinned=is_active, cut=cut))
         return cls(tuple(units), turns)
 
     @property
     def droppable(self) -> int:
         return sum(not u.pinned for u in self.units)
+
+    def outputs_cut(self, drop: int = 0) -> int:
+        """Cut outputs among the cells ``blocks(drop)`` keeps."""
+        total = 0
+        for u in self.units:
+            if drop and not u.pinned:
+                drop -= 1
+                continue
+            total += u.cut
+        return total
 
     def blocks(self, drop: int = 0) -> list[str]:
         blocks: list[str] = []
@@ -386,7 +431,9 @@ def build_prompt(
         return join_cells(blocks + tail)
 
     fit = _fit(len(exs), notebook.droppable, lambda e, c: count(render(e, c)), budget)
-    return fit.built(Prompt(text=render(fit.dropped_exemplars, fit.dropped_cells)), prefix)
+    built = fit.built(Prompt(text=render(fit.dropped_exemplars, fit.dropped_cells)), prefix)
+    built.outputs_cut = notebook.outputs_cut(fit.dropped_cells)
+    return built
 
 
 def _fence(text: str, lang: str = "python") -> str:
@@ -422,6 +469,7 @@ def build_chat_prompt(
     output_chars: int = 200,
     system: str = SYSTEM_PROMPT,
     instruction: str = CHAT_INSTRUCTION,
+    images: Sequence[ImagePart] = (),
 ) -> BuiltPrompt:
     """The same linearized notebook for chat models.
 
@@ -430,12 +478,17 @@ def build_chat_prompt(
     notebook (fenced), the schema block (fenced), the problem and the
     ``instruction`` (by default: one cell). Tokens are the sum over message
     contents (chat-template overhead is the backend's margin to keep).
-    ``outputs`` and truncation work as in :func:`build_prompt`.
+    ``outputs`` and truncation work as in :func:`build_prompt`. ``images`` (the active
+    cell's plots, for a vision model) go with the last user message, each counted as
+    ``IMAGE_TOKENS``.
     """
     intent = _check_intent(intent)
     count = count_tokens or _rough_tokens
     exs = _resolve_exemplars(exemplars)
     notebook = NotebookBlocks.of(context, outputs, output_chars)
+    images = tuple(images)
+    if images:
+        instruction = f"{IMAGES_NOTE}\n\n{instruction}"
 
     def messages(drop_ex: int, drop_cells: int) -> list[ChatMessage]:
         msgs = [ChatMessage("system", system)]
@@ -444,12 +497,15 @@ def build_chat_prompt(
             msgs.append(ChatMessage("assistant", _fence(ex.solution.strip())))
         blocks = notebook.blocks(drop_cells)
         shown = join_cells(blocks) if blocks else None
-        msgs.append(ChatMessage("user", _chat_request(shown, schema, intent, instruction)))
+        msgs.append(ChatMessage("user", _chat_request(shown, schema, intent, instruction), images))
         return msgs
 
-    fit = _fit(len(exs), notebook.droppable, lambda e, c: sum(count(m.content) for m in messages(e, c)),
+    fit = _fit(len(exs), notebook.droppable,
+               lambda e, c: sum(count(m.content) for m in messages(e, c)) + IMAGE_TOKENS * len(images),
                budget)
-    return fit.built(Prompt.chat(messages(fit.dropped_exemplars, fit.dropped_cells)))
+    built = fit.built(Prompt.chat(messages(fit.dropped_exemplars, fit.dropped_cells)))
+    built.outputs_cut = notebook.outputs_cut(fit.dropped_cells)
+    return built
 
 
 __all__ = [
@@ -467,6 +523,7 @@ __all__ = [
     "build_chat_prompt",
     "build_prompt",
     "comment_lines",
+    "cut_outputs",
     "join_cells",
     "linearize",
     "problem_block",

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..context.model import NotebookContext
+from ..context.report import ContextReport, SchemaCuts
 from ..kernel.results import ExecResult, Protections
 from ..kernel.tree import Executor
 from ..llm.base import Backend
@@ -37,6 +38,8 @@ class TurnRequest:
     intent: str
     context: NotebookContext
     schema: str = ""
+    # What ``schema`` left out, and the @mentioned frames it gives in full (the context gauge).
+    schema_cuts: SchemaCuts = field(default_factory=SchemaCuts)
     options: StrategyOptions = field(default_factory=DirectOptions)
     prompt: PromptPolicy = field(default_factory=PromptPolicy)
     sampling: SamplingPolicy = field(default_factory=SamplingPolicy)
@@ -116,6 +119,8 @@ class SearchStats:
     classes: list[int] = field(default_factory=list)
     # What guided a value-guided search ("heuristic", "value-model v3 (...)"); "" otherwise.
     estimator: str = ""
+    # How full the first prompt was and what was cut (the sidebar's context gauge); None: not built.
+    context: ContextReport | None = None
 
     def count_call(self, completions: list) -> None:
         """One model call: the prompt is counted once, every sample's output."""
@@ -177,6 +182,8 @@ class RunContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     protections: Protections | None = None
     started: float = field(default_factory=time.monotonic)
+    # The first prompt's report, set where the prompt is built; ``turn.run_turn`` puts it in the stats.
+    context_report: ContextReport | None = None
 
     def check_cancelled(self) -> None:
         if self.cancel.is_set():

@@ -17,8 +17,11 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from ..context.notebook import image_of
+from ..context.report import ContextReport
 from ..kernel.results import ExecResult
-from ..llm.base import Backend, ChatMessage, Completion, Prompt, SamplingParams, Streamed, streams
+from ..llm.base import Backend, ChatMessage, Completion, ImagePart, Prompt, SamplingParams, Streamed, streams
+from ..llm.images import prepare_images
 from ..prompts import (
     BuiltPrompt,
     UnparsableOutput,
@@ -28,7 +31,7 @@ from ..prompts import (
     stop_sequences,
 )
 from ..prompts.arcade import CELL_SEP, SOLUTION_PREAMBLE, STEP_PREFIX
-from ..prompts.react import Task, build_task
+from ..prompts.react import OMITTED_OBSERVATION, Task, build_task
 from .base import Candidate, RunContext, SearchResult, SearchStats, TurnRequest
 from .options import PromptPolicy
 
@@ -67,7 +70,8 @@ def prompt_text(prompt: Prompt) -> str:
     """A prompt as one text, for the result and the logs."""
     if prompt.text is not None:
         return prompt.text
-    return "\n\n".join(f"[{m.role}]\n{m.content}" for m in prompt.messages or ())
+    return "\n\n".join(f"[{m.role}]\n{m.content}" + (f"\n[{len(m.images)} image(s) attached]" if m.images else "")
+                       for m in prompt.messages or ())
 
 
 def jupiter_task(request: TurnRequest, backend: Backend) -> Task:
@@ -99,10 +103,53 @@ def plan_prompt(request: TurnRequest, ctx: RunContext, *, intent: str | None = N
     builder = build_chat_prompt if chat else build_prompt
     p = request.prompt
     extra = {"exemplars": p.exemplars, **((chat_kw if chat else completion_kw) or {})}
+    if chat:
+        extra.setdefault("images", prompt_images(request, ctx.backend))
     built = builder(request.context, request.intent if intent is None else intent, schema=request.schema,
                     count_tokens=ctx.backend.count_tokens, budget=p.max_prompt_tokens,
                     outputs=p.outputs, output_chars=p.output_chars, **extra)
+    if ctx.context_report is None:
+        ctx.context_report = context_report(built, request)
     return PromptPlan(built, chat)
+
+
+def prompt_images(request: TurnRequest, backend: Backend) -> tuple[ImagePart, ...]:
+    """The active cell's plots for a vision model, resized and bounded by the prompt policy;
+    none when the model reads no images, images are off, or outputs are not shown."""
+    p = request.prompt
+    active = request.context.active_cell()
+    if active is None or p.images <= 0 or p.outputs == "none" or not backend.capabilities.image_input:
+        return ()
+    return prepare_images(active.images, max_images=p.images, max_bytes=p.image_bytes)
+
+
+def result_images(result: ExecResult | None, request: TurnRequest, backend: Backend) -> tuple[ImagePart, ...]:
+    """The plots an executed candidate drew in its kernel copy, for a vision model (resized and
+    bounded like the active cell's); none for a text-only model, whose observation has their summary."""
+    p = request.prompt
+    if result is None or p.images <= 0 or not backend.capabilities.image_input:
+        return ()
+    found = [found for found in (image_of(o.data) for o in result.outputs) if found is not None]
+    return prepare_images(found, max_images=p.images, max_bytes=p.image_bytes)
+
+
+def show_latest_images(messages: list[dict], images: tuple[ImagePart, ...]) -> list[dict]:
+    """``messages`` with ``images`` on the last one when it is the latest observation (the step just
+    run): earlier plots were seen already, and an observation cut to fit the prompt loses its images."""
+    last = messages[-1] if messages else None
+    if (images and last is not None and last["role"] == "user" and last["content"].startswith("Observation:")
+            and last["content"] != OMITTED_OBSERVATION):
+        return [*messages[:-1], {**last, "images": images}]
+    return messages
+
+
+def context_report(built: BuiltPrompt, request: TurnRequest) -> ContextReport:
+    """What the context gauge shows for a built prompt: its fill and every cut."""
+    cuts = request.schema_cuts
+    return ContextReport(prompt_tokens=built.tokens, window=request.prompt.max_prompt_tokens,
+                         cells_dropped=built.dropped_cells, exemplars_dropped=built.dropped_exemplars,
+                         outputs_cut=built.outputs_cut, over_budget=built.over_budget,
+                         mentioned=list(cuts.mentioned), frames_cut=list(cuts.frames_cut))
 
 
 def to_candidate(completion: Completion, plan: PromptPlan) -> Candidate | None:

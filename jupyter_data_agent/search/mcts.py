@@ -73,7 +73,7 @@ from ..prompts.react import (
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .equivalence import majority
-from .generate import jupiter_task, options, prompt_text, sampling, use_chat
+from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, use_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
 from .value import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
@@ -302,8 +302,10 @@ class MCTSSearch:
     def expand(self, leaf: Node, t: IterationTiming) -> list[Node]:
         self.ctx.check_cancelled()
         t0 = time.perf_counter()
-        prompt = to_prompt(fit_messages(self.messages(leaf), self.ctx.backend.count_tokens,
-                                        self.request.prompt.max_prompt_tokens), self.chat)
+        messages = fit_messages(self.messages(leaf), self.ctx.backend.count_tokens,
+                                self.request.prompt.max_prompt_tokens)
+        images = result_images(leaf.result, self.request, self.ctx.backend)  # the leaf's plots
+        prompt = to_prompt(show_latest_images(messages, images), self.chat)
         params = sampling(self.request, self.cfg.k, stop=STOP, seed_offset=self.stats.model_calls,
                           temperature=self.request.sampling.sample_temperature)
         self.first_prompt = self.first_prompt or prompt_text(prompt)

@@ -30,6 +30,10 @@ class PromptPolicy(_Model):
     # error in (Fix and Explain need them); "all" every cell's; "none" no output.
     outputs: OutputsMode = "active"
     output_chars: int = Field(200, ge=0)
+    # Plots of the active cell shown to a vision model (at most this many; 0: none), each
+    # resized to at most ``image_bytes``; text-only models get their summary either way.
+    images: int = Field(0, ge=0, le=32)
+    image_bytes: int = Field(400_000, ge=1_000)
 
 
 class SamplingPolicy(_Model):

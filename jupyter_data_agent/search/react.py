@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from ..kernel.results import ExecResult
+from ..llm.base import ImagePart
 from ..prompts.react import (
     INVALID_OBSERVATION,
     STOP,
@@ -28,7 +29,16 @@ from ..prompts.react import (
     to_prompt,
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
-from .generate import generate_one, jupiter_task, options, prompt_text, sampling, use_chat
+from .generate import (
+    generate_one,
+    jupiter_task,
+    options,
+    prompt_text,
+    result_images,
+    sampling,
+    show_latest_images,
+    use_chat,
+)
 from .options import ReactOptions
 from .trajectories import TrajectoryRecord, path_histories, write_jsonl
 
@@ -72,6 +82,7 @@ class ReactStrategy:
         steps: list[TraceStep] = []
         history: list[tuple[str, str | None]] = []
         results: list[ExecResult | None] = []
+        latest_images: tuple[ImagePart, ...] = ()  # the plots of the step just run (vision models)
         answer: str | None = None
         first_prompt = ""
         raw_last = ""
@@ -79,9 +90,10 @@ class ReactStrategy:
         try:
             for turn in range(1, opts.max_turns + 1):
                 ctx.check_cancelled()
-                prompt = to_prompt(fit_messages(history_messages(task, history),
-                                                ctx.backend.count_tokens,
-                                                request.prompt.max_prompt_tokens), chat)
+                prompt = to_prompt(show_latest_images(fit_messages(history_messages(task, history),
+                                                                   ctx.backend.count_tokens,
+                                                                   request.prompt.max_prompt_tokens),
+                                                      latest_images), chat)
                 first_prompt = first_prompt or prompt_text(prompt)
                 ctx.progress(f"step {turn}: asking the model", iterations=turn, nodes=len(lineage),
                              turn=turn)
@@ -100,6 +112,7 @@ class ReactStrategy:
                     steps.append(TraceStep(p.thought, status="invalid", output=INVALID_OBSERVATION))
                     results.append(None)
                     history.append((p.message(), INVALID_OBSERVATION))
+                    latest_images = ()
                     continue
                 if current is ctx.executor or len(lineage) < window:
                     current = current.fork()
@@ -110,6 +123,7 @@ class ReactStrategy:
                 stats.executions += 1
                 status = result.status if result.status in ("ok", "error", "timeout") else "died"
                 obs = format_observation(result, opts.observation_chars)
+                latest_images = result_images(result, request, ctx.backend)
                 steps.append(TraceStep(p.thought, p.code, obs, status))
                 results.append(result)
                 history.append((p.message(), obs))

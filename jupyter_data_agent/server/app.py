@@ -14,14 +14,17 @@ from jupyter_server.utils import url_path_join
 from traitlets import Any, Bool, Enum, Float, Instance, Int, Unicode
 
 from ..config import DataAgent, Settings, resolve_settings
+from .complete import CompleteHandler
 from .handlers import (
     CancelHandler,
     ConfigHandler,
     DecisionsHandler,
     JobEventsHandler,
     JobHandler,
+    NoKernelHandler,
     TurnsHandler,
     ValueModelReloadHandler,
+    VariablesHandler,
 )
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
@@ -188,11 +191,14 @@ class DataAgentExtension(ExtensionApp):
         self.handlers.extend(
             [
                 (route("config"), ConfigHandler),
+                (route("complete"), CompleteHandler),
                 (route("turns"), TurnsHandler),
                 (route("decisions"), DecisionsHandler),
                 (route("value-model", "reload"), ValueModelReloadHandler),
+                (route("variables"), VariablesHandler),
                 (route("jobs", _JOB_ID), JobHandler),
                 (route("jobs", _JOB_ID, "cancel"), CancelHandler),
+                (route("jobs", _JOB_ID, "no-kernel"), NoKernelHandler),
                 (route("jobs", _JOB_ID, "events"), JobEventsHandler),
             ]
         )

@@ -162,7 +162,8 @@ class ConfigHandler(AgentAPIHandler):
     def get(self) -> None:
         settings = self.agent_settings
         capabilities = {"strategies": available_strategies(), "chat": settings.api_mode != "completion",
-                        "live_state": True, "events": "websocket"}
+                        "live_state": True, "events": "websocket",
+                        "inline_completion": settings.inline_enabled}
         body = {**public_settings(settings), "strategies": catalog(settings), "capabilities": capabilities,
                 "limits": dict(self.agent_state.get("public_limits", {})), "price": settings.price}
         # The configured secrets, wherever they hide (extra options, a URL path).
@@ -241,6 +242,20 @@ class CancelHandler(AgentAPIHandler):
         self.finish(CancelReply(job_id=job.id, status=job.status).model_dump_json())
 
 
+class NoKernelHandler(AgentAPIHandler):
+    """``POST jobs/<id>/no-kernel``: stop waiting for a busy kernel and answer
+    from the notebook text now (as after ``kernel_wait_timeout_s``)."""
+
+    @tornado.web.authenticated
+    @authorized
+    def post(self, job_id: str) -> None:
+        job = self.owned_job(job_id)
+        if job.finished:
+            raise web.HTTPError(409, f"The turn has already ended ({job.status}).")
+        job.skip_kernel.set()
+        self.finish(CancelReply(job_id=job.id, status=job.status).model_dump_json())
+
+
 class DecisionsHandler(AgentAPIHandler):
     """``POST decisions``: record an accept / accept & run / edit / reject in the local store.
 
@@ -284,6 +299,36 @@ class ValueModelReloadHandler(AgentAPIHandler):
     def post(self) -> None:
         label = self.agent_state["reload_value_model"]()
         self.finish(ValueModelReply(value_model=label).model_dump_json())
+
+
+class VariablesHandler(AgentAPIHandler):
+    """``GET variables?kernel_id=<id>``: the kernel's DataFrames and Series, for ``@`` mentions.
+
+    Reading them runs a silent expression in the kernel: the same permission
+    as a kernel websocket (``execute`` on ``kernels``).
+    """
+
+    @tornado.web.authenticated
+    @authorized
+    async def get(self) -> None:
+        kernel_id = self.get_argument("kernel_id", "").strip()
+        if not kernel_id:
+            raise web.HTTPError(400, "Give the notebook's kernel: variables?kernel_id=<id>.")
+        allowed = await ensure_async(
+            self.authorizer.is_authorized(self, self.current_user, "execute", "kernels")
+        )
+        if not allowed:
+            raise web.HTTPError(403, "You may not run code in kernels on this server.")
+        try:
+            km = self.kernel_manager.get_kernel(kernel_id)
+        except (KeyError, web.HTTPError):
+            km = None
+        if km is None:
+            raise web.HTTPError(404, f"No running kernel {kernel_id!r}.")
+        from .variables import kernel_variables
+
+        reply = await kernel_variables(km, kernel_id)
+        self.finish(reply.model_dump_json())
 
 
 class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):

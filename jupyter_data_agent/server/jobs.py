@@ -23,7 +23,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jupyter_core.utils import ensure_async
@@ -36,6 +36,7 @@ from ..kernel.policy import Confinement
 from ..kernel.tree import CopyTree
 from ..llm.base import BackendError
 from ..llm.scrub import Scrubber
+from ..prompts.edit import edit_cell_intent
 from ..turn import Copies, TurnAsk, TurnSpec, resolve
 from .decisions import TurnOutcome
 from .models import API_VERSION, TurnRequestModel
@@ -78,6 +79,8 @@ class Job:
         self.events: list[dict] = []
         self.listeners: list[Callable[[dict], None]] = []
         self.cancel_event = threading.Event()
+        # Set by ``POST jobs/<id>/no-kernel``: stop waiting for a busy kernel.
+        self.skip_kernel = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.copies: Copies | None = None  # once open_copies has run
         self.tree: CopyTree | None = None  # the copies' tree while one is open
@@ -85,11 +88,13 @@ class Job:
         self.tree_ready = asyncio.Event()  # set once no snapshot creation is in flight
         self.tree_ready.set()
         self.no_copy_reason = ""  # why no kernel copy exists, in plain words
+        self.schema_cuts: Any = None  # kernel.schema.schema_cuts of the schema block, once read
         self._scrub = scrub
         self._streamed: list[Any] = []  # (index, Candidate) pairs already sent as events
         self.created = time.time()
         self.outcome: TurnOutcome | None = None  # once done: what a decision on this turn records
         self.model = ""  # the model that answered
+        self.settings: Settings | None = None  # the server's, with the turn's model (JobManager.start)
 
     # -- events (event loop only) -------------------------------------------
     @property
@@ -274,15 +279,25 @@ class JobManager:
                                  f"endpoint to answer; try again in a moment.")
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.limits.max_concurrent_jobs))
+        offered = self.settings.offered_models
+        if request.model and request.model not in offered:
+            raise _Rejected(400, f"The model {request.model!r} is not offered by this server; "
+                                 f"choose one of: {', '.join(offered) or 'none configured'} "
+                                 "(c.DataAgent.model and c.DataAgent.models).")
         try:
+            intent = edit_cell_intent(request.intent) if request.edit_cell else request.intent
             spec = resolve(self.settings, TurnAsk(
-                intent=request.intent, strategy=request.strategy, samples=request.options.samples,
+                intent=intent, strategy=request.strategy, samples=request.options.samples,
                 budget=request.options.budget, temperature=request.options.temperature,
                 execute=request.options.use_live_state,
                 no_exec_reason="live kernel state is off for this turn"))
         except ValueError as exc:
             raise _Rejected(400, str(exc)) from None
         job = Job(owner, request, spec, context, self.scrub)
+        if request.model and request.model != self.settings.model:
+            job.settings = replace(self.settings, model=request.model)
+        else:
+            job.settings = self.settings
         self.jobs[job.id] = job
         job.task = asyncio.ensure_future(self._run(job))
         return job
@@ -381,14 +396,15 @@ class JobManager:
         from ..turn import run_turn
 
         spec = job.spec
+        settings = job.settings or self.settings  # with the model the turn picked
         job.phase = "loading_model"
-        job.progress("Preparing the model.", state="loading_model", backend=self.settings.backend)
-        backend = await asyncio.to_thread(create_backend, self.settings)
+        job.progress("Preparing the model.", state="loading_model", backend=settings.backend)
+        backend = await asyncio.to_thread(create_backend, settings)
         load = getattr(backend, "load", None)
         if callable(load) and getattr(backend, "_loaded", False) is None:
             # A local model loads on its first use: do it here, where the turn says so.
             job.progress(f"Loading the model ({backend.model}).", state="loading_model",
-                         backend=self.settings.backend)
+                         backend=settings.backend)
             await asyncio.to_thread(load)
         job.model = backend.model
 
@@ -414,13 +430,13 @@ class JobManager:
                 sink(Event("progress", f"waiting for the model: {turns} ahead",
                            {"state": "waiting_model", "queue": ahead}))
 
-            backend = self.service.queued(self.settings, backend, waiting, job.cancel_event)
+            backend = self.service.queued(settings, backend, waiting, job.cancel_event)
 
         job.phase = "searching"
         job.progress(f"Running the {spec.strategy} strategy.", state="searching",
                      strategy=spec.strategy)
         result = await self._in_worker(job, lambda: run_turn(
-            spec, job.context, backend, schema=schema, copies=copies, events=sink,
+            spec, job.context, backend, schema=schema, schema_cuts=job.schema_cuts, copies=copies, events=sink,
             cancel=job.cancel_event))
         if job.finished:
             return
@@ -549,18 +565,27 @@ class JobManager:
 
     async def _inspect(self, job: Job, km: Any, kc: Any) -> tuple[bool, str]:
         """(kernel answered, schema block); waits visibly behind a running cell."""
-        from ..kernel.schema import SchemaInspectionError, inspect_kernel, schema_block
+        from ..kernel.schema import SchemaInspectionError, inspect_kernel, mentions, schema_block, schema_cuts
 
         job.phase = "inspecting_kernel"
         limits = self.limits
         task = asyncio.ensure_future(inspect_kernel(kc, timeout=limits.kernel_wait_timeout_s,
-                                                    time_limit=limits.schema_time_limit_s))
+                                                    time_limit=limits.schema_time_limit_s,
+                                                    full=mentions(job.request.intent)))
         waited = False
+        skip = asyncio.ensure_future(job.skip_kernel.wait())
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=1.0 if waited else limits.kernel_wait_notice_s)
-                if done:
+                done, _ = await asyncio.wait({task, skip}, timeout=1.0 if waited else limits.kernel_wait_notice_s,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
                     break
+                if skip in done:
+                    # The user's choice, as after kernel_wait_timeout_s: no live state.
+                    job.no_copy_reason = "you chose to answer from the notebook text"
+                    job.progress("Answering from the notebook text now, without the busy kernel "
+                                 "(no DataFrame schemas, no output previews).", state="no_kernel")
+                    return False, ""
                 if not waited:
                     waited = True
                     job.progress("Waiting for the kernel: it is busy running a cell.",
@@ -580,6 +605,7 @@ class JobManager:
             job.log(f"Could not read DataFrame schemas from the kernel: {exc}", state="schema_failed")
             return True, ""
         finally:
+            skip.cancel()
             if not task.done():
                 task.cancel()
         if waited:
@@ -587,7 +613,17 @@ class JobManager:
         names = [f.name for f in frames]
         job.progress(f"Read {len(frames)} DataFrame schema(s) from the kernel.",
                      state="schema_ready", frames=names)
+        job.schema_cuts = schema_cuts(frames)
+        await self._describe_plots(job, kc)
         return True, schema_block(frames) if frames else ""
+
+    async def _describe_plots(self, job: Job, kc: Any) -> None:
+        """The active cell's plots as text (title, axes, series) from the figures its code holds."""
+        from ..kernel.plots import describe_active_plots
+
+        described = await describe_active_plots(kc, job.context, timeout=self.limits.schema_time_limit_s + 3)
+        if described:
+            job.log(f"Described {described} plot(s) of the active cell from the kernel.")
 
     async def _close_tree(self, job: Job) -> None:
         """Close the job's tree; every caller waits for the same close to finish."""

@@ -30,10 +30,11 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from ..turn.events import API_VERSION, JobEvent, StrategyName
 
-__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "DecisionRecorded", "DecisionRequest", "JobEvent",
+__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "DecisionRecorded", "DecisionRequest", "InlineCompletionChunk",
+           "InlineCompletionRequest", "JobEvent",
            "JobPoll", "JobState", "ModelPrice",
            "NotebookCell", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
-           "TurnRequestModel", "ValueModelReply", "wire_schema"]
+           "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "wire_schema"]
 
 JobState = Literal["running", "done", "error", "cancelled"]
 
@@ -82,6 +83,11 @@ class TurnRequestModel(BaseModel):
     options: TurnOptions = Field(default_factory=TurnOptions)
     # Optional notebook-level metadata: stored turns live there (context/turns.py).
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # One of the server's models (AgentConfig.models); None: the configured one.
+    model: str | None = Field(default=None, max_length=256)
+    # The answer replaces the active cell (fix/improve it, shown as a diff):
+    # the model is told to rewrite that cell in full (prompts/edit.py).
+    edit_cell: bool = False
 
     @field_validator("intent", mode="before")
     @classmethod
@@ -184,6 +190,8 @@ class Capabilities(_Reply):
     chat: bool
     live_state: bool
     events: Literal["websocket"]
+    # Ghost-text completion is served (c.DataAgent.inline_completion resolved for this model).
+    inline_completion: bool = False
 
 
 class ModelPrice(BaseModel):
@@ -210,6 +218,9 @@ class AgentConfig(_Versioned):
     limits: dict[str, Any]
     # The configured model's price; None: no cost is shown (a local model, or none configured).
     price: ModelPrice | None = None
+    # The models a turn may name (the configured one first; c.DataAgent.models): the
+    # sidebar's picker, hidden when there is only one.
+    models: list[str] = Field(default_factory=list)
 
 
 class _NoFieldTitles(GenerateJsonSchema):
@@ -249,6 +260,66 @@ class ValueModelReply(_Versioned):
     value_model: str  # a trained model's directory, or "heuristic"
 
 
+class VariableInfo(_Reply):
+    """One DataFrame or Series in the kernel, as the composer's ``@`` completion offers it."""
+
+    name: str
+    kind: Literal["DataFrame", "Series"]
+    shape: list[int]
+    columns: list[str]  # the first few column names (a Series: its name)
+    total_columns: int
+
+
+class VariablesReply(_Versioned):
+    """Reply of ``GET variables?kernel_id=<id>``: the kernel's frames, newest definitions included.
+
+    ``available`` is false, with the ``reason`` in words, when the kernel
+    could not be read now (busy running a cell, no pandas frames yet is not
+    a reason: that is an empty list).
+    """
+
+    kernel_id: str
+    available: bool = True
+    reason: str = ""
+    variables: list[VariableInfo] = Field(default_factory=list)
+
+
+class InlineCompletionRequest(BaseModel):
+    """Body of ``POST complete``: ghost text for the cursor in a notebook cell.
+
+    ``cells`` are the cells *above* the cursor's cell (sources are enough);
+    ``prefix`` / ``suffix`` are the cursor's cell before / after the cursor.
+    """
+
+    model_config = ConfigDict(extra="forbid", title="InlineCompletionRequest")
+
+    version: Literal[1] = API_VERSION
+    notebook_path: str = Field(default="", max_length=4096)
+    cells: list[NotebookCell] = Field(default_factory=list, max_length=MAX_CELLS)
+    prefix: str = Field(max_length=200_000)
+    suffix: str = Field(default="", max_length=200_000)
+    kernel_id: str | None = Field(default=None, max_length=256)
+
+
+class InlineCompletionChunk(_Reply):
+    """One line of the ``POST complete`` reply (newline-delimited JSON, streamed).
+
+    Lines with ``delta`` extend the ghost text; the last line has ``done``
+    (with the whole ``text``, what it cost and which frames the prompt
+    described) or ``error`` (in words, shown to nobody but logged by the UI).
+    """
+
+    delta: str = ""
+    done: bool = False
+    text: str = ""
+    error: str = ""
+    frames: list[str] = Field(default_factory=list)  # DataFrames whose schema was in the prompt
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    first_token_ms: float | None = None  # request received -> first shown character
+    total_ms: float = 0.0
+
+
 #: The wire's root types, by the name the TypeScript side sees; requests as
 #: the server validates them, replies and events as it sends them.
 WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
@@ -261,6 +332,9 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "DecisionRequest": (DecisionRequest, "validation"),
     "DecisionRecorded": (DecisionRecorded, "serialization"),
     "ValueModelReply": (ValueModelReply, "serialization"),
+    "VariablesReply": (VariablesReply, "serialization"),
+    "InlineCompletionRequest": (InlineCompletionRequest, "validation"),
+    "InlineCompletionChunk": (InlineCompletionChunk, "serialization"),
 }
 
 

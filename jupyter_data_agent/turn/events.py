@@ -34,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..context import report
 from ..kernel import policy, results
 from ..prompts import parse
 from ..search import base
@@ -145,6 +146,8 @@ _mirror(base.Candidate, "One proposed solution (``search.base.Candidate.to_json`
         drop=("raw",), explanation=str)
 _mirror(results.Protections,
         "Which layers are really active in a snapshot (``kernel.results.Protections.to_json``).")
+_mirror(report.FrameCut, "A DataFrame the prompt's schema block did not describe in full.")
+_mirror(report.ContextReport, "``context.report.ContextReport``: how full the prompt was, what was cut.")
 _mirror(base.SearchStats, "``search.base.SearchStats``: what the turn cost.")
 _mirror(policy.Confinement,
         "The policy applied to one turn's copies (``kernel.policy.Confinement.to_json``).",

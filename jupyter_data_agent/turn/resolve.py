@@ -71,6 +71,8 @@ def resolve(settings: Settings, ask: TurnAsk) -> TurnSpec:
             max_prompt_tokens=settings.max_prompt_tokens,
             api_mode=settings.api_mode,
             exemplars=settings.exemplars if ask.exemplars is None else ask.exemplars,
+            images=settings.max_images if settings.send_images else 0,
+            image_bytes=settings.max_image_bytes,
         ),
         sampling=SamplingPolicy(
             temperature=temperature,

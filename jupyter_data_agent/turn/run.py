@@ -7,6 +7,7 @@ import time
 from collections.abc import Generator
 
 from ..context.model import NotebookContext
+from ..context.report import ContextReport, SchemaCuts
 from ..llm.base import Backend, Completion, Prompt, SamplingParams, WrappedBackend, inner_stream
 from ..search import RunContext, SearchResult, Strategy, TurnRequest, get_strategy
 from ..search.base import EventSink, ignore_events
@@ -45,16 +46,21 @@ class TimedBackend(WrappedBackend):
             self._add(started)
 
 
-def turn_request(spec: TurnSpec, context: NotebookContext, schema: str = "") -> TurnRequest:
-    return TurnRequest(intent=spec.intent, context=context, schema=schema, options=spec.options,
+def turn_request(spec: TurnSpec, context: NotebookContext, schema: str = "",
+                 schema_cuts: SchemaCuts | None = None) -> TurnRequest:
+    return TurnRequest(intent=spec.intent, context=context, schema=schema,
+                       schema_cuts=schema_cuts or SchemaCuts(), options=spec.options,
                        prompt=spec.prompt, sampling=spec.sampling, task=spec.task)
 
 
 def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, schema: str = "",
+             schema_cuts: SchemaCuts | None = None,
              copies: Copies | None = None, events: EventSink = ignore_events,
              cancel: threading.Event | None = None, strategy: Strategy | None = None) -> SearchResult:
     """Run ``spec``'s strategy; candidates run in ``copies`` when the policy let them.
 
+    ``schema_cuts`` (``kernel.schema.schema_cuts``) says what ``schema`` left
+    out; with the prompt's own truncation it becomes ``stats.context``.
     ``strategy`` replaces the named one where a caller needs constructor
     arguments (a reward function for trajectory collection).
     """
@@ -66,6 +72,18 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
         cancel=cancel or threading.Event(),
         protections=copies.protections if copies is not None else None,
     )
-    result = (strategy or get_strategy(spec.strategy)).run(turn_request(spec, context, schema), ctx)
+    request = turn_request(spec, context, schema, schema_cuts)
+    result = (strategy or get_strategy(spec.strategy)).run(request, ctx)
     result.stats.model_time_s = round(timed.seconds, 3)
+    if result.stats.context is None:
+        result.stats.context = ctx.context_report or _first_prompt_report(request, result, backend)
     return result
+
+
+def _first_prompt_report(request: TurnRequest, result: SearchResult, backend: Backend) -> ContextReport:
+    """Multi-step strategies (react, mcts) fit their own messages: their first prompt's fill and
+    the schema's cuts (cells they dropped are not counted)."""
+    cuts = request.schema_cuts
+    tokens = backend.count_tokens(result.prompt) if result.prompt else 0
+    return ContextReport(prompt_tokens=tokens, window=request.prompt.max_prompt_tokens,
+                         mentioned=list(cuts.mentioned), frames_cut=list(cuts.frames_cut))

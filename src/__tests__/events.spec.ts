@@ -146,7 +146,8 @@ const STATS = {
   model_time_s: 0.9,
   value: null,
   classes: [],
-  estimator: ''
+  estimator: '',
+  context: null
 };
 
 /** The `done` event as the server sends it: a count and an index, never the candidates. */

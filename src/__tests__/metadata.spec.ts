@@ -2,8 +2,11 @@ import {
   METADATA_KEY,
   ITurn,
   cellMetadataFor,
+  PREVIEW_BUDGET,
+  boundPreviews,
   conversationValue,
   newTurnId,
+  orderTimeline,
   readCellTag,
   updateTurn,
   readConversation,
@@ -245,5 +248,145 @@ describe('confinement verdict stored with the turn', () => {
     expect(conversationValue(undefined, conversation).turns).toEqual(
       conversation.turns.map(t => ({ ...t }))
     );
+  });
+});
+
+describe('the panel timeline', () => {
+  const at = (id: string, created: number | null): ITurn => ({
+    ...turn(id, `q ${id}`),
+    created
+  });
+  const live = (turnId: string | null, createdMs: number) => ({
+    turnId,
+    created: createdMs
+  });
+
+  it('keeps a stopped request before the turns asked after it', () => {
+    // Stopped at t=10 s (not stored), then a turn asked at t=20 s was stored.
+    const stopped = live(null, 10_000);
+    const second = live('b', 20_000);
+    const order = orderTimeline([at('a', 5), at('b', 20)], [stopped, second]);
+    expect(order.map(e => e.turn?.turn_id ?? 'live')).toEqual([
+      'a',
+      'live',
+      'b'
+    ]);
+    expect(order[2].item).toBe(second);
+  });
+
+  it('puts stored turns in their stored order, live ones with them', () => {
+    const a = live('a', 1_000);
+    const order = orderTimeline([at('a', 1), at('c', 3)], [a]);
+    expect(order.map(e => [e.turn?.turn_id, e.item])).toEqual([
+      ['a', a],
+      ['c', null]
+    ]);
+  });
+
+  it('puts a request newer than every turn (or turns without a time) last', () => {
+    const fresh = live(null, 99_000);
+    const order = orderTimeline([at('a', null), at('b', 2)], [fresh]);
+    expect(order.map(e => e.turn?.turn_id ?? 'live')).toEqual([
+      'a',
+      'b',
+      'live'
+    ]);
+  });
+
+  it('keeps two unstored requests in the order they were asked', () => {
+    const one = live(null, 1_000);
+    const two = live(null, 2_000);
+    const order = orderTimeline([at('x', 3)], [one, two]);
+    expect(order.map(e => e.item)).toEqual([one, two, null]);
+  });
+});
+
+describe('failed turns and previews in metadata', () => {
+  it('reads a failure and previews back, tolerating bad ones', () => {
+    const conversation = readConversation({
+      [METADATA_KEY]: {
+        version: 1,
+        turns: [
+          {
+            ...turn('a', 'stopped'),
+            failure: { status: 'cancelled', reason: 'by you' },
+            previews: [[{ output_type: 'stream', name: 'stdout', text: 'hi' }]]
+          },
+          { ...turn('b', 'odd'), failure: 'boom', previews: ['x', null] },
+          {
+            ...turn('c', 'bad outputs'),
+            previews: [[{ nope: 1 }, { output_type: 'stream', text: 'ok' }]]
+          }
+        ]
+      }
+    });
+    const [a, b, c] = conversation.turns;
+    expect(a.failure).toEqual({ status: 'cancelled', reason: 'by you' });
+    expect(a.previews).toEqual([
+      [{ output_type: 'stream', name: 'stdout', text: 'hi' }]
+    ]);
+    expect('failure' in b).toBe(false);
+    expect(b.previews).toEqual([null, null]);
+    expect(c.previews).toEqual([[{ output_type: 'stream', text: 'ok' }]]);
+  });
+
+  it('bounds previews to the budget, clipping text and dropping big images', () => {
+    const longText = 'x'.repeat(50_000);
+    const bigImage = 'A'.repeat(100_000);
+    const bounded = boundPreviews([
+      [
+        { output_type: 'stream', name: 'stdout', text: longText },
+        {
+          output_type: 'display_data',
+          data: { 'image/png': bigImage, 'text/plain': '<Figure>' },
+          metadata: {}
+        },
+        {
+          output_type: 'execute_result',
+          data: { 'text/html': '<b>small</b>', 'text/plain': 'small' },
+          metadata: {},
+          execution_count: 3
+        }
+      ],
+      null
+    ]);
+    expect(JSON.stringify(bounded).length).toBeLessThan(PREVIEW_BUDGET);
+    const [outputs, none] = bounded;
+    expect(none).toBeNull();
+    const text = outputs![0].text as string;
+    expect(text.startsWith('xxxx')).toBe(true);
+    expect(text).toContain('more characters not kept');
+    // The image does not fit: its text stands in for it.
+    expect(outputs![1].data).toEqual({ 'text/plain': '<Figure>' });
+    // A small rich output is kept as it was.
+    expect(outputs![2].data).toEqual({
+      'text/plain': 'small',
+      'text/html': '<b>small</b>'
+    });
+  });
+
+  it('keeps a small image and notes the outputs past the budget', () => {
+    const image = 'A'.repeat(3_000);
+    const many = Array.from({ length: 40 }, () => ({
+      output_type: 'display_data',
+      data: { 'image/png': image },
+      metadata: {}
+    }));
+    const [outputs] = boundPreviews([many], 10_000);
+    expect(outputs![0].data).toEqual({ 'image/png': image });
+    expect(outputs!.length).toBeLessThan(40);
+    const note = outputs![outputs!.length - 1];
+    expect(note.output_type).toBe('stream');
+    expect(note.text).toMatch(/more outputs? not kept/);
+  });
+
+  it('keeps the end of a long traceback', () => {
+    const traceback = Array.from({ length: 500 }, (_, i) => `frame ${i}`);
+    const [outputs] = boundPreviews([
+      [{ output_type: 'error', ename: 'KeyError', evalue: "'a'", traceback }]
+    ]);
+    const kept = outputs![0].traceback as string[];
+    expect(kept[kept.length - 1]).toBe('frame 499');
+    expect(kept.length).toBeLessThan(500);
   });
 });

@@ -8,6 +8,7 @@ import {
   diffCells,
   emptySuggestion,
   insert,
+  isEditIntent,
   observe,
   reject,
   restore,
@@ -40,7 +41,11 @@ function apply(cells: IFakeCell[], changes: CellChange[]): IFakeCell[] {
         out[at(change.id)].source = change.source;
         break;
       case 'setTag':
-        out[at(change.id)].metadata.jupyter_data_agent = { ...change.tag };
+        if (change.tag) {
+          out[at(change.id)].metadata.jupyter_data_agent = { ...change.tag };
+        } else {
+          delete out[at(change.id)].metadata.jupyter_data_agent;
+        }
         break;
       case 'insert': {
         const after = change.afterId ? at(change.afterId) : -1;
@@ -441,4 +446,199 @@ describe('restoring from a reopened notebook', () => {
     });
     expect(state.status).toBe('accepted');
   });
+});
+
+describe('replace mode (a suggestion that edits an existing cell)', () => {
+  const broken = () => [
+    ...notebook().slice(0, 2),
+    {
+      id: 'x',
+      cell_type: 'code',
+      source: 'df["nope"].mean()',
+      metadata: { tags: ['keep'] }
+    },
+    notebook()[2]
+  ];
+  const fixes: ISuggestionCandidate[] = [
+    { code: 'df["delay"].mean()\n\n', explanation: 'Use delay', steps: [] },
+    { code: 'df.delay.mean()', explanation: '', steps: [] }
+  ];
+  const editTag = (status: string) => ({
+    turn_id: 't2',
+    intent: 'Fix the error in this cell',
+    status
+  });
+  const target = { id: 'x', original: 'df["nope"].mean()', tag: null };
+  const placed = () =>
+    insert(emptySuggestion('t2', 'Fix the error in this cell'), {
+      candidates: fixes,
+      index: 0,
+      mode: 'single',
+      anchor: { afterId: 'x', index: 3 },
+      target
+    });
+
+  it('marks the cell without touching its source or adding cells', () => {
+    const { state, changes, decision } = placed();
+    expect(decision).toBe('pending');
+    expect(state.target).toEqual(target);
+    expect(changes).toEqual([
+      { op: 'setTag', id: 'x', tag: editTag('pending') }
+    ]);
+    const after = apply(broken(), changes);
+    expect(after.map(c => c.id)).toEqual(['a', 'b', 'x', 'c']);
+    expect(after[2].source).toBe('df["nope"].mean()');
+    expect(after[2].metadata).toEqual({
+      tags: ['keep'],
+      jupyter_data_agent: editTag('pending')
+    });
+  });
+
+  it('cycles candidates without changing the cell', () => {
+    const next = cycle(placed().state, 1);
+    expect(next.state.index).toBe(1);
+    expect(next.changes).toEqual([]);
+    expect(cycle(next.state, 1).state.index).toBe(0);
+  });
+
+  it('accepts by writing the candidate into the same cell', () => {
+    const first = placed();
+    const nb = apply(broken(), first.changes);
+    const { state, changes, decision } = accept(first.state, {
+      x: 'df["nope"].mean()'
+    });
+    expect(decision).toBe('accepted');
+    expect(state.status).toBe('accepted');
+    expect(changes).toEqual([
+      { op: 'setSource', id: 'x', source: 'df["delay"].mean()' },
+      { op: 'setTag', id: 'x', tag: editTag('accepted') }
+    ]);
+    const after = apply(nb, changes);
+    expect(after.map(c => c.id)).toEqual(['a', 'b', 'x', 'c']);
+    expect(after[2].source).toBe('df["delay"].mean()');
+    expect(solutionCode(state.cells)).toBe('df["delay"].mean()');
+  });
+
+  it('accepts the candidate shown after cycling', () => {
+    const cycled = cycle(placed().state, 1).state;
+    const { changes } = accept(cycled);
+    expect(changes[0]).toEqual({
+      op: 'setSource',
+      id: 'x',
+      source: 'df.delay.mean()'
+    });
+  });
+
+  it('undoes an accept in one step, back to the exact original', () => {
+    const first = placed();
+    const nb1 = apply(broken(), first.changes);
+    const accepted = accept(first.state);
+    const nb2 = apply(nb1, accepted.changes);
+    const back = undo(accepted.state);
+    expect(back.decision).toBe('pending');
+    expect(back.state.status).toBe('suggested');
+    expect(apply(nb2, back.changes)).toEqual(nb1);
+    // And undoing the placement leaves the notebook as it was before.
+    const none = undo(back.state);
+    expect(none.state.status).toBe('none');
+    expect(apply(nb1, none.changes)).toEqual(broken());
+  });
+
+  it('rejects by dropping only the mark; undo puts it back', () => {
+    const first = placed();
+    const nb1 = apply(broken(), first.changes);
+    const rejected = reject(first.state);
+    expect(rejected.decision).toBe('rejected');
+    expect(rejected.changes).toEqual([{ op: 'setTag', id: 'x', tag: null }]);
+    const nb2 = apply(nb1, rejected.changes);
+    expect(nb2).toEqual(broken());
+    expect(apply(nb2, undo(rejected.state).changes)).toEqual(nb1);
+  });
+
+  it('keeps edits made to the cell while suggested, on reject and undo', () => {
+    const first = placed();
+    const edited = apply(broken(), first.changes);
+    edited[2].source = 'df["nope"].sum()';
+    const rejected = reject(first.state, { sources: { x: edited[2].source } });
+    expect(rejected.changes).toEqual([{ op: 'setTag', id: 'x', tag: null }]);
+    const accepted = accept(first.state, { x: edited[2].source });
+    const after = apply(edited, accepted.changes);
+    expect(apply(after, undo(accepted.state).changes)[2].source).toBe(
+      'df["nope"].sum()'
+    );
+  });
+
+  it("restores an earlier turn's tag on the cell", () => {
+    const old = { turn_id: 't0', intent: 'mean', status: 'accepted' as const };
+    const start = broken();
+    start[2].metadata.jupyter_data_agent = { ...old };
+    const first = insert(emptySuggestion('t2', 'Fix the error in this cell'), {
+      candidates: fixes,
+      index: 0,
+      mode: 'single',
+      anchor: { afterId: 'x', index: 3 },
+      target: { ...target, tag: old }
+    });
+    const nb1 = apply(start, first.changes);
+    expect(nb1[2].metadata.jupyter_data_agent).toEqual(editTag('pending'));
+    expect(apply(nb1, reject(first.state).changes)).toEqual(start);
+  });
+
+  it('follows the notebook undo of an accept back to suggested', () => {
+    const accepted = accept(placed().state).state;
+    const seen = observe(accepted, [
+      { id: 'x', source: 'df["nope"].mean()', status: 'pending' }
+    ]);
+    expect(seen.state.status).toBe('suggested');
+    expect(seen.decision).toBe('pending');
+    expect(seen.state.cells[0].source).toBe('df["nope"].mean()');
+  });
+
+  it('restores a pending edit turn from a reopened notebook', () => {
+    const state = restore({
+      turnId: 't2',
+      intent: 'Fix the error in this cell',
+      candidates: fixes,
+      mode: 'single',
+      cells: [
+        {
+          id: 'x',
+          source: 'df["nope"].mean()',
+          status: 'pending',
+          cell_type: 'code'
+        }
+      ],
+      anchor: { afterId: 'b', index: 2 },
+      target: { id: 'x', original: 'df["nope"].mean()', tag: null },
+      code: 'df.delay.mean()'
+    });
+    expect(state.status).toBe('suggested');
+    expect(state.index).toBe(1);
+    const { changes } = accept(state);
+    expect(changes[0]).toEqual({
+      op: 'setSource',
+      id: 'x',
+      source: 'df.delay.mean()'
+    });
+  });
+});
+
+describe('edit intents', () => {
+  it.each([
+    'Fix the error in this cell',
+    'fix it',
+    'Rewrite this with groupby',
+    'please refactor',
+    'Clean up this cell',
+    'Optimize the loop',
+    'improve the plot'
+  ])('%s edits the cell', intent => expect(isEditIntent(intent)).toBe(true));
+  it.each([
+    'Which airline has the longest delay?',
+    'plot delay per month',
+    'fixed costs per airline',
+    'explain this cell'
+  ])('%s asks for new code', intent =>
+    expect(isEditIntent(intent)).toBe(false)
+  );
 });

@@ -1,6 +1,11 @@
 import {
   NO_USAGE,
   addUsage,
+  contextCuts,
+  contextFill,
+  contextLabel,
+  contextTitle,
+  contextWasCut,
   costOf,
   formatCost,
   formatSeconds,
@@ -11,7 +16,7 @@ import {
   usageTitle
 } from '../usage';
 import { configRows } from '../configtable';
-import type { AgentConfig, SearchStats } from '../wire';
+import type { AgentConfig, ContextReport, SearchStats } from '../wire';
 
 const STATS: SearchStats = {
   iterations: 0,
@@ -25,7 +30,8 @@ const STATS: SearchStats = {
   model_time_s: 1.5,
   value: null,
   classes: [],
-  estimator: ''
+  estimator: '',
+  context: null
 };
 
 const PRICE = { input: 0.15, output: 0.6 };
@@ -123,6 +129,77 @@ describe('usage', () => {
   });
 });
 
+describe('context gauge', () => {
+  const REPORT: ContextReport = {
+    prompt_tokens: 1200,
+    window: 3000,
+    cells_dropped: 0,
+    exemplars_dropped: 0,
+    outputs_cut: 0,
+    over_budget: false,
+    mentioned: [],
+    frames_cut: []
+  };
+
+  it('fills with the prompt tokens against the budget', () => {
+    expect(contextFill(REPORT)).toBeCloseTo(0.4);
+    expect(contextLabel(REPORT)).toBe('context 40%');
+    expect(contextFill({ ...REPORT, prompt_tokens: 4000 })).toBe(1);
+    expect(contextFill({ ...REPORT, window: 0 })).toBe(0);
+  });
+
+  it('says nothing was cut when nothing was', () => {
+    expect(contextWasCut(REPORT)).toBe(false);
+    expect(contextCuts(REPORT)).toEqual([]);
+    expect(contextTitle(REPORT)).toBe(
+      'Prompt: 1,200 of 3,000 tokens (40% of the prompt budget)\nNothing was cut.'
+    );
+  });
+
+  it('lists every cut: cells, examples, outputs, wide and summarized frames', () => {
+    const cut: ContextReport = {
+      ...REPORT,
+      prompt_tokens: 2990,
+      cells_dropped: 3,
+      exemplars_dropped: 1,
+      outputs_cut: 2,
+      mentioned: ['df'],
+      frames_cut: [
+        {
+          name: 'wide',
+          shown_columns: 20,
+          total_columns: 30,
+          summarized: false
+        },
+        { name: 'big', shown_columns: 6, total_columns: 40, summarized: true }
+      ]
+    };
+    expect(contextWasCut(cut)).toBe(true);
+    expect(contextCuts(cut)).toEqual([
+      '3 oldest cells left out to fit the budget',
+      '1 worked example left out',
+      '2 cell outputs cut short',
+      'wide: 20 of 30 columns shown; mention @wide for all',
+      'big: summarized (6 of 40 columns named); mention @big for all'
+    ]);
+    const title = contextTitle(cut).split('\n');
+    expect(title[0]).toBe(
+      'Prompt: 2,990 of 3,000 tokens (100% of the prompt budget)'
+    );
+    expect(title[1]).toBe('In full, first: @df');
+    expect(title[2]).toBe('Cut:');
+    expect(title).toContain(
+      '  wide: 20 of 30 columns shown; mention @wide for all'
+    );
+  });
+
+  it('says when the prompt is over budget even after cutting', () => {
+    expect(contextCuts({ ...REPORT, over_budget: true })).toEqual([
+      'Over the budget even so: the schema and the question are never cut'
+    ]);
+  });
+});
+
 /** The rows as an object, label -> value. */
 function byLabel(rows: [string, string][]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -153,10 +230,12 @@ describe('configRows', () => {
       strategies: ['direct'],
       chat: true,
       live_state: true,
-      events: 'websocket'
+      events: 'websocket',
+      inline_completion: false
     },
     limits: { max_samples: 32, max_concurrent_jobs: 4 },
-    price: { input: 0.15, output: 0.6 }
+    price: { input: 0.15, output: 0.6 },
+    models: ['gpt-4o-mini', 'gpt-4o']
   };
 
   it('shows the server configuration, the strategies it can run and its limits', () => {
@@ -164,10 +243,12 @@ describe('configRows', () => {
     expect(rows).toEqual({
       Backend: 'openai',
       Model: 'gpt-4o-mini',
+      'Models offered': 'gpt-4o-mini, gpt-4o',
       Endpoint: 'https://api.example.com/v1',
       'API key': 'set on the server',
       Strategies: 'Direct',
       Limits: 'max samples: 32, max concurrent jobs: 4',
+      'Inline completion': 'off',
       Price: '$0.15 input / $0.6 output per million tokens'
     });
   });
@@ -180,7 +261,8 @@ describe('configRows', () => {
         base_url: null,
         api_key_set: false,
         limits: {},
-        price: null
+        price: null,
+        models: ['gpt-4o-mini']
       })
     );
     expect(rows.Model).toBe('(default)');
@@ -188,5 +270,6 @@ describe('configRows', () => {
     expect(rows['API key']).toBe('not set');
     expect(rows.Limits).toBe('—');
     expect(rows.Price).toBe('none configured (no cost shown)');
+    expect(rows['Models offered']).toBe('—');
   });
 });

@@ -8,6 +8,7 @@ import { expect, test } from '@jupyterlab/galata';
 
 import {
   CANDIDATES,
+  DF_CODE,
   MockServer,
   ask,
   event,
@@ -285,11 +286,17 @@ test('fix the error in a cell, stop, and find the conversation after a reload', 
   await expect(
     suggestion.locator('.jp-DataAgent-suggestionExplanation')
   ).toContainText('no "late" column');
-  expect((await notebookCells(page))[2].source).toBe('df["delay"].mean()');
+  // The fix replaces the broken cell (a diff over it), no cell is added.
+  expect((await notebookCells(page)).map(c => c.source)).toEqual([
+    DF_CODE,
+    'df["late"].mean()'
+  ]);
+  await expect(suggestion.locator('.jp-DataAgent-cellDiff')).toBeVisible();
   await suggestion.locator('button.jp-DataAgent-acceptAndRun').click();
   await expect(suggestion).toHaveCount(0);
+  expect((await notebookCells(page))[1].source).toBe('df["delay"].mean()');
   await expect(
-    (await page.notebook.getCellLocator(2))!.locator('.jp-OutputArea-output')
+    (await page.notebook.getCellLocator(1))!.locator('.jp-OutputArea-output')
   ).toContainText('17');
 
   // A second request, stopped while it runs.
@@ -308,14 +315,19 @@ test('fix the error in a cell, stop, and find the conversation after a reload', 
   await reloadAndReopen(page, 'fix.ipynb');
   await openPanel(page);
   const turns = panel(page).locator('.jp-DataAgent-exchange');
-  await expect(turns).toHaveCount(1);
+  // The stopped request is stored too, after the first, with its reason.
+  await expect(turns).toHaveCount(2);
   await expect(turns.first()).toContainText('Fix the error in this cell');
   await expect(
     turns.first().locator('.jp-DataAgent-chip.jp-mod-accepted')
   ).toBeVisible();
-  // Up in the question box brings the last intent back.
+  await expect(turns.nth(1)).toContainText('Cancelled by the user');
+  // Up in the question box brings the intents back, newest first.
   const input = panel(page).locator('.jp-DataAgent-input');
   await input.click();
+  await input.press('ArrowUp');
+  await expect(input).toHaveValue('Plot the delays');
+  await input.evaluate((el: HTMLTextAreaElement) => el.setSelectionRange(0, 0));
   await input.press('ArrowUp');
   await expect(input).toHaveValue('Fix the error in this cell');
   await page.screenshot({ path: screenshotPath('mocked-after-reload.png') });

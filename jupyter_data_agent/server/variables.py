@@ -1,0 +1,42 @@
+"""The live kernel's DataFrames and Series for the composer's ``@`` completion.
+
+The same silent schema inspection a turn makes (``kernel.schema.inspect_kernel``),
+only cheaper: more frames, a few columns each, a short wait. A busy kernel is
+not waited for: the popup says so instead of hanging on a long cell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..kernel.schema import FrameSchema, SchemaInspectionError, inspect_kernel
+from .jobs import _own_client
+from .models import VariableInfo, VariablesReply
+
+#: Frames listed, and column names per frame (the popup shows a few).
+MAX_VARIABLES = 50
+COLUMNS_SHOWN = 8
+#: Seconds to wait for the kernel's reply (it answers at once unless a cell runs).
+REPLY_TIMEOUT_S = 3.0
+
+
+def variable_info(frame: FrameSchema) -> VariableInfo:
+    return VariableInfo(name=frame.name, kind=frame.kind, shape=list(frame.shape),
+                        columns=[c.name for c in frame.columns], total_columns=frame.total_columns)
+
+
+async def kernel_variables(km: Any, kernel_id: str, timeout: float = REPLY_TIMEOUT_S) -> VariablesReply:
+    """The frames in ``km``'s kernel, or ``available=False`` with the reason."""
+    kc = _own_client(km)
+    kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+    try:
+        frames = await inspect_kernel(kc, timeout=timeout, max_frames=MAX_VARIABLES,
+                                      max_columns=COLUMNS_SHOWN, max_value_chars=40, time_limit=1.0)
+    except SchemaInspectionError as exc:
+        busy = "did not answer" in str(exc)
+        reason = ("The kernel is busy running a cell; its variables show once it is idle."
+                  if busy else f"Could not read the kernel's variables: {exc}")
+        return VariablesReply(kernel_id=kernel_id, available=False, reason=reason)
+    finally:
+        kc.stop_channels()
+    return VariablesReply(kernel_id=kernel_id, variables=[variable_info(f) for f in frames])

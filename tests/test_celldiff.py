@@ -1,0 +1,120 @@
+"""Edit turns ("fix this cell"): the model is told to rewrite the active cell.
+
+The sidebar shows such a turn's candidate as a diff and replaces the cell
+with it, so the prompt must ask for the whole cell, not a follow-up cell.
+A real Jupyter server and the real OpenAI SDK against the local
+OpenAI-protocol server; helpers come from ``test_server.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_data_agent.context.model import METADATA_KEY
+from jupyter_data_agent.context.notebook import from_notebook
+from jupyter_data_agent.context.turns import mark_accepted, read_turns
+from jupyter_data_agent.prompts.arcade import linearize
+from jupyter_data_agent.prompts.edit import EDIT_CELL_NOTE, edit_cell_intent
+from jupyter_data_agent.server.models import TurnRequestModel
+from tests.conftest import agent_server_config
+from tests.openai_server import OpenAITestServer
+from tests.test_server import (
+    notebook_cells,
+    on_server_loop,
+    post_turn,
+    replies,
+    stream_events,
+    turn_body,
+)
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+BROKEN = {
+    "cell_type": "code", "id": "c2", "source": "total = 1\ndf['colum'].sum()", "metadata": {},
+    "execution_count": 2,
+    "outputs": [{"output_type": "error", "ename": "KeyError", "evalue": "'colum'",
+                 "traceback": ["\x1b[31mKeyError\x1b[0m: 'colum'"]}],
+}
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with OpenAITestServer(reply=replies) as srv:
+        yield srv
+
+
+@pytest.fixture
+def jp_server_config(model_server, monkeypatch):
+    model_server.clear()
+    model_server.reply = replies
+    return agent_server_config(model_server, monkeypatch)
+
+
+def test_edit_intent_adds_the_note_once():
+    once = edit_cell_intent("Fix the error in this cell ")
+    assert once == f"Fix the error in this cell\n{EDIT_CELL_NOTE}"
+    assert edit_cell_intent(once) == once
+
+
+def test_edit_cell_is_a_boolean_and_off_by_default():
+    assert TurnRequestModel.model_validate(turn_body()).edit_cell is False
+    assert TurnRequestModel.model_validate(turn_body(edit_cell=True)).edit_cell is True
+    with pytest.raises(ValueError, match="edit_cell"):
+        TurnRequestModel.model_validate(turn_body(edit_cell="the second cell"))
+
+
+@pytest.mark.parametrize("edit", [True, False])
+@on_server_loop
+async def test_an_edit_turn_asks_for_the_whole_cell(jp_fetch, jp_ws_fetch, model_server, edit):
+    accepted = await post_turn(jp_fetch, cells=[*notebook_cells(), BROKEN], active_index=2,
+                               intent="Fix the error in this cell", edit_cell=edit,
+                               options={"use_live_state": False})
+    events = await stream_events(jp_ws_fetch, accepted["job_id"])
+    assert events[-1]["type"] == "done", events[-1]
+    prompt = model_server.generation_requests[-1].prompt
+    # The broken cell, its error, the intent; and the note only for an edit turn.
+    assert "total = 1" in prompt and "KeyError" in prompt
+    assert "Fix the error in this cell" in prompt
+    assert (EDIT_CELL_NOTE in prompt) is edit
+
+
+def test_an_edit_turn_survives_a_python_rewrite_of_the_turns():
+    """The sidebar's ``edits_cell`` (which cell the turn replaced) is kept
+    when the Python side rewrites the turns, e.g. on a decision."""
+    nb = {"cells": [BROKEN], "metadata": {METADATA_KEY: {"version": 1, "turns": [{
+        "turn_id": "t1", "intent": "Fix the error in this cell", "code": "df['col'].sum()",
+        "status": "pending", "cell_ids": ["c2"], "candidates": ["df['col'].sum()"],
+        "created": 1.0, "edits_cell": "c2"}]}}}
+    mark_accepted(nb, "t1", "df['col'].sum()")
+    stored = nb["metadata"][METADATA_KEY]["turns"][0]
+    assert stored["status"] == "accepted" and stored["edits_cell"] == "c2"
+    assert read_turns(nb)[0].extra == {"edits_cell": "c2"}
+
+
+def _edit_notebook(status: str, source: str) -> dict:
+    fixed = "df['col'].sum()"
+    cell = {**BROKEN, "source": source, "outputs": [],
+            "metadata": {METADATA_KEY: {"turn_id": "t1", "intent": "Fix the error in this cell",
+                                        "status": status}}}
+    return {"cells": [*notebook_cells(), cell, {"cell_type": "code", "id": "c3", "source": "df.head()",
+                                                "metadata": {}, "outputs": []}],
+            "metadata": {METADATA_KEY: {"version": 1, "turns": [{
+                "turn_id": "t1", "intent": "Fix the error in this cell", "code": fixed,
+                "status": status, "cell_ids": ["c2"], "candidates": [fixed], "edits_cell": "c2"}]}}}
+
+
+@pytest.mark.parametrize("status", ["pending", "rejected"])
+def test_the_cell_under_an_undecided_edit_is_the_users_own(status):
+    """While the fix is only a diff, the cell holds the user's code: the next
+    prompt shows it as such, not as the answer to "Fix the error"."""
+    context = from_notebook(_edit_notebook(status, BROKEN["source"]), active_index=3)
+    text = "".join(linearize(context))
+    assert "total = 1" in text
+    assert "# Problem: Fix the error in this cell" not in text
+
+
+def test_an_accepted_edit_is_that_turns_answer():
+    context = from_notebook(_edit_notebook("accepted", "df['col'].sum()"), active_index=3)
+    text = "".join(linearize(context))
+    assert "# Problem: Fix the error in this cell" in text
+    assert text.index("# Problem: Fix the error") < text.index("df['col'].sum()")
