@@ -24,7 +24,12 @@ import { getConfig, reloadValueModel } from './handler';
 import { inlinePlugin } from './inline';
 import { EXPLAIN, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
-import { DEFAULT_SETTINGS, IAgentSettings, NotebookSession } from './session';
+import {
+  DEFAULT_SETTINGS,
+  IAgentSettings,
+  ISendOptions,
+  NotebookSession
+} from './session';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 const PLUGIN_ID = 'jupyter-data-agent:plugin';
@@ -225,6 +230,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
         openPanel();
       }
     });
+    /** A request about the active cell, from a command on it. */
+    const askAboutCell = (options: Omit<ISendOptions, 'cellId'>) => {
+      const session = current();
+      if (!session) {
+        return;
+      }
+      openPanel();
+      void session.send({ ...options, cellId: activeCellId() });
+    };
     commands.addCommand(CommandIDs.explainCell, {
       describedBy: NO_ARGS,
       label: 'Explain this cell',
@@ -235,21 +249,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
         !!activeCellId() &&
         !current()?.running &&
         canRun(EXPLAIN),
-      execute: () => {
-        const session = current();
-        if (!session) {
-          return;
-        }
-        openPanel();
-        // The cell (source, outputs, error) goes as the active one; the answer
-        // is Markdown read in the panel, and no cell is inserted.
-        void session.send({
+      // The cell (source, outputs, error) goes as the active one; the answer
+      // is Markdown read in the panel, and no cell is inserted.
+      execute: () =>
+        askAboutCell({
           intent: 'Explain this cell',
-          cellId: activeCellId(),
           strategy: EXPLAIN,
           autoInsert: false
-        });
-      }
+        })
     });
     commands.addCommand(CommandIDs.fixCell, {
       describedBy: NO_ARGS,
@@ -258,19 +265,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         'The error output is sent as context; the fix comes back as a suggestion',
       isEnabled: () =>
         !!current() && hasError(tracker.currentWidget) && !current()?.running,
-      execute: () => {
-        const session = current();
-        if (!session) {
-          return;
-        }
-        openPanel();
-        // The fix replaces the cell: shown as a diff over it.
-        void session.send({
-          intent: 'Fix the error in this cell',
-          cellId: activeCellId(),
-          editCell: true
-        });
-      }
+      // The fix replaces the cell: shown as a diff over it.
+      execute: () =>
+        askAboutCell({ intent: 'Fix the error in this cell', editCell: true })
     });
     commands.addCommand(CommandIDs.improveCell, {
       describedBy: NO_ARGS,
@@ -281,19 +278,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
         !!current() &&
         tracker.currentWidget?.content.activeCell?.model.type === 'code' &&
         !current()?.running,
-      execute: () => {
-        const session = current();
-        if (!session) {
-          return;
-        }
-        openPanel();
-        void session.send({
+      execute: () =>
+        askAboutCell({
           intent:
             'Improve this cell: make it clearer and more idiomatic, keeping what it computes',
-          cellId: activeCellId(),
           editCell: true
-        });
-      }
+        })
     });
 
     const onSuggestion = (

@@ -9,11 +9,9 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import { Page } from '@playwright/test';
-import * as fs from 'fs';
 
 import {
   DF_CODE,
-  OPENAI_LOG,
   ask,
   execute,
   notebookAgentMetadata,
@@ -22,7 +20,8 @@ import {
   openPanel,
   panel,
   reloadAndReopen,
-  screenshotPath
+  screenshotPath,
+  loggedRequests
 } from './helpers';
 
 const BROKEN = 'df["nope"].mean()';
@@ -89,11 +88,7 @@ test('Fix shows a diff over the cell; Accept replaces it; undo restores it', asy
   await page.screenshot({ path: screenshotPath('celldiff-fix.png') });
 
   // The prompt the model got carried the broken cell with its error.
-  const requests = fs
-    .readFileSync(OPENAI_LOG, 'utf-8')
-    .trim()
-    .split('\n')
-    .map(line => JSON.parse(line));
+  const requests = loggedRequests();
   const prompt = JSON.stringify(requests[requests.length - 1]);
   expect(prompt).toContain('KeyError');
   expect(prompt).toContain('nope');

@@ -11,7 +11,6 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 import { Page } from '@playwright/test';
-import * as fs from 'fs';
 
 import {
   MockServer,
@@ -22,7 +21,7 @@ import {
   openPanel,
   panel,
   screenshotPath,
-  OPENAI_LOG
+  loggedRequests
 } from './helpers';
 
 const PROSE = [
@@ -176,13 +175,7 @@ test('Explain against the real server: the model’s prose, the cell in the prom
   expect(await notebookCells(page)).toEqual(before);
 
   // The model saw the active cell.
-  const prompts = fs
-    .readFileSync(OPENAI_LOG, 'utf-8')
-    .split('\n')
-    .filter(line => line.trim())
-    .map(line => JSON.parse(line))
-    .filter(req => req.method === 'POST')
-    .map(req => JSON.stringify(req.body));
+  const prompts = loggedRequests().map(req => JSON.stringify(req.body));
   expect(prompts.pop()).toContain('describe()');
   await panel(page).screenshot({
     path: screenshotPath('explain-real-panel.png')

@@ -22,6 +22,44 @@ export const OPENAI_LOG = path.resolve(
   process.env.JDA_UI_LOG || 'openai-requests.jsonl'
 );
 
+/** How many lines the request log holds: a mark to read later requests from. */
+export function logLength(): number {
+  return fs.existsSync(OPENAI_LOG)
+    ? fs
+        .readFileSync(OPENAI_LOG, 'utf-8')
+        .split('\n')
+        .filter(line => line.trim()).length
+    : 0;
+}
+
+/** The model requests (POST) the test server logged, from log line `from` on. */
+export function loggedRequests(from = 0): any[] {
+  if (!fs.existsSync(OPENAI_LOG)) {
+    return [];
+  }
+  return fs
+    .readFileSync(OPENAI_LOG, 'utf-8')
+    .split('\n')
+    .filter(line => line.trim())
+    .slice(from)
+    .map(line => JSON.parse(line))
+    .filter(req => req.method === 'POST');
+}
+
+/** A logged request's prompt: its chat messages' text (image parts left out) or its completion prompt. */
+export function promptOf(req: any): string {
+  const text = (content: any): string =>
+    Array.isArray(content)
+      ? content
+          .filter(part => part.type === 'text')
+          .map(part => part.text)
+          .join('\n')
+      : String(content ?? '');
+  return req.body.messages
+    ? req.body.messages.map((m: any) => text(m.content)).join('\n')
+    : String(req.body.prompt ?? '');
+}
+
 export const DF_CODE = [
   'import pandas as pd',
   'df = pd.DataFrame({"airline": ["AA", "UA", "AA", "DL", "UA"], "delay": [10, 25, 30, 5, 15]})',
@@ -275,7 +313,9 @@ export const CATALOG: StrategyInfo[] = [
   {
     name: 'direct',
     label: 'Direct',
-    summary: 'One candidate, step by step (fastest).'
+    summary: 'One candidate, step by step (fastest).',
+    samples: null,
+    budget: null
   },
   {
     name: 'vote',
@@ -301,7 +341,9 @@ export const CATALOG: StrategyInfo[] = [
   {
     name: 'explain',
     label: 'Explain',
-    summary: 'An answer in words about the active cell; no cell is inserted.'
+    summary: 'An answer in words about the active cell; no cell is inserted.',
+    samples: null,
+    budget: null
   }
 ];
 
@@ -317,10 +359,13 @@ export const CONFIG: AgentConfig = {
     strategies: CATALOG.map(s => s.name),
     chat: true,
     live_state: true,
-    events: 'websocket'
+    events: 'websocket',
+    // Mocked pages answer no completion requests.
+    inline_completion: false
   },
   limits: {},
-  price: null
+  price: null,
+  models: ['scripted-model']
 };
 
 /** A fully confined verdict, as the real server sends it with `done`. */

@@ -6,13 +6,13 @@
  * the ghost text into the cell.
  */
 import { expect, test } from '@jupyterlab/galata';
-import * as fs from 'fs';
 
 import {
   notebookCells,
   notebookWithDf,
   screenshotPath,
-  OPENAI_LOG
+  loggedRequests,
+  promptOf
 } from './helpers';
 
 // The replies file answers a prompt with this line at the cursor.
@@ -20,23 +20,7 @@ const TYPED = 'by_carrier = df.groupby("';
 const CURSOR = '<CURSOR>';
 
 function inlineRequests(): any[] {
-  if (!fs.existsSync(OPENAI_LOG)) {
-    return [];
-  }
-  return fs
-    .readFileSync(OPENAI_LOG, 'utf-8')
-    .split('\n')
-    .filter(line => line.trim())
-    .map(line => JSON.parse(line))
-    .filter(
-      req => req.method === 'POST' && promptOf(req).includes(TYPED + CURSOR)
-    );
-}
-
-function promptOf(req: any): string {
-  return req.body.messages
-    ? req.body.messages.map((m: any) => String(m.content ?? '')).join('\n')
-    : String(req.body.prompt ?? '');
+  return loggedRequests().filter(req => promptOf(req).includes(TYPED + CURSOR));
 }
 
 test('ghost text from the kernel schema appears as you type and Tab accepts it', async ({

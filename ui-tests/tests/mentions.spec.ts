@@ -6,46 +6,19 @@
  * turn's footer shows how full the prompt was and what was cut.
  */
 import { expect, test } from '@jupyterlab/galata';
-import * as fs from 'fs';
 
 import {
   notebookWithDf,
   openPanel,
   panel,
   screenshotPath,
-  OPENAI_LOG
+  loggedRequests,
+  logLength,
+  promptOf
 } from './helpers';
 
 const WIDE_CODE =
   "wide = pd.DataFrame({f'c{i}': [i, i + 1] for i in range(30)})\nwide.shape";
-
-/** The prompt texts the test server received after log line `from`. */
-function promptsSince(from: number): string[] {
-  if (!fs.existsSync(OPENAI_LOG)) {
-    return [];
-  }
-  return fs
-    .readFileSync(OPENAI_LOG, 'utf-8')
-    .split('\n')
-    .filter(line => line.trim())
-    .slice(from)
-    .map(line => JSON.parse(line))
-    .filter(req => req.method === 'POST')
-    .map(req =>
-      req.body.messages
-        ? req.body.messages.map((m: any) => String(m.content ?? '')).join('\n')
-        : String(req.body.prompt ?? '')
-    );
-}
-
-function logLength(): number {
-  return fs.existsSync(OPENAI_LOG)
-    ? fs
-        .readFileSync(OPENAI_LOG, 'utf-8')
-        .split('\n')
-        .filter(line => line.trim()).length
-    : 0;
-}
 
 test('@d offers the kernel frames, the keyboard picks df and df comes first in full', async ({
   page
@@ -105,9 +78,9 @@ test('@d offers the kernel frames, the keyboard picks df and df comes first in f
   const footer = exchange.locator('.jp-DataAgent-usage');
   await expect(footer).toBeVisible({ timeout: 90_000 });
 
-  const prompts = promptsSince(from).filter(p =>
-    p.includes('What is the mean delay per airline in @df ?')
-  );
+  const prompts = loggedRequests(from)
+    .map(promptOf)
+    .filter(p => p.includes('What is the mean delay per airline in @df ?'));
   expect(prompts.length).toBeGreaterThan(0);
   const prompt = prompts[0];
   // The live schema block is the last one (exemplars have their own before it).

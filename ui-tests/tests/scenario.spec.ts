@@ -4,7 +4,6 @@
  * tests/openai_server.py (replies in ui-tests/fixtures/replies.json).
  */
 import { expect, test } from '@jupyterlab/galata';
-import * as fs from 'fs';
 
 import {
   ask,
@@ -15,27 +14,15 @@ import {
   panel,
   reloadAndReopen,
   screenshotPath,
-  OPENAI_LOG
+  loggedRequests,
+  promptOf
 } from './helpers';
 
 const FIRST = 'What is the mean delay per airline?';
 const SECOND = 'How many flights are in the table?';
 
 function prompts(): string[] {
-  if (!fs.existsSync(OPENAI_LOG)) {
-    return [];
-  }
-  return fs
-    .readFileSync(OPENAI_LOG, 'utf-8')
-    .split('\n')
-    .filter(line => line.trim())
-    .map(line => JSON.parse(line))
-    .filter(req => req.method === 'POST')
-    .map(req =>
-      req.body.messages
-        ? req.body.messages.map((m: any) => String(m.content)).join('\n')
-        : String(req.body.prompt ?? '')
-    );
+  return loggedRequests().map(promptOf);
 }
 
 test.beforeEach(async ({ page }) => {

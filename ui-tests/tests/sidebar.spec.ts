@@ -7,11 +7,9 @@
  * and Clear conversation; the panel in the dark theme.
  */
 import { IJupyterLabPageFixture, expect, test } from '@jupyterlab/galata';
-import * as fs from 'fs';
 
 import {
   DF_CODE,
-  OPENAI_LOG,
   ask,
   notebookAgentMetadata,
   notebookCells,
@@ -19,7 +17,8 @@ import {
   openPanel,
   panel,
   reloadAndReopen,
-  screenshotPath
+  screenshotPath,
+  loggedRequests
 } from './helpers';
 
 const SLOW = 'Sidebar slow question: list the airlines';
@@ -27,13 +26,8 @@ const COUNT = 'How many flights are in the table?';
 
 /** Requests the test server received whose prompt holds `text`. */
 function requestsWith(text: string): number {
-  if (!fs.existsSync(OPENAI_LOG)) {
-    return 0;
-  }
-  return fs
-    .readFileSync(OPENAI_LOG, 'utf-8')
-    .split('\n')
-    .filter(line => line.includes(text)).length;
+  return loggedRequests().filter(req => JSON.stringify(req).includes(text))
+    .length;
 }
 
 /** A notebook file: the DataFrame cell, then `notes` Markdown cells. */

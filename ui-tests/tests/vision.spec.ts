@@ -7,14 +7,14 @@
  * OpenAI-protocol test server's log.
  */
 import { expect, test } from '@jupyterlab/galata';
-import * as fs from 'fs';
 
 import {
   ask,
   notebookWithDf,
   openPanel,
   screenshotPath,
-  OPENAI_LOG
+  loggedRequests,
+  logLength
 } from './helpers';
 
 // Matches the "What does the plot show" rule of fixtures/replies.json; the
@@ -29,24 +29,9 @@ const PLOT_CODE = [
 ].join('\n');
 
 function requestsFor(intent: string, from: number): any[] {
-  return fs
-    .readFileSync(OPENAI_LOG, 'utf-8')
-    .split('\n')
-    .filter(line => line.trim())
-    .slice(from)
-    .map(line => JSON.parse(line))
-    .filter(
-      req => req.method === 'POST' && JSON.stringify(req.body).includes(intent)
-    );
-}
-
-function logLength(): number {
-  return fs.existsSync(OPENAI_LOG)
-    ? fs
-        .readFileSync(OPENAI_LOG, 'utf-8')
-        .split('\n')
-        .filter(line => line.trim()).length
-    : 0;
+  return loggedRequests(from).filter(req =>
+    JSON.stringify(req.body).includes(intent)
+  );
 }
 
 test('a question about a plot sends the plot as an image part with its summary', async ({
