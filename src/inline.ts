@@ -82,9 +82,18 @@ export class LatestRequest {
   }
 }
 
-/** The cells above `index`, as the server reads them (sources only). */
+/**
+ * The cells above `index`, as the server reads them: sources, and the code
+ * cells' execution counts (a cell run since the server last read the
+ * kernel's DataFrames makes it read them again).
+ */
 export function cellsAbove(
-  cells: ReadonlyArray<{ cell_type: string; source: string; id?: string }>,
+  cells: ReadonlyArray<{
+    cell_type: string;
+    source: string;
+    id?: string;
+    execution_count?: number | null;
+  }>,
   index: number
 ): InlineCompletionRequest['cells'] {
   return cells.slice(0, Math.max(0, index)).map(cell => ({
@@ -95,7 +104,8 @@ export function cellsAbove(
     id: cell.id ?? null,
     metadata: {},
     outputs: [],
-    execution_count: null
+    execution_count:
+      cell.cell_type === 'code' ? (cell.execution_count ?? null) : null
   }));
 }
 
@@ -181,7 +191,11 @@ export class DataAgentInlineProvider implements IInlineCompletionProvider {
     const shared = model.sharedModel.cells.map(c => ({
       cell_type: c.cell_type,
       source: c.getSource(),
-      id: c.getId()
+      id: c.getId(),
+      execution_count:
+        c.cell_type === 'code'
+          ? ((c as { execution_count?: number | null }).execution_count ?? null)
+          : null
     }));
     const body: InlineCompletionRequest = {
       version: 1,

@@ -173,6 +173,14 @@ async def test_complete_streams_ghost_text_from_the_kernels_schema(jp_fetch, jp_
         reads = jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads
         await jp_fetch(NS, "complete", method="POST", body=body('df.groupby("ci', kernel_id))
         assert jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads == reads == 1
+
+        # A cell run since (its execution count changed) makes the schema stale: read again.
+        reply = await kc.execute("flights = df.rename(columns={'a': 'seats'})", reply=True, timeout=120)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        ran = cells(DF_CELL, "flights = df.rename(columns={'a': 'seats'})")
+        await jp_fetch(NS, "complete", method="POST", body=body("flights.", kernel_id, above=ran))
+        assert jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads == 2
+        assert "# Columns in flights with example values:" in model_server.generation_requests[-1].prompt
     finally:
         kc.stop_channels()
         await jp_fetch("api", "kernels", kernel_id, method="DELETE")

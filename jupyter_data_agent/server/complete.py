@@ -6,7 +6,8 @@ path is built for many short, often abandoned requests:
 * the prompt is the ARCADE linearization of the cells above plus the live
   kernel's schema block (:mod:`jupyter_data_agent.prompts.inline`); the
   schema is read with the turn pipeline's ``inspect_kernel`` and cached per
-  kernel for :data:`SCHEMA_TTL_S`, so typing does not re-inspect; a busy
+  kernel for :data:`SCHEMA_TTL_S`, so typing does not re-inspect (running a
+  cell above, which changes the execution counts the request carries, does); a busy
   kernel is never waited for (the last schema, or none, is used);
 * generation goes through the model service's line (``QueuedBackend``) like
   every turn, one at a time on a local model;
@@ -52,6 +53,8 @@ class _Entry:
     at: float
     block: str
     frames: list[str]
+    # The execution counts of the cells above when read: a cell run since makes the entry stale.
+    stamp: tuple[int | None, ...] = ()
 
 
 @dataclass
@@ -64,20 +67,20 @@ class SchemaCache:
     reads: int = 0  # inspections sent to kernels (tests and the benchmark read it)
     _pending: dict[str, asyncio.Future] = field(default_factory=dict)
 
-    async def get(self, kernel_id: str, km: Any) -> tuple[str, list[str]]:
+    async def get(self, kernel_id: str, km: Any, stamp: tuple[int | None, ...] = ()) -> tuple[str, list[str]]:
         entry = self.entries.get(kernel_id)
-        fresh = entry is not None and time.monotonic() - entry.at < self.ttl
+        fresh = entry is not None and entry.stamp == stamp and time.monotonic() - entry.at < self.ttl
         if entry is not None and (fresh or getattr(km, "execution_state", "") == "busy"):
             return entry.block, entry.frames
         if getattr(km, "execution_state", "") == "busy":  # never wait behind a running cell
             return "", []
         pending = self._pending.get(kernel_id)
         if pending is None:
-            pending = self._pending[kernel_id] = asyncio.ensure_future(self._read(kernel_id, km))
+            pending = self._pending[kernel_id] = asyncio.ensure_future(self._read(kernel_id, km, stamp))
             pending.add_done_callback(lambda _f: self._pending.pop(kernel_id, None))
         return await asyncio.shield(pending)
 
-    async def _read(self, kernel_id: str, km: Any) -> tuple[str, list[str]]:
+    async def _read(self, kernel_id: str, km: Any, stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
         from ..kernel.schema import SchemaInspectionError, inspect_kernel, schema_block
         from .jobs import _own_client
 
@@ -91,7 +94,7 @@ class SchemaCache:
             return (old.block, old.frames) if old else ("", [])
         finally:
             kc.stop_channels()
-        entry = _Entry(time.monotonic(), schema_block(frames) if frames else "", [f.name for f in frames])
+        entry = _Entry(time.monotonic(), schema_block(frames) if frames else "", [f.name for f in frames], stamp)
         self.entries[kernel_id] = entry
         return entry.block, entry.frames
 
@@ -193,7 +196,7 @@ class CompleteHandler(AgentAPIHandler):
     def schemas(self) -> SchemaCache:
         return self.agent_state.setdefault("inline_schemas", SchemaCache())
 
-    async def _schema(self, kernel_id: str | None) -> tuple[str, list[str]]:
+    async def _schema(self, kernel_id: str | None, stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
         if not kernel_id:
             return "", []
         # Reading the schema runs code in the kernel: the same permission as a kernel websocket.
@@ -205,7 +208,7 @@ class CompleteHandler(AgentAPIHandler):
             km = self.kernel_manager.get_kernel(kernel_id)
         except (KeyError, web.HTTPError):
             return "", []
-        return await self.schemas.get(kernel_id, km)
+        return await self.schemas.get(kernel_id, km, stamp)
 
     def _write(self, chunk: InlineCompletionChunk) -> None:
         self.write(chunk.model_dump_json() + "\n")
@@ -224,7 +227,8 @@ class CompleteHandler(AgentAPIHandler):
         except Exception as exc:
             raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
         self.cancel = cancel = threading.Event()
-        schema, frames = await self._schema(request.kernel_id)
+        stamp = tuple(c.execution_count for c in request.cells if c.cell_type == "code")
+        schema, frames = await self._schema(request.kernel_id, stamp)
 
         from ..llm.factory import create_backend
 

@@ -94,16 +94,18 @@ describe('cellsAbove', () => {
   it('sends the sources of the cells above the cursor only', () => {
     const cells = [
       { cell_type: 'markdown', source: '# Flights', id: 'm' },
-      { cell_type: 'code', source: 'df = load()', id: 'a' },
+      { cell_type: 'code', source: 'df = load()', id: 'a', execution_count: 3 },
       { cell_type: 'code', source: 'df.gr', id: 'b' }
     ];
     const above = cellsAbove(cells, 2) ?? [];
     expect(above.map(c => c.source)).toEqual(['# Flights', 'df = load()']);
+    // The execution count tells the server a cell ran since its schema read.
     expect(above[1]).toMatchObject({
       cell_type: 'code',
       outputs: [],
-      execution_count: null
+      execution_count: 3
     });
+    expect(above[0].execution_count).toBeNull();
     expect(cellsAbove(cells, 0)).toEqual([]);
   });
 });
