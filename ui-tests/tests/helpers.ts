@@ -66,6 +66,41 @@ export const DF_CODE = [
   'df'
 ].join('\n');
 
+/**
+ * A notebook file (nbformat 4.5) with these cells and a Python kernel, to
+ * upload: no rename dialog, unlike createNew. A string is one code cell
+ * with id `df-cell`.
+ */
+export function notebookJson(
+  cells: string | Record<string, unknown>[]
+): string {
+  const list =
+    typeof cells === 'string'
+      ? [
+          {
+            cell_type: 'code',
+            execution_count: null,
+            id: 'df-cell',
+            metadata: {},
+            outputs: [],
+            source: cells
+          }
+        ]
+      : cells;
+  return JSON.stringify({
+    cells: list,
+    metadata: {
+      kernelspec: {
+        display_name: 'Python 3 (ipykernel)',
+        language: 'python',
+        name: 'python3'
+      }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  });
+}
+
 export function screenshotPath(name: string): string {
   fs.mkdirSync(SCREENSHOTS, { recursive: true });
   return path.join(SCREENSHOTS, name);

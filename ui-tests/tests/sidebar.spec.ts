@@ -18,7 +18,8 @@ import {
   panel,
   reloadAndReopen,
   screenshotPath,
-  loggedRequests
+  loggedRequests,
+  notebookJson
 } from './helpers';
 
 const SLOW = 'Sidebar slow question: list the airlines';
@@ -50,18 +51,7 @@ function longNotebook(notes: number): string {
       source: `Note ${i}\n\nA line of the analysis that fills the page.`
     });
   }
-  return JSON.stringify({
-    cells,
-    metadata: {
-      kernelspec: {
-        display_name: 'Python 3 (ipykernel)',
-        language: 'python',
-        name: 'python3'
-      }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  });
+  return notebookJson(cells);
 }
 
 async function waitForSuggestion(page: IJupyterLabPageFixture) {

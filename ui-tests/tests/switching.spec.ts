@@ -7,32 +7,7 @@
  */
 import { IJupyterLabPageFixture, expect, test } from '@jupyterlab/galata';
 
-import { DF_CODE, ask, openPanel, panel } from './helpers';
-
-/** A notebook file with one code cell (no rename dialog, unlike createNew). */
-function notebookJson(source: string): string {
-  return JSON.stringify({
-    cells: [
-      {
-        cell_type: 'code',
-        execution_count: null,
-        id: 'df-cell',
-        metadata: {},
-        outputs: [],
-        source
-      }
-    ],
-    metadata: {
-      kernelspec: {
-        display_name: 'Python 3 (ipykernel)',
-        language: 'python',
-        name: 'python3'
-      }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  });
-}
+import { DF_CODE, ask, notebookJson, openPanel, panel } from './helpers';
 
 const NOTEBOOKS: { name: string; intents: string[] }[] = [
   { name: 'switch-a.ipynb', intents: ['What is the mean delay per airline?'] },
