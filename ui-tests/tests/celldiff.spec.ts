@@ -21,7 +21,8 @@ import {
   panel,
   reloadAndReopen,
   screenshotPath,
-  loggedRequests
+  loggedRequests,
+  useDarkTheme
 } from './helpers';
 
 const BROKEN = 'df["nope"].mean()';
@@ -221,16 +222,7 @@ test('a sidebar request that rewrites the pinned cell is a diff', async ({
     'median()'
   );
   // The diff follows the theme (JupyterLab's variables), dark included.
-  await page.evaluate(() =>
-    (window as any).jupyterapp.commands.execute('apputils:change-theme', {
-      theme: 'JupyterLab Dark'
-    })
-  );
-  await expect(page.locator('body')).toHaveAttribute(
-    'data-jp-theme-light',
-    'false',
-    { timeout: 30_000 }
-  );
+  await useDarkTheme(page);
   await cell.screenshot({ path: screenshotPath('celldiff-dark.png') });
   await page.evaluate(() =>
     (window as any).jupyterapp.commands.execute('apputils:change-theme', {

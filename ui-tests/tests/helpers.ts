@@ -180,6 +180,20 @@ export async function notebookAgentMetadata(page: Page): Promise<any> {
   });
 }
 
+/** Switch JupyterLab to its dark theme and wait until it applies. */
+export async function useDarkTheme(page: Page): Promise<void> {
+  await page.evaluate(() =>
+    (window as any).jupyterapp.commands.execute('apputils:change-theme', {
+      theme: 'JupyterLab Dark'
+    })
+  );
+  await expect(page.locator('body')).toHaveAttribute(
+    'data-jp-theme-light',
+    'false',
+    { timeout: 30_000 }
+  );
+}
+
 export async function execute(
   page: Page,
   command: string,

@@ -19,7 +19,8 @@ import {
   reloadAndReopen,
   screenshotPath,
   loggedRequests,
-  notebookJson
+  notebookJson,
+  useDarkTheme
 } from './helpers';
 
 const SLOW = 'Sidebar slow question: list the airlines';
@@ -203,16 +204,7 @@ test('the suggestion scrolls into view; Show in notebook, Copy, Insert, Retry, C
   );
 
   // The dark theme: the panel follows JupyterLab's variables.
-  await page.evaluate(() =>
-    (window as any).jupyterapp.commands.execute('apputils:change-theme', {
-      theme: 'JupyterLab Dark'
-    })
-  );
-  await expect(page.locator('body')).toHaveAttribute(
-    'data-jp-theme-light',
-    'false',
-    { timeout: 30_000 }
-  );
+  await useDarkTheme(page);
   await page
     .locator('#jupyter-data-agent-panel')
     .screenshot({ path: screenshotPath('sidebar-dark.png') });
