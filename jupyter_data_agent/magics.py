@@ -150,7 +150,7 @@ class AgentMagics(Magics):
         from .context.notebook import from_history
         from .kernel.schema import inspect_namespace, mentions, schema_block, schema_cuts
         from .llm.factory import create_backend
-        from .turn import TurnAsk, open_copies, replay_cells, resolve, run_turn
+        from .turn import TurnAsk, open_copies, replay_cells, resolve, run_turn, secrets_scrubber
 
         intent = cell.strip()
         if not intent:
@@ -182,17 +182,19 @@ class AgentMagics(Magics):
 
         with quiet_loading():
             backend = create_backend(settings)
+        scrub = secrets_scrubber(settings.api_key)
         copies = open_copies(spec.copies, fork=self._fork(settings), replay=replay_cells(context),
-                             notebook_dir=os.getcwd())
+                             notebook_dir=os.getcwd(), redact=scrub.json)
         try:
             result = run_turn(spec, context, backend, schema=schema, schema_cuts=schema_cuts(frames),
                               copies=copies, events=progress)
         finally:
             copies.close()
         # Everything below is shown as escaped text: step explanations and the
-        # answer are model-written, like the candidate's code and output.
+        # answer are model-written, like the candidate's code and output; and
+        # scrubbed like every event the server sends.
         notes = [] if spec.strategy == "explain" else [copies.confinement.line()]
-        summary = text_bundle(self._summary(result), notes)
+        summary = scrub.json(text_bundle(self._summary(result), notes))
         if status is not None:
             status.update(summary, raw=True)
         else:
@@ -200,14 +202,15 @@ class AgentMagics(Magics):
         chosen = result.chosen
         if chosen is not None:
             plan = [f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation]
-            display(text_bundle("Plan" if plan else "Suggested cell below.", plan), raw=True)
+            display(scrub.json(text_bundle("Plan" if plan else "Suggested cell below.", plan)),
+                    raw=True)
         if result.answer:
-            display(text_bundle("Answer", [str(result.answer)]), raw=True)
+            display(scrub.json(text_bundle("Answer", [str(result.answer)])), raw=True)
         if chosen is not None:
             preview = preview_bundle(chosen.result)
             if preview:
-                display(preview, raw=True)
-            shell.set_next_input(chosen.code, replace=False)
+                display(scrub.json(preview), raw=True)
+            shell.set_next_input(scrub.text(chosen.code), replace=False)
 
     @staticmethod
     def _summary(result) -> str:

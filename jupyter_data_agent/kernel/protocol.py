@@ -7,6 +7,11 @@ child's end of a fresh socketpair) as SCM_RIGHTS, so every snapshot gets its
 own direct channel to the client without touching the filesystem (which is
 read-only for snapshots). JSON only: nothing a snapshot sends is unpickled.
 Standard library only (this module is also injected into kernels).
+
+The client never believes what a snapshot says about itself: frames are
+bounded in bytes before they are read (``max_bytes``), and who sent one is
+the kernel's word, not the frame's (``SO_PASSCRED``: each chunk carries the
+sender's real pid, which a process without CAP_SYS_ADMIN cannot forge).
 """
 
 from __future__ import annotations
@@ -45,20 +50,41 @@ def send_frame(sock: socket.socket, obj: dict, fds: tuple[int, ...] | list[int] 
         sock.sendall(data)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
+_UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
+
+
+def pass_credentials(sock: socket.socket) -> None:
+    """Have the kernel attach each sender's real pid to what ``sock`` receives."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+
+
+def _recv_chunk(sock: socket.socket, n: int, senders: set[int] | None) -> bytes:
+    if senders is None:
+        return sock.recv(n)
+    data, ancdata, _flags, _addr = sock.recvmsg(n, socket.CMSG_SPACE(_UCRED.size))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            senders.add(_UCRED.unpack(payload[:_UCRED.size])[0])
+    if data and not ancdata:
+        senders.add(0)  # no credentials: SO_PASSCRED was not on; never a valid pid
+    return data
+
+
+def _recv_exact(sock: socket.socket, n: int, senders: set[int] | None = None) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = _recv_chunk(sock, min(n - len(buf), 1 << 20), senders)
+        if not chunk:
             raise PeerClosed("peer closed the channel mid-frame")
-        got += k
+        buf += chunk
     return bytes(buf)
 
 
-def recv_frame(sock: socket.socket, want_fds: int = 0) -> tuple[dict, list[int]]:
-    """Read one frame; with ``want_fds`` also collect passed descriptors."""
+def recv_frame(sock: socket.socket, want_fds: int = 0, max_bytes: int = MAX_FRAME,
+               senders: set[int] | None = None) -> tuple[dict, list[int]]:
+    """Read one frame of at most ``max_bytes``; with ``want_fds`` also collect
+    passed descriptors; with ``senders`` add the pid of every process that
+    wrote a part of it (``pass_credentials`` must be on)."""
     fds: list[int] = []
     header = b""
     while len(header) < _HEADER.size:
@@ -67,7 +93,7 @@ def recv_frame(sock: socket.socket, want_fds: int = 0) -> tuple[dict, list[int]]
                 sock, _HEADER.size - len(header), want_fds)
             fds.extend(new_fds)
         else:
-            chunk = sock.recv(_HEADER.size - len(header))
+            chunk = _recv_chunk(sock, _HEADER.size - len(header), senders)
         if not chunk:
             for fd in fds:
                 with contextlib.suppress(OSError):
@@ -77,13 +103,17 @@ def recv_frame(sock: socket.socket, want_fds: int = 0) -> tuple[dict, list[int]]
             raise PeerClosed("peer closed the channel")
         header += chunk
     (length,) = _HEADER.unpack(header)
-    if length > MAX_FRAME:
-        raise ProtocolError(f"frame length {length} exceeds {MAX_FRAME}")
-    body = _recv_exact(sock, length)
+    if length > min(max_bytes, MAX_FRAME):
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise ProtocolError(f"a frame of {length} bytes exceeds the bound of "
+                            f"{min(max_bytes, MAX_FRAME)}")
+    body = _recv_exact(sock, length, senders)
     try:
         obj = json.loads(body.decode("utf-8"))
-    except ValueError as e:
-        raise ProtocolError(f"undecodable frame: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise ProtocolError(f"undecodable frame: {type(e).__name__}") from None
     if not isinstance(obj, dict):
         raise ProtocolError("frame is not a JSON object")
     return obj, fds

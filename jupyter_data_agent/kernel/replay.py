@@ -166,6 +166,7 @@ class ReplayTree(_tree.Closing):
         self.replay_timeout = replay_timeout
         self.protections: Protections | None = None  # set when the first kernel is ready
         self.fallback_reason: str | None = None  # set by whoever chose the fallback
+        self.redact: _tree.Redact | None = None  # set by the entry point: its scrubber
         self.closed = False
         self.evictions = 0
         self.nodes: dict[str, ReplayNode] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 import math
 import re
 import sys
@@ -69,13 +70,21 @@ class Limits(JSONFields):
     max_output_chars: int = 100_000  # per stream run / per text mime value
     max_outputs: int = 100
     max_image_bytes: int = 4_000_000  # base64 characters per image
-    max_total_bytes: int = 32 << 20  # all outputs of one exec together
+    max_total_bytes: int = 8 << 20  # all outputs of one exec together
     max_capture_bytes: int = 1 << 20  # C-level/subprocess output kept per exec and stream
     max_file_bytes: int = 512 << 20  # RLIMIT_FSIZE: largest file a copy may write
     max_scratch_bytes: int = 1 << 30  # all files in scratch together (checked after exec)
     max_value_items: int = 50  # rows/columns/elements a ValueHandle shows
     max_form_cells: int = BUDGET_CELLS  # values kept in a ValueHandle's form (digests beyond)
     fork_timeout_s: float = 30.0
+
+    def reply_bytes(self) -> int:
+        """The largest reply frame an exec may send: everything the bounds above
+        let one exec keep, JSON-escaped, plus room for its value and traceback.
+        The client refuses a larger frame unread (a copy can lift its own bounds)."""
+        kept = (self.max_total_bytes + 2 * self.max_capture_bytes
+                + 4 * self.max_output_chars + self.max_form_cells * 64)
+        return 2 * kept + (1 << 20)
 
 
 # Confinement layers, in the order they are shown, with what each one stops.
@@ -258,6 +267,48 @@ class ExecResult:
             del d["value"]["form"]
         return d
 
+    def bounded(self, limits: Limits) -> "ExecResult":
+        """This result within ``limits``, enforced again where it is received: a copy
+        runs the model's code and can lift the bounds it applies to itself."""
+        text_cap = limits.max_output_chars + limits.max_capture_bytes + 200
+        outputs, total = [], 0
+        for item in self.outputs[:limits.max_outputs + 2]:
+            if item.text is not None:
+                item.text, cut = truncate_text(str(item.text), text_cap)
+                item.truncated |= cut
+            data = {}
+            for mime, value in (item.data if isinstance(item.data, dict) else {}).items():
+                if not isinstance(value, str):  # a JSON mime type (vega, plotly...)
+                    if len(json.dumps(value, default=str)) > text_cap:
+                        item.truncated = True
+                        continue
+                    data[str(mime)[:200]] = value
+                    continue
+                is_image = mime.startswith("image/") and mime != "image/svg+xml"
+                if is_image and len(value) > limits.max_image_bytes:
+                    item.truncated = True
+                    continue
+                if not is_image:
+                    value, cut = truncate_text(value, text_cap)
+                    item.truncated |= cut
+                data[str(mime)[:200]] = value
+            item.data = data
+            if len(json.dumps(item.metadata, default=str)) > 4096:
+                item.metadata = {}
+            item.evalue = None if item.evalue is None else truncate_text(str(item.evalue), 2000)[0]
+            item.traceback = _bounded_lines(item.traceback, text_cap)
+            total += len(item.text or "") + sum(len(v) if isinstance(v, str) else 64
+                                                for v in item.data.values())
+            if total > limits.max_total_bytes + 2 * limits.max_capture_bytes:
+                self.truncated = True
+                break
+            outputs.append(item)
+        self.truncated |= len(outputs) < len(self.outputs)
+        self.outputs = outputs
+        self.evalue = None if self.evalue is None else truncate_text(str(self.evalue), 2000)[0]
+        self.traceback = _bounded_lines(self.traceback, text_cap)
+        return self
+
     @classmethod
     def from_json(cls, d: dict) -> "ExecResult":
         return cls(
@@ -272,6 +323,19 @@ class ExecResult:
             limit=d.get("limit"),
             truncated=bool(d.get("truncated", False)),
         )
+
+
+def _bounded_lines(lines: Any, budget: int) -> list[str]:
+    """At most ``budget`` characters of traceback lines."""
+    out: list[str] = []
+    for line in lines if isinstance(lines, list) else []:
+        line, _ = truncate_text(str(line), budget)
+        out.append(line)
+        budget -= len(line)
+        if budget <= 0:
+            out.append("... [traceback truncated]")
+            break
+    return out
 
 
 # ---------------------------------------------------------------- value handles

@@ -9,6 +9,15 @@ The API is synchronous (blocking sockets, one lock per snapshot so different
 snapshots run concurrently from different threads); the Jupyter server calls
 it from threads, the ``%%agent`` magic in the kernel.
 
+Trust: a copy runs code the model wrote, so nothing it says about itself is
+believed. A copy's pid is the one the kernel attaches to its first frame
+(``SO_PASSCRED``), checked to be a child of its parent copy (or, for the
+root, of the kernel), and held as a pidfd from then on: every signal goes
+through that pidfd, so no pid a copy names can reach a process outside the
+turn. Replies are bounded in bytes before they are read, must answer the
+request just sent, and are bounded and scrubbed again once parsed
+(``tree.received``); a frame that breaks the protocol ends the copy.
+
 Resources: a cap on live processes per tree and per client process, and a
 memory budget on the sum of the snapshots' unique set sizes; when either is
 hit the least useful idle leaves are evicted (killed). A node remembers the
@@ -38,7 +47,7 @@ import psutil
 from . import procs as _procs
 from . import rpc
 from . import tree as _tree
-from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame
+from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, pass_credentials, recv_frame, send_frame
 from .results import ExecResult, Limits, OutputItem, Protections
 
 
@@ -58,6 +67,10 @@ class SnapshotClosed(SnapshotError):
     """The snapshot (or its whole tree) was closed."""
 
 
+# The largest reply to anything but ``exec`` (hello, ready, ping, fork, child_status).
+_SMALL_REPLY = 256 << 10
+
+
 class _Channel:
     """One socket to one snapshot process; requests and replies carry ids."""
 
@@ -65,14 +78,17 @@ class _Channel:
         self.sock = sock
         self._ids = itertools.count(1)
 
-    def request(self, op: str, *, timeout: float | None, fds=(), **fields) -> dict:
+    def request(self, op: str, *, timeout: float | None, fds=(), max_bytes: int = _SMALL_REPLY,
+                senders: set[int] | None = None, **fields) -> dict:
+        """Send one request and read its reply: the next frame, at most ``max_bytes``,
+        answering this request's id, or ``ProtocolError``."""
         rid = next(self._ids)
         self.sock.settimeout(timeout)
         send_frame(self.sock, {"id": rid, "op": op, **fields}, fds)
-        while True:
-            msg, _ = recv_frame(self.sock)
-            if msg.get("id") == rid:
-                return msg
+        msg, _ = recv_frame(self.sock, max_bytes=max_bytes, senders=senders)
+        if msg.get("id") != rid:
+            raise ProtocolError(f"a reply to request {msg.get('id')!r} came for {op} #{rid}")
+        return msg
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -88,6 +104,43 @@ def _uss(pid: int | None) -> int | None:
         return psutil.Process(pid).memory_full_info().uss
     except (psutil.Error, OSError):
         return None
+
+
+def _sender(senders: set[int], what: str) -> int:
+    """The one process that wrote a frame, as the kernel saw it."""
+    if len(senders) != 1 or 0 in senders:
+        raise ProtocolError(f"{what}: its sender is not one known process ({sorted(senders)})")
+    return next(iter(senders))
+
+
+def _open_verified(pid: int, parent_pid: int | None) -> int | None:
+    """A pidfd of ``pid`` once it is known to be ``parent_pid``'s child.
+
+    The pidfd is opened first and the process checked alive through it after
+    reading its parent, so the check cannot be about a reused pid. Returns None
+    where pidfds do not exist (the psutil start-time check stands in).
+    """
+    fd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError as e:
+            raise ProtocolError(f"process {pid} is not there: {e.strerror}") from None
+    try:
+        if parent_pid is not None:
+            try:
+                ppid = psutil.Process(pid).ppid()
+            except psutil.Error:
+                ppid = None
+            if ppid != parent_pid:
+                raise ProtocolError(f"process {pid} is not a child of {parent_pid}")
+        if fd is not None:
+            signal.pidfd_send_signal(fd, 0)  # still the same process
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    return fd
 
 
 def _gone(pid: int, live_pids: set[int]) -> bool:
@@ -131,11 +184,12 @@ class Snapshot(_tree.CopyNode):
     def __init__(self, tree: "SnapshotTree", parent: "Snapshot | None", node_id: str,
                  parent_len: int = 0) -> None:
         super().__init__(tree, parent, node_id, parent_len)
-        self.pid: int | None = None
+        self.pid: int | None = None  # the kernel's word for it (never the copy's)
         self.uss: int | None = None
         self.death: str | None = None
         self._chan: _Channel | None = None
         self._proc = None
+        self._pidfd: int | None = None
 
     def __repr__(self) -> str:
         return f"<Snapshot {self.id} {self.state} pid={self.pid} depth={self.depth}>"
@@ -157,10 +211,10 @@ class Snapshot(_tree.CopyNode):
         try:
             with self._lock:
                 self._ensure_live()
-                pid, chan = self._fork_locked()
+                pid, chan, pidfd = self._fork_locked()
                 parent_len = len(self.cells)
             child = self._new_child(parent_len)
-            child._attach(pid, chan)
+            child._attach(pid, chan, pidfd)
         finally:
             self.tree._release_slot()
         if self.tree.closed:  # closed while we were forking
@@ -184,9 +238,8 @@ class Snapshot(_tree.CopyNode):
 
     def interrupt(self) -> None:
         """SIGINT: the running cell ends with KeyboardInterrupt, the copy lives on."""
-        if self.is_live and self._proc is not None:
-            with contextlib.suppress(Exception):
-                self._proc.send_signal(signal.SIGINT)
+        if self.is_live:
+            self._signal(signal.SIGINT)
 
     def memory(self) -> int | None:
         """Unique set size (bytes) of this copy and the processes a candidate
@@ -205,8 +258,8 @@ class Snapshot(_tree.CopyNode):
 
     # ------------------------------------------------------------ internals
 
-    def _attach(self, pid: int, chan: _Channel) -> None:
-        self.pid, self._chan = pid, chan
+    def _attach(self, pid: int, chan: _Channel, pidfd: int | None) -> None:
+        self.pid, self._chan, self._pidfd = pid, chan, pidfd
         try:  # remembers the start time: a later kill never hits a reused pid
             self._proc = psutil.Process(pid)
         except psutil.Error:
@@ -220,23 +273,35 @@ class Snapshot(_tree.CopyNode):
         if self._chan is not None:
             self._chan.close()
         self._chan = None
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = None
         if self.pid is not None:
             self.tree._set_live(self, False)
         if self.state != "closed":
             self.state = state
 
+    def _signal(self, sig: int) -> bool:
+        """Send ``sig`` to this copy's own process only; False once it is gone."""
+        try:
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            elif self._proc is not None and self._proc.is_running():  # same start time
+                self._proc.send_signal(sig)
+            else:
+                return False
+            return True
+        except (OSError, psutil.Error):
+            return False
+
     def _signal_kill(self) -> None:
         """Kill this copy and every process a candidate started from it."""
-        try:
-            if self._proc is not None:
-                if self._proc.is_running():  # same start time: never a reused pid
-                    _procs.kill_subtree(self.pid)
-            else:
-                os.kill(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        except Exception:  # psutil.NoSuchProcess: already gone (or pid reused)
-            pass
+        if not self._signal(signal.SIGSTOP):  # gone (or never ours): nothing to reach
+            return
+        with contextlib.suppress(OSError, psutil.Error):
+            _procs.kill_subtree(self.pid)  # its descendants: the copy is stopped, so still them
+        self._signal(signal.SIGKILL)
 
     def _kill(self, state: str) -> None:
         if self.pid is not None and self.is_live:
@@ -285,12 +350,23 @@ class Snapshot(_tree.CopyNode):
         t0 = time.perf_counter()
         pid = self.pid
         try:
-            reply = self._chan.request("exec", timeout=timeout, code=code)
+            reply = self._chan.request("exec", timeout=timeout, code=code,
+                                       max_bytes=self.tree.limits.reply_bytes())
+            if reply.get("ok"):
+                result = ExecResult.from_json(reply["data"])
         except socket.timeout:
             self._mark_dead(f"killed after the {timeout:g} s wall-clock timeout")
             return _failure(f"cell exceeded the {timeout:g} s wall-clock timeout; "
                             f"its kernel copy was killed", t0, pid, timeout=True)
-        except (PeerClosed, ProtocolError, OSError):
+        except (ProtocolError, KeyError, TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, PeerClosed):  # it died (a limit, os._exit...): say why
+                why = self._death_reason()
+                self._mark_dead(why)
+                return _failure(why + " while running the cell", t0, pid)
+            why = f"the copy broke the protocol ({e}); it was ended"
+            self._mark_dead(why)
+            return _failure(why, t0, pid)
+        except OSError:
             why = self._death_reason()
             self._mark_dead(why)
             return _failure(why + " while running the cell", t0, pid)
@@ -300,12 +376,15 @@ class Snapshot(_tree.CopyNode):
             raise
         if not reply.get("ok"):
             raise SnapshotError(f"exec failed in snapshot {self.id}: {reply.get('error')}")
-        return ExecResult.from_json(reply["data"])
+        result.pid = pid  # the copy's word for its pid is not kept either
+        return result
 
-    def _fork_locked(self) -> tuple[int, _Channel]:
+    def _fork_locked(self) -> tuple[int, _Channel, int | None]:
+        """A child of this copy: (its pid as the kernel tells it, its channel, its pidfd)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         timeout = self.tree.limits.fork_timeout_s
         try:
+            pass_credentials(mine)  # before the child can write anything
             try:
                 reply = self._chan.request("fork", timeout=timeout, fds=[theirs.fileno()])
             finally:
@@ -313,10 +392,10 @@ class Snapshot(_tree.CopyNode):
             if not reply.get("ok"):
                 raise SnapshotError(f"fork of {self.id} failed: {reply.get('error')}")
             mine.settimeout(timeout)
-            ready, _ = recv_frame(mine)
+            senders: set[int] = set()
+            ready, _ = recv_frame(mine, max_bytes=_SMALL_REPLY, senders=senders)
             if not ready.get("ok") or ready.get("type") != "ready":
                 raise SnapshotError(f"forked snapshot did not start: {ready.get('error')}")
-            return int(ready["pid"]), _Channel(mine)
         except (OSError, ProtocolError) as e:
             mine.close()
             if isinstance(e, socket.timeout) or not self.ping_unlocked():
@@ -325,6 +404,18 @@ class Snapshot(_tree.CopyNode):
         except BaseException:
             mine.close()
             raise
+        try:
+            pid = _sender(senders, "the new copy's first frame")
+            if ready.get("pid") != pid:
+                raise ProtocolError(f"the new copy says it is process {ready.get('pid')!r}, "
+                                    f"the kernel says {pid}")
+            pidfd = _open_verified(pid, self.pid)
+        except ProtocolError as e:
+            # A copy that lies about the copies it makes runs forged code: end it.
+            mine.close()
+            self._mark_dead(f"the copy broke the protocol ({e}); it was ended")
+            raise SnapshotError(f"fork of {self.id} refused: {e}") from e
+        return pid, _Channel(mine), pidfd
 
     def ping_unlocked(self) -> bool:
         try:
@@ -353,9 +444,9 @@ class Snapshot(_tree.CopyNode):
             with n._lock:
                 if not (n.is_live and len(n.cells) == limit):
                     raise SnapshotError(f"cannot rebuild {self.id}: {n.id} changed meanwhile")
-                pid, chan = n._fork_locked()
+                pid, chan, pidfd = n._fork_locked()
                 done = len(n.lineage())  # the cells the new process already ran
-            self._attach(pid, chan)
+            self._attach(pid, chan, pidfd)
         finally:
             self.tree._release_slot()
         for code in self.lineage()[done:]:
@@ -450,6 +541,35 @@ def _fork_request(timeout: float):
         raise ForkUnavailable(f"cannot fork this kernel: {e}") from e
 
 
+def _trusted_cgroup(claimed: str | None, root_pid: int, kernel_pid: int | None) -> str | None:
+    """The tree's cgroup, once the system confirms what the root copy claims.
+
+    ``close`` kills every process in it, so it must be the root's own cgroup,
+    named for this kernel (``procs.owner_tag``), inside the kernel's cgroup.
+    """
+    if not claimed:
+        return None
+
+    def cgroup_of(pid: int) -> str | None:
+        root = _procs.cgroup2_root()
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                rel = next((line[3:].strip() for line in f if line.startswith("0::")), None)
+        except OSError:
+            return None
+        return None if root is None or rel is None else os.path.normpath(
+            os.path.join(root, rel.lstrip("/")))
+
+    path = os.path.normpath(claimed)
+    name = os.path.basename(path)
+    ok = (cgroup_of(root_pid) == path and name.startswith(_procs.CGROUP_PREFIX)
+          and (kernel_pid is None or (name.startswith(f"{_procs.CGROUP_PREFIX}k{kernel_pid}-")
+                                      and cgroup_of(kernel_pid) == os.path.dirname(path))))
+    if not ok:
+        raise ProtocolError(f"the root copy claims the cgroup {claimed!r}, which is not its own")
+    return path
+
+
 _SWEPT: dict[str, float] = {}
 
 
@@ -488,6 +608,7 @@ class SnapshotTree(_tree.Closing):
         self.memory_check_interval = 1.0
         self.kernel_pid = kernel_pid
         self.in_process = in_process
+        self.redact: _tree.Redact | None = None  # set by the entry point: its scrubber
         self.closed = False
         self.evictions = 0
         self.nodes: dict[str, Snapshot] = {}
@@ -576,20 +697,34 @@ class SnapshotTree(_tree.Closing):
         return tree
 
     def _handshake(self, pid: int, sock: socket.socket, token: str | None) -> None:
+        """Greet the root copy the kernel forked as ``pid`` (the kernel's word, not the copy's)."""
         chan = _Channel(sock)
+        senders: set[int] = set()
+        pidfd = None
         try:
+            pass_credentials(sock)
             hello = chan.request("hello", timeout=self.limits.fork_timeout_s + 30, token=token,
-                                 version=PROTOCOL_VERSION)
-        except (OSError, ProtocolError) as e:
+                                 version=PROTOCOL_VERSION, senders=senders)
+            if not hello.get("ok"):
+                raise ForkUnavailable(f"root snapshot failed: {hello.get('error')}")
+            if _sender(senders, "the root copy's hello") != pid:
+                raise ProtocolError(f"the hello came from process {sorted(senders)}, "
+                                    f"not the root copy {pid}")
+            pidfd = _open_verified(pid, self.kernel_pid)
+            protections = Protections.from_json(hello.get("protections", {}))
+            protections.cgroup = _trusted_cgroup(protections.cgroup, pid, self.kernel_pid)
+        except (OSError, ProtocolError, ValueError, TypeError) as e:
             chan.close()
+            if pidfd is not None:
+                os.close(pidfd)
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)  # the kernel's child: its pid is the kernel's word
             raise ForkUnavailable(f"root snapshot did not start: {e}") from e
-        if not hello.get("ok"):
+        except BaseException:
             chan.close()
-            raise ForkUnavailable(f"root snapshot failed: {hello.get('error')}")
-        self.protections = Protections.from_json(hello.get("protections", {}))
-        self.root._attach(int(hello["pid"]), chan)
+            raise
+        self.protections = protections
+        self.root._attach(pid, chan, pidfd)
 
     # ---------------------------------------------------------------- public
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .results import ExecResult, Protections
@@ -55,6 +55,22 @@ class CopyTree(Protocol):
 
 
 N = TypeVar("N")
+
+#: Removes secrets from a result's JSON form (the server's and the magic's scrubber).
+Redact = Callable[[dict], dict]
+
+
+def received(tree: Any, res: ExecResult) -> ExecResult:
+    """What the unconfined side keeps of a copy's result: bounded by the tree's
+    limits and scrubbed by its ``redact``, here, in the thread that ran the
+    cell (never on an event loop), before any prompt, event or notebook sees it."""
+    limits = getattr(tree, "limits", None)
+    if limits is not None:
+        res = res.bounded(limits)
+    redact: Redact | None = getattr(tree, "redact", None)
+    if redact is not None:
+        res = ExecResult.from_json(redact(res.to_json()))
+    return res
 
 
 def lineage(node) -> list[str]:
@@ -101,7 +117,7 @@ class CopyNode:
         """Run ``code`` in this copy like a notebook cell (rebuilt first if it was evicted)."""
         with self._lock:
             self._ensure_live()
-            res = self._exec_locked(code, timeout)
+            res = received(self.tree, self._exec_locked(code, timeout))
             if res.status in ("ok", "error"):
                 self.cells.append(code)
         return res

@@ -1,7 +1,7 @@
 """One secret scrubber for everything that leaves the process: errors, events, logs.
 
 Candidate code runs with the user's data and may print a secret it found, in
-plain text or encoded. Each secret is matched as itself, reversed, with
+plain text or encoded. Each secret is matched as itself, reversed, in ROT13, with
 separators between its characters (whitespace, dashes, dots, commas, colons...),
 with characters percent- or JSON-escaped, in hex, and in base64 (standard and
 urlsafe, at the three byte alignments, padded or not). This cannot be
@@ -14,6 +14,7 @@ words that contain them stay intact.
 from __future__ import annotations
 
 import base64
+import codecs
 import dataclasses
 import itertools
 import json
@@ -106,7 +107,9 @@ def _patterns(secret: str) -> list[str]:
         first = re.escape(secret[0])
         return [rf"{first}(?<![{_WORD}].){re.escape(secret[1:])}(?![{_WORD}])"]
     data = secret.encode()
-    pats = _spelled(secret) + _spelled(secret[::-1]) + _hex(data)
+    rot13 = codecs.encode(secret, "rot13")
+    spelled = dict.fromkeys([secret, secret[::-1], rot13, rot13[::-1]])
+    pats = [p for text in spelled for p in _spelled(text)] + _hex(data)
     for core in sorted(_base64_cores(data)):
         pats += _sequence([[(ch, False)] for ch in core], r"\s*")
     return pats

@@ -5,10 +5,10 @@ gather context, then call ``resolve`` -> ``open_copies`` -> ``run_turn``
 and render the result; nothing else assembles a turn.
 """
 
-from .copies import Copies, open_copies, replay_cells
+from .copies import Copies, open_copies, replay_cells, secrets_scrubber
 from .resolve import resolve
 from .run import run_turn, turn_request
 from .spec import CopyPolicy, TurnAsk, TurnSpec
 
-__all__ = ["Copies", "CopyPolicy", "TurnAsk", "TurnSpec", "open_copies", "replay_cells", "resolve",
+__all__ = ["Copies", "CopyPolicy", "TurnAsk", "TurnSpec", "open_copies", "replay_cells", "resolve", "secrets_scrubber",
            "run_turn", "turn_request"]

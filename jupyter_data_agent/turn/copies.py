@@ -10,6 +10,7 @@ candidates may run in what was made.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from ..context.model import NotebookContext
 from ..kernel.policy import Confinement, decide
 from ..kernel.results import Limits, Protections
+from ..kernel.tree import Redact
+from ..llm.scrub import Scrubber
 from .spec import CopyPolicy
 
 if TYPE_CHECKING:
@@ -64,13 +67,24 @@ def replay_cells(context: NotebookContext) -> list[str]:
     return [c.source for c in sorted(ran, key=lambda c: c.execution_count or 0)]
 
 
+def secrets_scrubber(*known: str | None) -> Scrubber:
+    """What every entry point scrubs from a copy's results: the ``known`` secrets
+    (the model key, the server token) and the values of this process's
+    secret-looking environment variables, which a copy may find on disk."""
+    from ..kernel.harden import secret_env_names
+
+    return Scrubber([*known, *(os.environ.get(name) for name in secret_env_names())])
+
+
 def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] | None = None,
-                notebook_dir: str | None = None, unavailable: str = "") -> Copies:
+                notebook_dir: str | None = None, unavailable: str = "",
+                redact: Redact | None = None) -> Copies:
     """Copies per ``policy``: ``fork``, else a replay kernel running ``replay``, else none.
 
     ``unavailable`` says why the caller has no way to fork (no kernel). The
     confinement policy then decides: under ``require`` a tree missing a layer
-    is closed here, and candidates are generated but not run.
+    is closed here, and candidates are generated but not run. ``redact``
+    scrubs every result the tree returns (``kernel.tree.received``).
     """
     limits = policy.kernel_limits()
     reasons: list[str] = []
@@ -103,4 +117,6 @@ def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] 
     if tree is not None and not confinement.execute:
         tree.close()
         tree = None
+    if tree is not None:
+        tree.redact = redact  # type: ignore[attr-defined]
     return Copies(tree, confinement, why)

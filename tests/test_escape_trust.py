@@ -1,0 +1,234 @@
+"""Attacks on the unconfined side: what a copy says about itself is not believed.
+
+A copy runs the model's code, so the server (or the kernel, for ``%%agent``)
+must not take a pid, a cgroup, a reply's size or id, or a secret's encoding
+from it. Each test runs the attack from inside a real copy of a real kernel
+(the fixtures of ``test_escape``: the user's kernel, folder and server are
+checked unchanged after each attack) and fails on a client that trusts it.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from jupyter_data_agent.kernel.protocol import ProtocolError
+from jupyter_data_agent.kernel.snapshot import SnapshotError, _trusted_cgroup
+from jupyter_data_agent.llm.scrub import Scrubber
+from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
+from tests.openai_server import OpenAITestServer
+from tests.test_escape import lab, tree, unchanged  # noqa: F401 -- fixtures
+
+pytestmark = pytest.mark.timeout(300)
+
+# Candidate code: this copy's own channel (its only socket) and a frame written on it.
+OWN_CHANNEL = '''
+import json, os, socket, struct
+fd = next(int(n) for n in os.listdir('/proc/self/fd')
+          if os.readlink(f'/proc/self/fd/{n}').startswith('socket:'))
+chan = socket.socket(fileno=os.dup(fd))
+def forge(obj=None, length=None, body=b''):
+    if obj is not None:
+        body = json.dumps(obj).encode()
+    chan.sendall(struct.pack('>I', len(body) if length is None else length) + body)
+'''
+
+
+def _victim() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _ended(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _lie_about_pid(pid: int) -> str:
+    """The next copy forked from this one says it is ``pid``."""
+    return textwrap.dedent(f"""
+        import sys
+        fs = sys.modules['_jda_kernel.fork_server']
+        honest = fs._hello_reply
+        fs._hello_reply = lambda rid, state, kind='hello': {{**honest(rid, state, kind), 'pid': {pid}}}
+    """)
+
+
+@pytest.mark.parametrize("whom", ["another process", "the kernel", "the Jupyter server"])
+def test_a_copy_cannot_name_the_process_the_server_kills(tree, lab, unchanged, whom):  # noqa: F811
+    """Finding 1: the pid in a forked copy's ``ready`` frame was the one that
+    closing, evicting and interrupting signalled (SIGSTOP, SIGINT, SIGKILL)."""
+    other = _victim() if whom == "another process" else None
+    pid = {"another process": other.pid if other else 0, "the kernel": lab["kernel_pid"],
+           "the Jupyter server": lab["server"].pid}[whom]
+    try:
+        copy = tree.root.fork()
+        assert copy.exec(_lie_about_pid(pid)).ok
+        with pytest.raises(SnapshotError, match="broke the protocol|refused"):
+            child = copy.fork()
+            child.interrupt()  # what a trusting client does with it next
+            child.close()
+        assert copy.state == "dead" and "broke the protocol" in (copy.death or "")
+        copy.close()
+        time.sleep(0.3)
+        assert _alive(pid), f"{whom} was killed through a pid a copy named"
+        assert lab["server"].poll() is None
+    finally:
+        if other is not None:
+            other.kill()
+            other.wait()
+
+
+def test_copies_pids_are_the_kernels_word(tree):  # noqa: F811
+    """Every copy's pid is its real one, a child of its parent's."""
+    copy = tree.root.fork()
+    child = copy.fork()
+    try:
+        r = child.exec("import os; os.getpid(), os.getppid()")
+        assert r.value.value == [child.pid, copy.pid]
+        assert psutil.Process(copy.pid).ppid() == tree.root.pid
+        assert r.pid == child.pid
+    finally:
+        copy.close()
+
+
+def test_a_reply_larger_than_the_bounds_is_refused_unread(tree, unchanged):  # noqa: F811
+    """Finding 3: a copy writes its own 200 MB reply; the client reads 4 bytes of it."""
+    server = psutil.Process()
+    before = server.memory_info().rss
+    copy = tree.root.fork()
+    r = copy.exec(OWN_CHANNEL + "forge(length=200 << 20)\n"
+                  "chan.sendall(b'{\"id\": 1, \"ok\": true, \"data\": {\"status\": \"ok\"}, \"x\": \"'"
+                  " + b'x' * (200 << 20))")
+    grown = server.memory_info().rss - before
+    assert r.status == "died" and "broke the protocol" in r.text(), r.text()
+    assert "exceeds the bound" in r.text()
+    assert len(r.text()) < 10_000
+    assert copy.state == "dead" and _ended(r.pid)
+    assert grown < 64 << 20, f"the client grew by {grown >> 20} MiB"
+    copy.close()
+
+
+def test_output_past_the_bounds_is_cut_where_it_is_received(tree, unchanged):  # noqa: F811
+    """A copy lifts its own output bounds: a 12 MB stream in a frame under the byte
+    bound is cut to the tree's limits by the client."""
+    limits = tree.limits
+    copy = tree.root.fork()
+    try:
+        r = copy.exec(OWN_CHANNEL + textwrap.dedent("""
+            forge({'id': 1, 'ok': True, 'type': 'ExecResult', 'data': {
+                'status': 'ok', 'pid': 1,
+                'outputs': [{'output_type': 'stream', 'name': 'stdout', 'text': 'y' * (12 << 20)}]
+                           + [{'output_type': 'display_data', 'data': {'text/plain': 'z'}}] * 5000}})
+        """))
+        cap = limits.max_output_chars + limits.max_capture_bytes + 200
+        assert r.ok and r.truncated
+        assert len(r.outputs[0].text) < cap + 100
+        assert len(r.outputs) <= limits.max_outputs + 2
+        assert r.pid == copy.pid  # not the 1 it claimed
+    finally:
+        copy.close()
+
+
+def test_a_reply_to_another_request_ends_the_copy(tree, unchanged):  # noqa: F811
+    """Replies are matched to their request; one that is not ends the copy."""
+    copy = tree.root.fork()
+    r = copy.exec(OWN_CHANNEL + "forge({'id': 999, 'ok': True, 'type': 'pong'})\n"
+                  "forge(body=b'not json')\n")
+    assert r.status == "died" and "broke the protocol" in r.text(), r.text()
+    assert copy.state == "dead"
+    copy.close()
+
+
+def test_a_cgroup_the_root_copy_is_not_in_is_refused(tree):  # noqa: F811
+    """``close`` kills every process of the tree's cgroup: it must be the root's own."""
+    root = tree.root
+    own = tree.protections.cgroup
+    assert own and _trusted_cgroup(own, root.pid, tree.kernel_pid) == own
+    for claim in ("/sys/fs/cgroup", os.path.dirname(own), own + "/../jda-k1-c1-00000000"):
+        with pytest.raises(ProtocolError, match="not its own"):
+            _trusted_cgroup(claim, root.pid, tree.kernel_pid)
+
+
+def test_results_are_scrubbed_where_they_are_received(tree, lab):  # noqa: F811
+    """Secrets a copy finds are masked in every encoding before any prompt or event
+    sees them, in the thread that ran the cell."""
+    secret = "jda-config-only-key-" + "3f9a1c7e5b2d4068"
+    (lab["nb"] / "leak.txt").write_text(secret)
+    copy = tree.root.fork()
+    tree.redact = Scrubber([secret]).json
+    try:
+        r = copy.exec(textwrap.dedent(f"""
+            import base64, codecs
+            s = open({str(lab["nb"] / "leak.txt")!r}).read()
+            print(s, codecs.encode(s, 'rot13'), s[::-1], s.encode().hex(),
+                  base64.b64encode(s.encode()).decode())
+            s
+        """))
+    finally:
+        tree.redact = None
+        copy.close()
+        (lab["nb"] / "leak.txt").unlink()
+    shown = repr(r.to_json())
+    for form in (secret, codecs.encode(secret, "rot13"), secret[::-1], secret.encode().hex(),
+                 base64.b64encode(secret.encode()).decode()):
+        assert form not in shown
+    assert r.ok and r.stream().count("***") == 5
+
+
+# ------------------------------------------------------------------ the magic's path
+
+KEY = "sk-config-only-" + "9b2e4d6f8a1c3e5f7a9b"
+LEAK = (
+    "```python\n# Step 1: Read the key from the config file.\n"
+    "import base64, codecs, glob, os, re\n"
+    "text = open(glob.glob(os.environ['JUPYTER_CONFIG_DIR'] + '/*.py')[0]).read()\n"
+    "k = re.search(r'sk-[\\w-]+', text).group(0)\n"
+    "print(k, codecs.encode(k, 'rot13'), k[::-1], base64.b64encode(k.encode()).decode())\n"
+    "k\n```"
+)
+
+
+@pytest.fixture(scope="module")
+def config_only_kernel(tmp_path_factory):
+    with OpenAITestServer(reply=lambda request: LEAK) as srv:
+        config = tmp_path_factory.mktemp("jupyter-config")
+        (config / "jupyter_data_agent_config.py").write_text(
+            f"c.DataAgent.backend = 'openai'\nc.DataAgent.base_url = {srv.base_url!r}\n"
+            f"c.DataAgent.model = 'test-model'\nc.DataAgent.api_key = {KEY!r}\n")
+        env = {"JUPYTER_CONFIG_DIR": str(config), "OPENAI_API_KEY": "",
+               "JUPYTER_DATA_AGENT_BACKEND": ""}
+        km, kc = start_kernel(env)
+        assert run_cell(kc, "%load_ext jupyter_data_agent").status == "ok"
+        yield kc, srv
+        stop_kernel(km, kc)
+
+
+def test_the_magic_scrubs_a_key_set_only_in_its_config_file(config_only_kernel):
+    """Finding 9: the key of ``jupyter_data_agent_config.py`` was printed by ``%%agent``."""
+    kc, srv = config_only_kernel
+    run = run_cell(kc, "%%agent --strategy vote --samples 2\nWhat is the key?")
+    assert run.status == "ok", run
+    shown = run.stdout + run.stderr + repr(run.outputs) + repr(run.payload)
+    assert "***" in shown, shown
+    for form in (KEY, codecs.encode(KEY, "rot13"), KEY[::-1], base64.b64encode(KEY.encode()).decode()):
+        assert form not in shown
+        # and the model never saw it: the key was sent as the bearer token, and only there
+        assert not any(form in repr(r.body) for r in srv.requests)
+    assert srv.requests and srv.requests[-1].header("authorization") == f"Bearer {KEY}"
