@@ -232,3 +232,78 @@ def test_the_magic_scrubs_a_key_set_only_in_its_config_file(config_only_kernel):
         # and the model never saw it: the key was sent as the bearer token, and only there
         assert not any(form in repr(r.body) for r in srv.requests)
     assert srv.requests and srv.requests[-1].header("authorization") == f"Bearer {KEY}"
+
+
+# ------------------------------------------------------------------ the server's path
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with OpenAITestServer(reply=lambda request: "") as srv:
+        yield srv
+
+
+@pytest.fixture
+def jp_server_config(model_server, monkeypatch):
+    from tests.conftest import agent_server_config
+
+    model_server.clear()
+    return agent_server_config(model_server, monkeypatch)
+
+
+def _on_server_loop(fn):
+    from tests.test_server import on_server_loop
+
+    return on_server_loop(fn)
+
+
+@_on_server_loop
+async def test_the_server_scrubs_copies_results_off_its_event_loop(
+        jp_fetch, jp_ws_fetch, jp_serverapp, jp_root_dir, model_server, monkeypatch):
+    """Finding 9: the server token's ROT13 form reached the model in a repair prompt;
+    finding 3: 157 MB were scrubbed on the event loop. A copy prints the token (found
+    on disk) in four encodings and a large output, then fails and is repaired."""
+    import json
+    import threading
+
+    from tests.test_server import post_turn, start_kernel, stream_events
+
+    token = jp_serverapp.identity_provider.token
+    assert len(token) >= 16
+    (jp_root_dir / "found.txt").write_text(token)
+    leak = ("```python\n# Step 1: Print what was found, then fail.\nimport base64, codecs\n"
+            f"t = open({str(jp_root_dir / 'found.txt')!r}).read()\n"
+            "print(codecs.encode(t, 'rot13'), t[::-1], t.encode().hex(), "
+            "base64.b64encode(t.encode()).decode())\n"
+            "print('z' * 90000)\nraise ValueError(codecs.encode(t, 'rot13'))\n```")
+    fixed = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
+    model_server.reply = lambda request: fixed if "ValueError" in request.prompt else leak
+    jobs = jp_serverapp.web_app.settings["jupyter_data_agent"]["jobs"]
+    loop_thread = threading.current_thread().name
+    scrubbed_on: list[tuple[str, int]] = []
+    real_json = jobs.scrub.json
+
+    def recording(payload):
+        out = real_json(payload)
+        scrubbed_on.append((threading.current_thread().name, len(repr(out))))
+        return out
+
+    monkeypatch.setattr(jobs.scrub, "json", recording)
+    kernel_id, km, kc = await start_kernel(jp_fetch, jp_serverapp)
+    try:
+        accepted = await post_turn(jp_fetch, kernel_id=kernel_id, strategy="direct")
+        events = await stream_events(jp_ws_fetch, accepted["job_id"])
+    finally:
+        kc.stop_channels()
+    prompts = [r.prompt for r in model_server.generation_requests]
+    assert events[-1]["type"] == "done", events[-1]
+    assert len(prompts) >= 2 and "ValueError" in prompts[-1], "the repair prompt shows the error"
+    shown = json.dumps(events) + "".join(prompts)
+    for form in (token, codecs.encode(token, "rot13"), token[::-1], token.encode().hex(),
+                 base64.b64encode(token.encode()).decode()):
+        assert form not in shown
+    assert "***" in prompts[-1]
+    big = [name for name, size in scrubbed_on if size > 80_000]
+    assert big and loop_thread not in big, scrubbed_on

@@ -37,7 +37,7 @@ from ..kernel.tree import CopyTree
 from ..llm.base import BackendError
 from ..llm.scrub import Scrubber
 from ..prompts.edit import edit_cell_intent
-from ..turn import Copies, TurnAsk, TurnSpec, resolve
+from ..turn import Copies, TurnAsk, TurnSpec, resolve, secrets_scrubber
 from .decisions import TurnOutcome
 from .models import API_VERSION, TurnRequestModel
 
@@ -91,6 +91,7 @@ class Job:
         self.schema_cuts: Any = None  # kernel.schema.schema_cuts of the schema block, once read
         self._scrub = scrub
         self._streamed: list[Any] = []  # (index, Candidate) pairs already sent as events
+        self._rendered: dict[int, dict] = {}  # id(Candidate) -> its event body, scrubbed off the loop
         self.created = time.time()
         self.outcome: TurnOutcome | None = None  # once done: what a decision on this turn records
         self.model = ""  # the model that answered
@@ -101,11 +102,19 @@ class Job:
     def finished(self) -> bool:
         return self.status in TERMINAL
 
-    def emit(self, type_: str, message: str = "", data: dict | None = None) -> dict | None:
+    def render(self, type_: str, message: str = "", data: dict | None = None) -> dict:
+        """An event's body as plain JSON, secrets removed: any thread may call it,
+        and the worker does for what the search sends (candidates with their
+        outputs are large: scrubbing them must not stall the event loop)."""
+        return self._scrub.json({"type": type_, "message": message, "data": data or {}})
+
+    def emit(self, type_: str, message: str = "", data: dict | None = None, *,
+             rendered: dict | None = None) -> dict | None:
         """Validate, append and broadcast one event; nothing is added after a terminal one.
 
         ``data`` may hold the result dataclasses: the scrubber writes them as
-        their ``to_json``, secrets removed. Every event then goes through the
+        their ``to_json``, secrets removed (``render``; ``rendered`` when that
+        was done off the loop). Every event then goes through the
         wire model (``turn.events.JobEvent``); one the contract does not allow
         is never sent: the turn ends with an error event that says so, and
         this raises ``MalformedEvent`` (a bug in the server fails loudly).
@@ -117,14 +126,8 @@ class Job:
 
         if self.finished:
             return None
-        raw = self._scrub.json({
-            "version": API_VERSION,
-            "job_id": self.id,
-            "seq": len(self.events) + 1,
-            "type": type_,
-            "message": message,
-            "data": data or {},
-        })
+        body = rendered if rendered is not None else self.render(type_, message, data)
+        raw = {"version": API_VERSION, "job_id": self.id, "seq": len(self.events) + 1, **body}
         try:
             event = validate_event(raw)
         except ValidationError as exc:
@@ -173,12 +176,22 @@ class Job:
             self.listeners.remove(listener)
 
     # -- strategy events --------------------------------------------------------
-    def strategy_event(self, event: Any) -> None:
-        """Forward a search ``Event`` (``search.base.Event``) as the wire event of its kind."""
+    def strategy_event(self, event: Any, rendered: dict | None = None) -> None:
+        """Forward a search ``Event`` (``search.base.Event``) as the wire event of its kind;
+        ``rendered``: its body, scrubbed by the worker (``render``)."""
         if event.kind == "candidate":
+            if rendered is not None:
+                self._rendered[id(event.data["candidate"])] = rendered
             self._send_candidate(event.data["candidate"], event.data.get("index"), event.message)
         else:
-            self.emit(event.kind, event.message, event.data)
+            self.emit(event.kind, event.message, event.data, rendered=rendered)
+
+    def prerender(self, result: Any) -> Any:
+        """In the worker: scrub the candidates ``complete`` will send that no event carried."""
+        for candidate in result.candidates:
+            if id(candidate) not in self._rendered:
+                self._rendered[id(candidate)] = self.render("candidate", "", {"candidate": candidate})
+        return result
 
     def _send_candidate(self, candidate: Any, index: Any, message: str = "") -> None:
         """One ``candidate`` event; each candidate once, each index once.
@@ -192,7 +205,12 @@ class Job:
         if not isinstance(index, int) or isinstance(index, bool) or index < 0 or index in taken:
             index = next(i for i in range(len(taken) + 1) if i not in taken)
         self._streamed.append((index, candidate))
-        self.emit("candidate", message or f"candidate {index + 1}", {"index": index, "candidate": candidate})
+        message = message or f"candidate {index + 1}"
+        body = self._rendered.pop(id(candidate), None)
+        if body is not None:  # scrubbed by the worker; the index and message are the loop's
+            body = {**body, "message": self._scrub.text(message),
+                    "data": {**body["data"], "index": index}}
+        self.emit("candidate", message, {"index": index, "candidate": candidate}, rendered=body)
 
     def complete(self, result: Any, confinement: Confinement) -> None:
         """The final ``done`` event, after every candidate has been sent.
@@ -253,7 +271,7 @@ class JobManager:
         self.root_dir = root_dir
         self.log = authorizer_log or log
         # The model key and whatever else the server holds (its token): never sent out.
-        self.scrub = Scrubber([settings.api_key, *secrets])
+        self.scrub = secrets_scrubber(settings.api_key, *secrets)
         self.jobs: dict[str, Job] = {}
         self.done_turns: dict[str, TurnOutcome] = {}  # oldest first, past the jobs' retention
         self._slots: asyncio.Semaphore | None = None
@@ -419,8 +437,9 @@ class JobManager:
         def sink(event: Any) -> None:
             if job.finished:
                 return
+            rendered = job.render(event.kind, event.message, event.data)  # here, not on the loop
             with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
-                loop.call_soon_threadsafe(job.strategy_event, event)
+                loop.call_soon_threadsafe(job.strategy_event, event, rendered)
 
         if self.service is not None:  # one line for the model, with the magic's turns
             from ..search.base import Event
@@ -435,9 +454,9 @@ class JobManager:
         job.phase = "searching"
         job.progress(f"Running the {spec.strategy} strategy.", state="searching",
                      strategy=spec.strategy)
-        result = await self._in_worker(job, lambda: run_turn(
+        result = await self._in_worker(job, lambda: job.prerender(run_turn(
             spec, job.context, backend, schema=schema, schema_cuts=job.schema_cuts, copies=copies, events=sink,
-            cancel=job.cancel_event))
+            cancel=job.cancel_event)))
         if job.finished:
             return
         job.complete(result, copies.confinement)
@@ -496,7 +515,7 @@ class JobManager:
             copies = await asyncio.to_thread(
                 open_copies, job.spec.copies, fork=fork if kc is not None else None,
                 replay=replay_cells(job.context) if kc is not None else None,
-                notebook_dir=notebook_dir, unavailable=job.no_copy_reason)
+                notebook_dir=notebook_dir, unavailable=job.no_copy_reason, redact=self.scrub.json)
         finally:
             job.tree_ready.set()
         job.copies = copies
