@@ -23,9 +23,11 @@ import pytest
 from jupyter_data_agent.kernel.protocol import ProtocolError
 from jupyter_data_agent.kernel.snapshot import SnapshotError, _trusted_cgroup
 from jupyter_data_agent.llm.scrub import Scrubber
+from tests.conftest import agent_server_config
 from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
 from tests.openai_server import OpenAITestServer
 from tests.test_escape import lab, tree, unchanged  # noqa: F401 -- fixtures
+from tests.test_server import on_server_loop
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -247,19 +249,11 @@ def model_server():
 
 @pytest.fixture
 def jp_server_config(model_server, monkeypatch):
-    from tests.conftest import agent_server_config
-
     model_server.clear()
     return agent_server_config(model_server, monkeypatch)
 
 
-def _on_server_loop(fn):
-    from tests.test_server import on_server_loop
-
-    return on_server_loop(fn)
-
-
-@_on_server_loop
+@on_server_loop
 async def test_the_server_scrubs_copies_results_off_its_event_loop(
         jp_fetch, jp_ws_fetch, jp_serverapp, jp_root_dir, model_server, monkeypatch):
     """Finding 9: the server token's ROT13 form reached the model in a repair prompt;
