@@ -200,7 +200,7 @@ KEY = "sk-config-only-" + "9b2e4d6f8a1c3e5f7a9b"
 LEAK = (
     "```python\n# Step 1: Read the key from the config file.\n"
     "import base64, codecs, glob, os, re\n"
-    "text = open(glob.glob(os.environ['JUPYTER_CONFIG_DIR'] + '/*.py')[0]).read()\n"
+    "text = open(glob.glob(CONFIG_DIR + '/*.py')[0]).read()\n"
     "k = re.search(r'sk-[\\w-]+', text).group(0)\n"
     "print(k, codecs.encode(k, 'rot13'), k[::-1], base64.b64encode(k.encode()).decode())\n"
     "k\n```"
@@ -209,8 +209,9 @@ LEAK = (
 
 @pytest.fixture(scope="module")
 def config_only_kernel(tmp_path_factory):
-    with OpenAITestServer(reply=lambda request: LEAK) as srv:
-        config = tmp_path_factory.mktemp("jupyter-config")
+    config = tmp_path_factory.mktemp("jupyter-config")
+    leak = LEAK.replace("CONFIG_DIR", repr(str(config)))
+    with OpenAITestServer(reply=lambda request: leak) as srv:
         (config / "jupyter_data_agent_config.py").write_text(
             f"c.DataAgent.backend = 'openai'\nc.DataAgent.base_url = {srv.base_url!r}\n"
             f"c.DataAgent.model = 'test-model'\nc.DataAgent.api_key = {KEY!r}\n")

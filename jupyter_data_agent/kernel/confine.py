@@ -143,45 +143,68 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
+#: The only devices a copy may open: every other one (userfaultfd, kvm, loop-control,
+#: disks, ttys) is unreadable and unwritable, and so no ioctl reaches it.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
 def read_rules(hidden: list[str], read: int) -> list[tuple[str, int]]:
     """Read access to the whole filesystem except ``hidden`` paths.
 
     Landlock only grants, so "all but X" is the entries of each ancestor of X
     other than the one leading to X. Listing directories stays allowed
-    everywhere (names are not secrets; the files' contents are).
+    everywhere (names are not secrets; the files' contents are). Entries
+    created later under a walked directory (a new process's ``/proc/<pid>``)
+    get no rule, so they are unreadable too.
     """
-    hidden = sorted({os.path.realpath(h) for h in hidden if h and os.path.exists(h)})
-    hidden = [h for h in hidden if h != "/"]
-    if not hidden:
+    hidden_set = {os.path.realpath(h) for h in hidden if h and os.path.lexists(h)} - {"/"}
+    if not hidden_set:
         return [("/", read)]
-    rules: list[tuple[str, int]] = [("/", FS_READ_DIR)]
+    leads = {os.path.dirname(h) for h in hidden_set}  # every proper ancestor of a hidden path
+    for h in list(leads):
+        while h not in ("/", ""):
+            h = os.path.dirname(h)
+            leads.add(h)
 
-    def walk(directory: str) -> None:
+    def inside_hidden(path: str) -> bool:
+        while path not in ("/", ""):
+            if path in hidden_set:
+                return True
+            path = os.path.dirname(path)
+        return False
+
+    rules: list[tuple[str, int]] = [("/", FS_READ_DIR)]
+    stack = ["/"]
+    while stack:
         try:
-            entries = list(os.scandir(directory))
+            entries = list(os.scandir(stack.pop()))
         except OSError:
-            return
+            continue
         for entry in entries:
             path = entry.path
             if entry.is_symlink():
                 # a rule follows the link: one leading to or into a hidden path
                 # would open it (its real location is walked anyway)
                 path = os.path.realpath(path)
-                if any(path == h or h.startswith(path.rstrip("/") + "/")
-                       or path.startswith(h + "/") for h in hidden):
-                    continue
-                rules.append((path, read))
+                if path not in leads and not inside_hidden(path):
+                    rules.append((path, read))
                 continue
-            if path in hidden:
+            if path in hidden_set:
                 continue
-            leads = any(h.startswith(path.rstrip("/") + "/") for h in hidden)
-            if leads and entry.is_dir(follow_symlinks=False):
-                walk(path)
+            if path in leads and entry.is_dir(follow_symlinks=False):
+                stack.append(path)
             else:
                 rules.append((path, read))
-
-    walk("/")
     return rules
+
+
+def process_dirs() -> list[str]:
+    """Every process's ``/proc/<pid>``: others' command lines and environments hold
+    tokens (a server started with ``--IdentityProvider.token=...``)."""
+    try:
+        return [f"/proc/{n}" for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
 
 
 def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | None = None,
@@ -217,10 +240,8 @@ def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | No
     try:
         read = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE
         dev_file = (FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV) & handled_fs
-        rules = read_rules(list(hidden), read)
-        if os.path.isdir("/dev"):
-            rules.append(("/dev", (read | FS_IOCTL_DEV) & handled_fs))
-        for dev in ("/dev/null", "/dev/zero", "/dev/full"):
+        rules = read_rules([*hidden, "/dev"], read)
+        for dev in DEVICES:
             if os.path.exists(dev):
                 rules.append((dev, dev_file))
         for path in writable:
@@ -369,21 +390,53 @@ def prepare_scratch(scratch: str, notebook_dir: str | None) -> list[str]:
 
 
 def runtime_paths() -> list[str]:
-    """What a copy must not read: Jupyter's runtime directory (server tokens,
-    cookie secret, connection files) and this kernel's connection file."""
+    """What a copy must not read: every Jupyter runtime directory (server tokens,
+    cookie secrets, connection files) this process can find — its own, the
+    default one, and those of the Jupyter processes running now (their
+    ``JUPYTER_RUNTIME_DIR``/``JUPYTER_DATA_DIR``, their connection and
+    ``jpserver-*.json`` files) — and this kernel's connection file."""
     from . import harden
 
     paths = []
     try:
-        from jupyter_core.paths import jupyter_runtime_dir
+        from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 
-        paths.append(jupyter_runtime_dir())
+        paths += [jupyter_runtime_dir(), os.path.join(jupyter_data_dir(), "runtime")]
     except Exception:
         pass
     cf = harden.connection_file()
     if cf:
         paths.append(cf)
-    return [p for p in paths if p and os.path.exists(p)]
+    for proc in process_dirs():
+        paths += _runtime_dirs_of(proc)
+    return sorted({p for p in paths if p and os.path.exists(p)})
+
+
+def _runtime_dirs_of(proc: str) -> list[str]:
+    """The runtime directories a running process uses, as far as its environment
+    and command line say (unreadable ones: another user's, not ours to see)."""
+    found = []
+    try:
+        with open(os.path.join(proc, "environ"), "rb") as f:
+            env = dict(item.partition(b"=")[::2] for item in f.read().split(b"\0") if item)
+        with open(os.path.join(proc, "cmdline"), "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return found
+    if b"JUPYTER_RUNTIME_DIR" in env:
+        found.append(os.fsdecode(env[b"JUPYTER_RUNTIME_DIR"]))
+    if b"JUPYTER_DATA_DIR" in env:
+        found.append(os.path.join(os.fsdecode(env[b"JUPYTER_DATA_DIR"]), "runtime"))
+    if b"HOME" in env:
+        found.append(os.path.join(os.fsdecode(env[b"HOME"]), ".local", "share", "jupyter",
+                                  "runtime"))
+    for arg in args:
+        name = os.path.basename(os.fsdecode(arg).rpartition("=")[2])
+        if name.endswith(".json") and name.startswith(("jpserver-", "kernel-", "nbserver-")):
+            found.append(os.path.dirname(os.fsdecode(arg).rpartition("=")[2]) or ".")
+        elif os.fsdecode(arg).startswith(("--runtime-dir=", "--ServerApp.runtime_dir=")):
+            found.append(os.fsdecode(arg).partition("=")[2])
+    return [os.path.abspath(p) if os.path.isabs(p) else p for p in found if os.path.isabs(p)]
 
 
 def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds: set[int],
@@ -422,7 +475,7 @@ def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds:
     p.descriptors = True
     harden.privatize_shared_mappings()
     p.shared_mappings = True
-    hidden = runtime_paths()
+    hidden = runtime_paths() + process_dirs()
     harden.scrub_secrets(list(secrets))
     p.secrets = True
     p.landlock_abi = abi = landlock_abi()

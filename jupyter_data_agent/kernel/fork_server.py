@@ -588,11 +588,16 @@ def _scratch_over_cap(state: _State) -> int | None:
     if not scratch:
         return None
     total = 0
-    for root, _dirs, files in os.walk(scratch):  # never into a linked folder
-        for name in files:
-            with contextlib.suppress(OSError):
-                st = os.lstat(os.path.join(root, name))
-                total += 0 if stat.S_ISLNK(st.st_mode) else st.st_blocks * 512
+
+    def add(dir_fd, entry) -> None:
+        nonlocal total
+        st = entry.stat(follow_symlinks=False)
+        total += 0 if stat.S_ISLNK(st.st_mode) else st.st_blocks * 512
+
+    # iterative and relative: a candidate may nest folders past the recursion limit and PATH_MAX
+    complete = _procs.walk_tree(scratch, add, max_entries=200_000)
+    if not complete:  # too many entries to count: over any sensible cap
+        return max(total, state.limits.max_scratch_bytes + 1)
     return total if total > state.limits.max_scratch_bytes else None
 
 

@@ -148,18 +148,41 @@ def privatize_shared_mappings() -> int:
 
 # ------------------------------------------------------------------ secrets
 
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH)", re.I)
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|COOKIE|AUTH|WEBHOOK|PRIVATE"
+                         r"|(^|_)PAT($|_)|(^|_)DSN($|_)", re.I)
+_NOT_SECRET = ("PWD", "OLDPWD")  # the working directory
 _URL_CREDENTIALS = re.compile(r"://[^/@\s]+@")
 #: Always removed, whatever their names: the address and token of the Jupyter
 #: server's model service (a copy must not send model requests as the kernel).
 SECRET_NAMES = ("JUPYTER_DATA_AGENT_MODEL_SOCKET", "JUPYTER_DATA_AGENT_MODEL_TOKEN")
+#: What a copy's environment keeps: what code needs to find its tools, locale,
+#: thread counts and caches. Every other variable is removed (an allow-list: a
+#: secret under a name nobody thought of, DB_DSN or SLACK_HOOK, is not kept).
+KEPT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM",
+            "PWD", "TMPDIR", "TEMP", "TMP", "PYTHONPATH", "PYTHONHOME", "PYTHONHASHSEED",
+            "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS",
+            "VIRTUAL_ENV", "MPLBACKEND", "MPLCONFIGDIR", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+            "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_MAX_THREADS",
+            "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+            "HF_HOME", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "COLUMNS", "LINES", "PAGER",
+            "JAVA_HOME", "R_HOME", "GDAL_DATA", "PROJ_LIB", "PROJ_DATA", "SSL_CERT_FILE")
+KEPT_ENV_PREFIXES = ("LC_", "XDG_", "CONDA_")
 
 
 def secret_env_names(environ=None) -> list[str]:
     """Variables holding keys, tokens, passwords, or URLs with credentials."""
     environ = os.environ if environ is None else environ
     return [k for k, v in environ.items()
-            if k in SECRET_NAMES or SECRET_NAME.search(k) or _URL_CREDENTIALS.search(v or "")]
+            if k in SECRET_NAMES or (SECRET_NAME.search(k) and k not in _NOT_SECRET)
+            or _URL_CREDENTIALS.search(v or "")]
+
+
+def unkept_env_names(environ=None) -> list[str]:
+    """Variables a copy's environment does not keep (``KEPT_ENV``), secrets first."""
+    environ = os.environ if environ is None else environ
+    secret = secret_env_names(environ)
+    return secret + [k for k in environ if k not in secret and k not in KEPT_ENV
+                     and not k.startswith(KEPT_ENV_PREFIXES)]
 
 
 def _kernel_session():
@@ -221,10 +244,13 @@ def scrub_secrets(extra: list[bytes] = ()) -> tuple[list[str], int]:
     Returns (the environment variables removed, how many copies were wiped).
     """
     values: list[bytes] = list(extra) + kernel_session_keys()
-    names = secret_env_names()
+    secret = set(secret_env_names())
+    names = unkept_env_names()
     for name in names:
         value = os.environ.get(name, "")
-        if len(value) >= 8:
+        # Only secrets are wiped from memory: wiping any other value (a path) would
+        # corrupt the user's strings that happen to equal it.
+        if name in secret and len(value) >= 8:
             values.append(value.encode("utf-8", "replace"))
         del os.environ[name]  # also unsetenv(): the C environ
     _disarm_sessions()
@@ -282,6 +308,7 @@ def wipe_memory(values: list[bytes]) -> int:
 
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_IS_SET = 1
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 _CAP_VERSION_3 = 0x20080522
 
@@ -316,9 +343,16 @@ def drop_capabilities() -> None:
         raise OSError("capabilities are still held after dropping them")
 
 
-def capabilities_held(sets=("CapPrm", "CapEff", "CapAmb")) -> bool:
-    """True if a capability remains in ``sets`` (a process without privilege
-    cannot empty its bounding set, and with no_new_privs does not need to)."""
-    with open("/proc/self/status") as f:
-        fields = dict(line.split(":", 1) for line in f if ":" in line)
-    return any(int(fields.get(k, "0").strip() or "0", 16) for k in sets)
+def capabilities_held() -> bool:
+    """True if a capability remains permitted, effective or ambient (a process
+    without privilege cannot empty its bounding set, and with no_new_privs does
+    not need to). Asked of the kernel (capget), not ``/proc``: a copy cannot read
+    ``/proc/<pid>`` once Landlock is on."""
+    libc = _confine._get_libc()
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _confine._check(libc.capget(ctypes.byref(header), data), "capget")
+    if any(d.permitted or d.effective for d in data):
+        return True
+    return any(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) == 1
+               for cap in range(64))

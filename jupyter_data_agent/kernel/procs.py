@@ -23,7 +23,6 @@ import contextlib
 import os
 import re
 import secrets
-import shutil
 import signal
 import tempfile
 import time
@@ -169,6 +168,100 @@ def kill_subtree(pid: int) -> None:
             p.send_signal(signal.SIGKILL)
 
 
+# ------------------------------------------------------------------ folder trees
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def walk_tree(path: str, on_entry, on_leave=None, max_entries: int = 1_000_000) -> bool:
+    """Visit the tree at ``path`` without recursion, never following a link.
+
+    A copy writes scratch, so its depth (thousands of nested folders: past
+    Python's recursion limit and PATH_MAX) and its links (to the user's files)
+    are the attacker's. The walk holds one descriptor and works relative to
+    it; going up it checks that ``..`` is the folder it came from, and stops
+    otherwise. ``on_entry(dir_fd, entry)`` sees every non-folder,
+    ``on_leave(parent_fd, name)`` every folder once its content was visited.
+    Returns False if the walk stopped early (the bound, a moved folder).
+    """
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError:
+        return False
+    parents: list[tuple[list[str], str, tuple[int, int]]] = []  # (pending, name, (dev, ino))
+    seen = 0
+
+    def scan(dir_fd: int) -> list[str]:
+        nonlocal seen
+        subdirs = []
+        try:
+            with os.scandir(dir_fd) as it:
+                for entry in it:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirs.append(entry.name)
+                    else:
+                        with contextlib.suppress(OSError):
+                            on_entry(dir_fd, entry)
+        except OSError:
+            pass
+        return subdirs
+
+    try:
+        pending = scan(fd)
+        while True:
+            if seen > max_entries:
+                return False
+            if pending:
+                name = pending.pop()
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue
+                st = os.fstat(fd)
+                parents.append((pending, name, (st.st_dev, st.st_ino)))
+                os.close(fd)
+                fd = child
+                pending = scan(fd)
+                continue
+            if not parents:
+                return True
+            pending, name, ident = parents.pop()
+            up = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != ident:  # moved meanwhile: never act outside the tree
+                return False
+            if on_leave is not None:
+                with contextlib.suppress(OSError):
+                    on_leave(fd, name)
+    finally:
+        os.close(fd)
+
+
+def remove_tree(path: str) -> bool:
+    """Delete ``path`` and everything below it, however deep; links are removed,
+    never followed. True once it is gone."""
+    try:
+        if not os.path.isdir(path) or os.path.islink(path):
+            os.unlink(path)
+            return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    walk_tree(path, lambda fd, entry: os.unlink(entry.name, dir_fd=fd),
+              lambda fd, name: os.rmdir(name, dir_fd=fd))
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
 # ------------------------------------------------------------------ leftovers
 
 def _alive(pid: int) -> bool:
@@ -197,11 +290,14 @@ def sweep(tmpdir: str | None = None) -> list[str]:
         entries = os.listdir(mine) if mine else []
     except OSError:
         entries = []
-    for name in entries:
+    for name in entries:  # each on its own: one that cannot be removed never stops the rest
         if name.startswith(CGROUP_PREFIX) and _owners_dead(name):
             path = os.path.join(mine, name)
-            if cgroup_kill(path):  # the default wait: a loaded machine ends many processes slowly
-                removed.append(path)
+            try:
+                if cgroup_kill(path):  # the default wait: a loaded machine ends many processes slowly
+                    removed.append(path)
+            except Exception:  # noqa: BLE001 -- reported by its absence from ``removed``
+                continue
     tmpdir = tmpdir or tempfile.gettempdir()
     try:
         entries = os.listdir(tmpdir)
@@ -210,6 +306,9 @@ def sweep(tmpdir: str | None = None) -> list[str]:
     for name in entries:
         if name.startswith((SCRATCH_PREFIX, SOCK_PREFIX)) and _owners_dead(name):
             path = os.path.join(tmpdir, name)
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+            try:
+                if remove_tree(path):
+                    removed.append(path)
+            except Exception:  # noqa: BLE001 -- reported by its absence from ``removed``
+                continue
     return removed

@@ -19,13 +19,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import tempfile
 import threading
 import time
 from typing import Literal, Sequence
 
-from . import launch, rpc
+from . import launch, procs, rpc
 from . import tree as _tree
 from .results import ExecResult, Limits, Protections
 from .snapshot import CapacityError, SnapshotClosed, SnapshotError, _failure, _uss, direct_call, kernel_call
@@ -197,7 +196,7 @@ class ReplayTree(_tree.Closing):
         self.closed = True
         self.root.close()
         if self.owns_scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            procs.remove_tree(self.scratch)
 
     def _reserve(self, node: ReplayNode) -> None:
         """A kernel slot for ``node``, evicting idle copies while the tree is full."""

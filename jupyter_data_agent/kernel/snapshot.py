@@ -34,7 +34,6 @@ import hashlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import socket
 import threading
@@ -768,7 +767,7 @@ class SnapshotTree(_tree.Closing):
         if self.protections.cgroup:  # daemons a candidate detached, whoever reparented them
             _procs.cgroup_kill(self.protections.cgroup)
         if self.owns_scratch and self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            _procs.remove_tree(self.scratch)
 
     def pids(self) -> list[int]:
         return [n.pid for n in self.live() if n.pid is not None]

@@ -5,7 +5,8 @@ new sockets of every family (a copy once reached the real kernel's shell port
 over MPTCP), TCP Fast Open, ptrace and cross-process memory calls, changes to
 other processes' limits, priority and affinity, file metadata (chmod, chown,
 times, xattrs), namespaces, mounts and the other calls Docker's default
-profile refuses. Denied calls fail with EPERM (a Python ``PermissionError``
+profile refuses, memfds (memory no rlimit counts) and SysV/POSIX IPC objects
+(they outlive every process of a turn). Denied calls fail with EPERM (a Python ``PermissionError``
 in the candidate's output), never a silent kill. Installed last, after fork,
 in the root copy; every later fork inherits it.
 
@@ -48,12 +49,18 @@ DENY = (
     "name_to_handle_at", "open_by_handle_at", "nfsservctl", "uselib", "ustat", "sysfs",
     "_sysctl", "vm86", "vm86old", "mbind", "set_mempolicy", "set_mempolicy_home_node",
     "migrate_pages", "move_pages", "syslog", "vhangup",
+    # memory outside RLIMIT_AS, and IPC objects that outlive the copy, the kernel and
+    # the turn (and reach other processes' segments and queues)
+    "memfd_create", "memfd_secret",
+    "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "semget", "semop", "semtimedop", "semctl", "ipc",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
 # Calls that act on a process named by pid: allowed only on the caller (pid 0).
 SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
 # Calls added to Linux after libseccomp 2.5 knew them: same number on every
 # architecture that has them (the unified syscall table).
-NUMBERS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "open_tree_attr": 467,
+NUMBERS = {"memfd_secret": 447, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "open_tree_attr": 467,
            "mount_setattr": 442, "quotactl_fd": 443, "process_mrelease": 448,
            "set_mempolicy_home_node": 450}
 
