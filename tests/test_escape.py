@@ -780,6 +780,10 @@ def test_deeply_nested_scratch_folders(lab, tmp_path, unchanged):
             fd = child
         os.symlink(str(lab["nb"] / "data.csv"), "link", dir_fd=fd)  # never followed
         os.close(fd)
-    removed = procs.sweep(str(tmp_path))
+    try:
+        removed = procs.sweep(str(tmp_path))
+    finally:  # pytest's own cleanup of tmp_path recurses: never leave it a deep tree
+        for path in dead:
+            procs.remove_tree(path)
     assert sorted(removed) == sorted(dead) and not any(os.path.exists(p) for p in dead)
     assert (lab["nb"] / "data.csv").exists()

@@ -367,3 +367,103 @@ def test_kernel_copies_lose_the_service_address_and_token():
 
     env = {ENV_SOCKET: "/tmp/jda-model-x/model.sock", ENV_TOKEN: "t" * 40, "PATH": "/bin"}
     assert sorted(secret_env_names(env)) == sorted([ENV_SOCKET, ENV_TOKEN])
+
+
+# -- an endpoint shared by many kernels (issue 22, findings 10 and 11) -----------------
+
+@pytest.fixture
+def slow_endpoint():
+    with OpenAITestServer(reply="```python\nx = 1\n```", delay=1.0) as srv:
+        svc = ModelService(Settings(backend="openai", base_url=srv.base_url, api_key="sk-test",
+                                    model="test-model", max_retries=0, api_mode="chat"),
+                           max_waiting=32, endpoint_concurrency=8)
+        svc.start(export_env=False)
+        yield srv, svc
+        svc.stop()
+
+
+def _timed_calls(svc: ModelService, n: int) -> tuple[float, list]:
+    results: list = []
+
+    def call() -> None:
+        try:
+            results.append(client(svc).generate(Prompt(text="hi"), SamplingParams(max_tokens=8))[0].text)
+        except Exception as exc:  # noqa: BLE001 -- collected, asserted on below
+            results.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(n)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return time.monotonic() - t0, results
+
+
+def test_an_endpoint_serves_kernels_side_by_side(slow_endpoint):
+    """10 `%%agent` calls to an 8 s endpoint took 74 s: one at a time across all kernels."""
+    srv, svc = slow_endpoint
+    elapsed, results = _timed_calls(svc, 6)
+    assert all(isinstance(r, str) for r in results), results
+    assert elapsed < 0.5 * 6 * srv.delay, f"6 calls of {srv.delay} s took {elapsed:.1f} s"
+
+
+def test_a_kernel_that_hangs_up_leaves_the_line_at_once(slow_endpoint):
+    """An interrupted call kept the line until the endpoint answered (57 s)."""
+    srv, svc = slow_endpoint
+    svc.endpoint_concurrency = 1
+    svc._slots.clear()
+    srv.delay = 3.0
+    from dataclasses import asdict
+
+    from jupyter_data_agent.llm.remote_backend import encode_prompt
+
+    gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    gone.connect(svc.socket_path)
+    gone.sendall(json.dumps({"token": svc.token, "op": "generate",
+                             "prompt": encode_prompt(Prompt(text="interrupted")),
+                             "params": asdict(SamplingParams(max_tokens=8))}).encode() + b"\n")
+    deadline = time.monotonic() + 10
+    while not srv.generation_requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    gone.close()  # the user interrupted the cell
+    elapsed, results = _timed_calls(svc, 1)
+    assert isinstance(results[0], str), results
+    assert elapsed < 1.6 * srv.delay, f"the next call waited {elapsed:.1f} s behind a gone one"
+
+
+def test_a_burst_of_kernels_connects(slow_endpoint):
+    """A burst of connections hit EAGAIN ("model service is gone")."""
+    srv, svc = slow_endpoint
+    srv.delay = 0.2
+    svc.max_waiting = 32
+    _, results = _timed_calls(svc, 20)
+    assert all(isinstance(r, str) for r in results), [r for r in results if not isinstance(r, str)]
+
+
+def test_folders_of_killed_servers_are_removed(monkeypatch):
+    """``/tmp/jda-model-*`` of killed servers were never removed."""
+    import pathlib
+    import subprocess
+    import sys
+    import tempfile
+
+    from jupyter_data_agent.kernel import procs
+
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="jms-", dir="/tmp"))  # short: a socket lives here
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    dead = tmp_path / f"{procs.MODEL_PREFIX}k{dead_pid}-c{dead_pid}-0a1b2c3d-x"
+    alive = tmp_path / f"{procs.MODEL_PREFIX}k{os.getpid()}-c{os.getpid()}-4e5f6a7b-y"
+    for folder in (dead, alive):
+        folder.mkdir()
+        (folder / "model.sock").write_text("")
+    svc = ModelService(Settings(backend="openai", base_url="http://127.0.0.1:9/v1", model="m"))
+    svc.start(export_env=False)
+    try:
+        assert not dead.exists() and alive.exists()
+        assert os.path.basename(svc.directory).startswith(f"{procs.MODEL_PREFIX}k{os.getpid()}-")
+    finally:
+        svc.stop()
+        procs.remove_tree(str(tmp_path))

@@ -478,6 +478,27 @@ async def test_jobs_are_private_to_their_user(two_users, jp_fetch, jp_ws_fetch):
 
 
 @on_server_loop
+async def test_one_user_cannot_fill_the_server(two_users, jp_fetch, jp_serverapp, model_server):
+    """Issue 22, finding 8: one user's turns gave everyone else 429. Each user has a
+    quota of their own (``max_jobs_per_user``) inside the global one."""
+    jobs = jp_serverapp.web_app.settings["jupyter_data_agent"]["jobs"]
+    jobs.limits.max_jobs_per_user = 2
+    model_server.delay = 5.0  # the turns stay running while the quota is tried
+    alice = {"Authorization": "token alice-token"}
+    bob = {"Authorization": "token bob-token"}
+    body = {"options": {"use_live_state": False}}
+    started = [(await post_turn(jp_fetch, headers=alice, **body))["job_id"] for _ in range(2)]
+    with pytest.raises(HTTPClientError) as err:
+        await post_turn(jp_fetch, headers=alice, **body)
+    assert err.value.code == 429
+    assert "at most 2 per user" in err.value.response.body.decode()
+    mine = (await post_turn(jp_fetch, headers=bob, **body))["job_id"]  # bob is not refused
+    for job_id, who in [*((j, alice) for j in started), (mine, bob)]:
+        await jp_fetch(NS, "jobs", job_id, "cancel", method="POST", body="{}", headers=who)
+    model_server.delay = 0.0
+
+
+@on_server_loop
 async def test_config_never_holds_the_key(jp_fetch):
     r = await jp_fetch(NS, "config")
     text = r.body.decode()

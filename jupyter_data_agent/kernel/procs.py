@@ -33,6 +33,7 @@ PR_SET_CHILD_SUBREAPER = 36
 CGROUP_PREFIX = "jda-"
 SCRATCH_PREFIX = "jda-scratch-"
 SOCK_PREFIX = "jda-sock-"
+MODEL_PREFIX = "jda-model-"  # the model service's socket folder (server/model_service.py)
 _OWNED = re.compile(r"k(\d+)-c(\d+)-")
 
 
@@ -304,7 +305,7 @@ def sweep(tmpdir: str | None = None) -> list[str]:
     except OSError:
         entries = []
     for name in entries:
-        if name.startswith((SCRATCH_PREFIX, SOCK_PREFIX)) and _owners_dead(name):
+        if name.startswith((SCRATCH_PREFIX, SOCK_PREFIX, MODEL_PREFIX)) and _owners_dead(name):
             path = os.path.join(tmpdir, name)
             try:
                 if remove_tree(path):

@@ -51,6 +51,10 @@ class DataAgentExtension(ExtensionApp):
     max_pending_jobs = Int(
         16, help="Turns that may wait for a slot; beyond this POST turns answers 429."
     ).tag(config=True)
+    max_jobs_per_user = Int(
+        4, help="Turns one user may have running or queued (and cancelled turns still waiting "
+        "for the model endpoint); beyond this POST turns answers 429 to that user only."
+    ).tag(config=True)
     max_snapshot_processes = Int(
         16, help="Live kernel-copy processes per turn (idle leaves are evicted beyond it)."
     ).tag(config=True)
@@ -88,6 +92,10 @@ class DataAgentExtension(ExtensionApp):
     model_queue = Int(
         8, help="Model requests from kernels that may wait for the model; beyond: 'model busy'."
     ).tag(config=True)
+    model_endpoint_concurrency = Int(
+        8, help="Requests the model service sends to an endpoint (the openai backend) at the same "
+        "time, from all kernels; a local model (llama.cpp, transformers, vLLM) serves one at a time."
+    ).tag(config=True)
     service = Any(None, allow_none=True)
 
     record_decisions = Bool(
@@ -109,6 +117,7 @@ class DataAgentExtension(ExtensionApp):
         limits = JobLimits(
             max_concurrent_jobs=max(1, self.max_concurrent_jobs),
             max_pending_jobs=max(0, self.max_pending_jobs),
+            max_jobs_per_user=max(1, self.max_jobs_per_user),
             max_snapshot_processes=max(1, self.max_snapshot_processes),
             job_retention_s=self.job_retention_s,
             max_retained_jobs=max(1, self.max_retained_jobs),
@@ -136,6 +145,7 @@ class DataAgentExtension(ExtensionApp):
         }
         if self.model_service and self.service is None:
             self.service = ModelService(self.agent_settings, max_waiting=max(0, self.model_queue),
+                                        endpoint_concurrency=max(1, self.model_endpoint_concurrency),
                                         log_=self.log)
             try:
                 path = self.service.start()

@@ -53,6 +53,7 @@ class JobLimits:
 
     max_concurrent_jobs: int = 2
     max_pending_jobs: int = 16
+    max_jobs_per_user: int = 4
     max_snapshot_processes: int = 16
     job_retention_s: float = 900.0
     max_retained_jobs: int = 200
@@ -287,6 +288,17 @@ class JobManager:
         if self._closing:
             raise _Rejected(503, "The server is shutting down.")
         self.prune()
+        # Per user first: one user's turns never fill the server for the others.
+        mine = sum(1 for j in self.jobs.values() if not j.finished and j.owner == owner)
+        if mine >= self.limits.max_jobs_per_user:
+            raise _Rejected(429, f"You have {mine} turns running or queued (at most "
+                                 f"{self.limits.max_jobs_per_user} per user); try again when one "
+                                 f"has finished, or cancel one.")
+        stuck_mine = sum(1 for t, j in self._workers.items()
+                         if j.finished and t.is_alive() and j.owner == owner)
+        if stuck_mine >= self.limits.max_jobs_per_user:
+            raise _Rejected(429, f"{stuck_mine} of your cancelled turns are still waiting for the "
+                                 f"model endpoint to answer; try again in a moment.")
         active = sum(1 for j in self.jobs.values() if not j.finished)
         if active >= self.limits.max_concurrent_jobs + self.limits.max_pending_jobs:
             raise _Rejected(429, f"{active} turns are already running or queued; try again when "

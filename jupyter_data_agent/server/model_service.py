@@ -8,11 +8,17 @@ served on threads; generation uses the server's own settings (a kernel may
 only change :data:`ALLOWED_OVERRIDES`) and the backends of
 :func:`jupyter_data_agent.llm.factory.create_backend`.
 
-One generation at a time per model, queued in arrival order, at most
-``max_waiting`` waiting (beyond: a clear "model busy" error); a waiting
-request is told how many turns are ahead of it. At most one local model
-(transformers, vLLM, llama.cpp: anything but an endpoint) is resident: asking
-for another closes the previous one.
+A local model (transformers, vLLM, llama.cpp: anything but an endpoint)
+generates one request at a time, since it shares the machine's cores; an
+endpoint serves up to ``endpoint_concurrency`` side by side. Either way
+requests wait in arrival order, at most ``max_waiting`` of them (beyond: a
+clear "model busy" error), and a waiting request is told how many turns are
+ahead of it. A kernel that hangs up (an interrupted ``%%agent``) leaves the
+line at once: its endpoint call is abandoned, not waited for. At most one
+local model is resident: asking for another closes the previous one.
+
+The socket's folder is named for this server's pid (``procs.owner_tag``), so
+one a killed server left is removed by the next service that starts.
 """
 
 from __future__ import annotations
@@ -45,20 +51,25 @@ class ModelBusy(BackendError):
 
 
 class _Slot:
-    """One generation at a time, first come first served, bounded waiting line."""
+    """``capacity`` generations at a time, first come first served, bounded waiting line."""
 
-    def __init__(self, max_waiting: int) -> None:
+    def __init__(self, max_waiting: int, capacity: int = 1) -> None:
         self.max_waiting = max_waiting
+        self.capacity = max(1, capacity)
         self.cond = threading.Condition()
-        self.busy = False
+        self.active = 0
         self.waiting: deque[object] = deque()
+
+    @property
+    def busy(self) -> bool:
+        return self.active >= self.capacity
 
     def acquire(self, notify: Callable[[int], None], check: Callable[[], None] | None = None) -> None:
         """Wait for the model; ``notify`` hears the turns ahead, ``check`` may raise to leave the line."""
         ticket = object()
         with self.cond:
             if not self.busy and not self.waiting:
-                self.busy = True
+                self.active += 1
                 return
             if len(self.waiting) >= self.max_waiting:
                 raise ModelBusy(
@@ -80,14 +91,14 @@ class _Slot:
                     if check is not None:
                         check()
                     self.cond.wait(_NOTICE_S)
-                self.busy = True
+                self.active += 1
             finally:
                 self.waiting.remove(ticket)
                 self.cond.notify_all()
 
     def release(self) -> None:
         with self.cond:
-            self.busy = False
+            self.active = max(0, self.active - 1)
             self.cond.notify_all()
 
 
@@ -134,11 +145,12 @@ def _is_local(settings: Settings) -> bool:
 class ModelService:
     """Serves the protocol of :mod:`jupyter_data_agent.llm.remote_backend`."""
 
-    def __init__(self, settings: Settings, *, max_waiting: int = 8,
+    def __init__(self, settings: Settings, *, max_waiting: int = 8, endpoint_concurrency: int = 8,
                  create: Callable[[Settings], Backend] | None = None,
                  log_: logging.Logger | None = None) -> None:
         self.settings = settings
         self.max_waiting = max_waiting
+        self.endpoint_concurrency = max(1, endpoint_concurrency)
         self._create = create
         self.log = log_ or log
         self.token = secrets.token_urlsafe(32)
@@ -154,16 +166,23 @@ class ModelService:
 
     # -- lifecycle -------------------------------------------------------------
     def start(self, export_env: bool = True) -> str:
-        self.directory = tempfile.mkdtemp(prefix="jda-model-")
+        from ..kernel import procs
+
+        procs.sweep()  # the folders of services whose server was killed
+        tag = procs.owner_tag(os.getpid(), os.getpid())
+        self.directory = tempfile.mkdtemp(prefix=f"{procs.MODEL_PREFIX}{tag}-")
         os.chmod(self.directory, 0o700)
         self.socket_path = os.path.join(self.directory, "model.sock")
         service = self
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                service._handle(self.rfile, self.wfile)
+                service._handle(self.rfile, self.wfile, self.connection)
 
-        server = socketserver.ThreadingUnixStreamServer(self.socket_path, Handler)
+        class Server(socketserver.ThreadingUnixStreamServer):
+            request_queue_size = 128  # a burst of kernels connecting never sees EAGAIN
+
+        server = Server(self.socket_path, Handler)
         server.daemon_threads = True
         os.chmod(self.socket_path, 0o600)
         self._server = server
@@ -220,7 +239,8 @@ class ModelService:
         with self._lock:
             slot = self._slots.get(key)
             if slot is None:
-                slot = self._slots[key] = _Slot(self.max_waiting)
+                capacity = 1 if _is_local(settings) else self.endpoint_concurrency
+                slot = self._slots[key] = _Slot(self.max_waiting, capacity)
             return slot
 
     def queued(self, settings: Settings, backend: Backend, notify: Callable[[int], None],
@@ -274,7 +294,7 @@ class ModelService:
         return None
 
     # -- requests -----------------------------------------------------------------
-    def _handle(self, rfile, wfile) -> None:
+    def _handle(self, rfile, wfile, conn=None) -> None:
         def send(obj: dict) -> None:
             wfile.write(json.dumps(obj, default=str).encode() + b"\n")
             wfile.flush()
@@ -294,7 +314,9 @@ class ModelService:
                 send({"error": "model service: wrong or missing token; request refused."})
                 return
             try:
-                self._serve(req, send)
+                self._serve(req, send, conn)
+            except _HungUp:
+                return
             except BackendError as exc:
                 send({"error": str(exc)})
             except (ValueError, TypeError, KeyError) as exc:
@@ -305,7 +327,7 @@ class ModelService:
         except (BrokenPipeError, ConnectionResetError):
             pass  # the kernel went away
 
-    def _serve(self, req: dict, send: Callable[[dict], None]) -> None:
+    def _serve(self, req: dict, send: Callable[[dict], None], conn=None) -> None:
         from ..llm.remote_backend import decode_params, decode_prompt
 
         op = req.get("op")
@@ -330,7 +352,11 @@ class ModelService:
             with self._lock:
                 self.requests += 1
             if op == "generate":
-                send({"done": [asdict(c) for c in backend.generate(prompt, params)]})
+                if _is_local(settings) or conn is None:  # its one line holds until the model is free
+                    completions = backend.generate(prompt, params)
+                else:
+                    completions = _unless_hung_up(conn, lambda: backend.generate(prompt, params))
+                send({"done": [asdict(c) for c in completions]})
             else:
                 streamed = Streamed(backend.stream(prompt, params))
                 for delta in streamed:
@@ -348,3 +374,34 @@ class ModelService:
                 "capabilities": {"chat": caps.chat, "completion": caps.completion,
                                  "logprobs": caps.logprobs, "streaming": caps.streaming,
                                  "extra": dict(caps.extra)}}
+
+
+class _HungUp(Exception):
+    """The kernel closed its connection while its request was served."""
+
+
+def _unless_hung_up(conn, call: Callable[[], object], poll_s: float = 0.2):
+    """``call()`` in a thread of its own, abandoned (and ``_HungUp`` raised) as soon as
+    the kernel hangs up: an endpoint call cannot be interrupted, and an interrupted
+    ``%%agent`` must not hold a place in the line until the endpoint answers."""
+    import select
+
+    box: dict = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the handler thread
+            box["error"] = exc
+        done.set()
+
+    threading.Thread(target=run, name="jupyter-data-agent-endpoint-call", daemon=True).start()
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN | select.POLLHUP | getattr(select, "POLLRDHUP", 0))
+    while not done.wait(poll_s):
+        if poller.poll(0):  # the client sends nothing after its request: readable means gone
+            raise _HungUp()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
