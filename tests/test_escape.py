@@ -12,12 +12,15 @@ that it really works.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -43,7 +46,7 @@ TOKEN = "jda-escape-token-5e1f0c9a7b3d2e4f"
 # Secrets under names no deny-list knew, and a harmless variable: none is kept in a copy.
 UNNAMED_SECRETS = {"DB_PWD": "pwd-5c1e9a7f3b", "GITHUB_PAT": "ghp_4e8a1c6f2b9d",
                    "API_PASS": "pass-7d3f1b9e5a", "SLACK_WEBHOOK_URL": "https://hooks.example/T0/B1",
-                   "ANALYSIS_SETTING": "fast"}
+                   "ANALYSIS_SETTING": "fast", "JDA_UNLISTED_SETTING": "unlisted-value-6d5c4b3a"}
 
 SETUP = """
 import os, mmap, sqlite3, numpy as np, pandas as pd
@@ -787,3 +790,163 @@ def test_deeply_nested_scratch_folders(lab, tmp_path, unchanged):
             procs.remove_tree(path)
     assert sorted(removed) == sorted(dead) and not any(os.path.exists(p) for p in dead)
     assert (lab["nb"] / "data.csv").exists()
+
+
+# --------------------------------------------------------------- more of findings 5, 6, 9
+
+def test_userfaultfd_from_its_device(tree, unchanged):
+    """The syscall is filtered, but the device handed out the same object by ioctl
+    (on a read-only descriptor: an ioctl needs no write access)."""
+    if not os.path.exists("/dev/userfaultfd"):
+        pytest.skip("no /dev/userfaultfd here (test_every_other_device_node covers the rule)")
+    r = attack(tree, """
+        import fcntl, os, struct
+        fd = os.open('/dev/userfaultfd', os.O_RDONLY | os.O_CLOEXEC)
+        uffd = fcntl.ioctl(fd, 0xAA00, os.O_CLOEXEC)        # USERFAULTFD_IOC_NEW
+        api = bytearray(struct.pack('QQQ', 0xAA, 0, 0))
+        fcntl.ioctl(uffd, 0xC018AA3F, api)                  # UFFDIO_API: it works
+        print('userfaultfd', uffd, struct.unpack('QQQ', api))
+    """)
+    denied(r, "PermissionError")
+
+
+def test_every_other_device_node(tree, unchanged):
+    """Every character or block device in /dev but the five allowed ones refuses
+    even a read-only open (ttys, disks, fuse, kmsg, hwrng, vsock, ...); the
+    allowed ones behave as usual."""
+    allowed = {"null", "zero", "full", "random", "urandom"}
+    nodes = []
+    for name in sorted(os.listdir("/dev")):
+        with contextlib.suppress(OSError):
+            mode = os.lstat(os.path.join("/dev", name)).st_mode  # not the links (stdin, fd)
+            if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) and name not in allowed:
+                nodes.append(os.path.join("/dev", name))
+    assert nodes, "no device node to test here"
+    r = attack(tree, f"""
+        import os
+        opened = []
+        for path in {nodes!r}:
+            for flags in (os.O_RDONLY, os.O_WRONLY, os.O_RDWR):
+                try:
+                    os.close(os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC))
+                    opened.append((path, flags))
+                except OSError:
+                    pass
+        print('opened', opened)
+        if not opened:
+            raise PermissionError('no device opened')
+    """)
+    denied(r, "no device opened")
+    r = attack(tree, """
+        import os
+        with open('/dev/null', 'wb') as f:
+            f.write(b'x')
+        assert open('/dev/zero', 'rb').read(4) == bytes(4) and len(os.urandom(8)) == 8
+        try:
+            open('/dev/full', 'wb', buffering=0).write(b'x')
+        except OSError as e:
+            print('full', e.errno)
+    """)
+    assert r.ok and "full 28" in r.text(), r.text()
+
+
+def test_posix_shared_memory(tree, unchanged):
+    """/dev/shm: a copy neither creates POSIX shared memory (memory outside its
+    limits, left after it) nor reads another process's."""
+    theirs = f"/dev/shm/jda-escape-{os.getpid()}"
+    with open(theirs, "w") as f:
+        f.write("another process's shared state")
+    try:
+        r = attack(tree, """
+            from multiprocessing import shared_memory
+            shared_memory.SharedMemory(name='jda-copy', create=True, size=1 << 20)
+        """)
+        denied(r, "PermissionError")
+        assert not os.path.exists("/dev/shm/jda-copy")
+        denied(attack(tree, f"print(open({theirs!r}).read())"), "PermissionError")
+    finally:
+        os.unlink(theirs)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink("/dev/shm/jda-copy")
+
+
+SYSV = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+def check(ret, what):
+    if ret in (-1, None, 2**64 - 1):
+        e = ctypes.get_errno()
+        raise OSError(e, f'{what}: {os.strerror(e)}')
+    return ret
+"""
+
+
+def test_the_users_sysv_segment(tree, unchanged):
+    """A segment of the user's (made here, outside any copy) can be neither
+    attached nor removed from a copy."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    shm = libc.shmget(0, ctypes.c_size_t(4096), 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+    assert shm >= 0
+    try:
+        denied(attack(tree, SYSV + f"check(libc.shmat({shm}, None, 0), 'shmat')\n"
+                                   "print('attached')"), "Operation not permitted")
+        denied(attack(tree, SYSV + f"check(libc.shmctl({shm}, 0, None), 'shmctl')\n"
+                                   "print('removed')"), "Operation not permitted")
+        with open("/proc/sysvipc/shm") as f:
+            assert str(shm) in [line.split()[1] for line in f.readlines()[1:]]
+    finally:
+        libc.shmctl(shm, 0, None)  # IPC_RMID
+
+
+def test_posix_message_queue_is_not_created(tree, unchanged):
+    """A denied ``mq_open`` once still created its queue; checked by opening it
+    from here (``/dev/mqueue`` is not mounted everywhere)."""
+    name = f"/jda-escape-{os.getpid()}".encode()
+    r = attack(tree, f"""
+        import ctypes, os
+        rt = ctypes.CDLL('librt.so.1', use_errno=True)
+        q = rt.mq_open({name!r}, os.O_CREAT | os.O_RDWR, 0o600, None)
+        if q == -1:
+            raise OSError(ctypes.get_errno(), 'mq_open: ' + os.strerror(ctypes.get_errno()))
+        rt.mq_send(q, b'the copy data', 13, 0)
+    """)
+    rt = ctypes.CDLL("librt.so.1", use_errno=True)
+    q = rt.mq_open(name, os.O_RDONLY, 0, None)
+    if q != -1:
+        rt.mq_close(q)
+        rt.mq_unlink(name)
+    assert q == -1 and ctypes.get_errno() == 2, "the copy's queue outlived it"
+    denied(r, "Operation not permitted")
+
+
+def test_no_removed_variable_left_in_memory(tree, lab, unchanged):
+    """Removed variables are gone from the copy's memory too (read from outside):
+    secret-looking values everywhere, every other removed value from the
+    environment block at the top of the stack, where a copy could read it
+    with ctypes."""
+    copy = tree.root.fork()
+    try:
+        assert copy.exec("1").ok
+        needles = [v.encode() for v in UNNAMED_SECRETS.values() if len(v) >= 8]
+        hits = {n: _memory_hits(copy.pid, [n]) for n in needles}
+    finally:
+        copy.close()
+    assert not any(hits.values()), hits
+
+
+def test_runtime_dir_named_by_a_connection_file(lab, tmp_path, unchanged):
+    """A kernel started with ``-f <dir>/kernel-x.json``: that folder is unreadable."""
+    third = tmp_path / "third-runtime"
+    third.mkdir()
+    (third / "kernel-abc.json").write_text(json.dumps({"key": "third-kernel-key-88"}))
+    kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "-f",
+                               str(third / "kernel-abc.json")])
+    try:
+        time.sleep(0.2)
+        with SnapshotTree.from_blocking_client(lab["kc"], notebook_dir=str(lab["nb"])) as t:
+            denied(attack(t, f"print(open({str(third / 'kernel-abc.json')!r}).read())"),
+                   "PermissionError")
+    finally:
+        kernel.kill()
+        kernel.wait()

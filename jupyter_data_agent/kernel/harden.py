@@ -254,7 +254,36 @@ def scrub_secrets(extra: list[bytes] = ()) -> tuple[list[str], int]:
             values.append(value.encode("utf-8", "replace"))
         del os.environ[name]  # also unsetenv(): the C environ
     _disarm_sessions()
-    return names, wipe_memory(values)
+    return names, wipe_memory(values) + wipe_initial_environment(names)
+
+
+def wipe_initial_environment(names: list[str]) -> int:
+    """Zero the values of ``names`` in the environment block set up at exec.
+
+    ``unsetenv`` only drops the pointers: the ``NAME=value`` strings stay at
+    the top of the stack (what ``/proc/<pid>/environ`` shows), where a copy
+    can read its own memory. Only that block is touched (its bounds come from
+    ``/proc/self/stat``), never a string of the user's, so every removed
+    value is wiped, not only secret-looking ones. Returns how many were.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50, 51
+    except (OSError, ValueError, IndexError):
+        return 0
+    if not 0 < start < end or end - start > 1 << 24:
+        return 0
+    wanted = {os.fsencode(n) for n in names}
+    block = ctypes.string_at(start, end - start)
+    count = pos = 0
+    for entry in block.split(b"\0"):
+        name, eq, value = entry.partition(b"=")
+        if eq and value and name in wanted:
+            ctypes.memset(start + pos + len(name) + 1, 0, len(value))
+            count += 1
+        pos += len(entry) + 1
+    return count
 
 
 def _disarm_sessions() -> None:
