@@ -257,3 +257,22 @@ def test_user_interrupt_does_not_reach_copies(tree, kernel):
     th.join(60)
     assert box["r"].ok and box["r"].value.value == "ok"
     c.close()
+
+
+# ------------------------------------------------------------------ the environment's allow-list
+
+def test_environment_allow_list():
+    """What a copy's environment keeps: listed names and prefixes, unless the name
+    looks secret or the value carries credentials; everything else goes."""
+    from jupyter_data_agent.kernel import harden
+
+    env = {"PATH": "/usr/bin", "LC_ALL": "C", "NLTK_DATA": "/data/nltk", "CONDA_PREFIX": "/c",
+           "DB_PWD": "x", "GITHUB_PAT": "x", "API_PASS": "x", "SLACK_WEBHOOK_URL": "x",
+           "CONDA_TOKEN": "x", "SPARK_HOME": "https://user:pw@host/", "JPY_SESSION_NAME": "x",
+           "SOME_SETTING": "x", "PWD": "/home/u"}
+    gone = harden.unkept_env_names(env)
+    assert sorted(gone) == sorted(["DB_PWD", "GITHUB_PAT", "API_PASS", "SLACK_WEBHOOK_URL",
+                                   "CONDA_TOKEN", "SPARK_HOME", "JPY_SESSION_NAME",
+                                   "SOME_SETTING"])
+    assert {"DB_PWD", "GITHUB_PAT", "API_PASS", "SLACK_WEBHOOK_URL", "CONDA_TOKEN",
+            "SPARK_HOME"} <= set(harden.secret_env_names(env))  # these are wiped from memory too
