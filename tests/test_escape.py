@@ -950,3 +950,27 @@ def test_runtime_dir_named_by_a_connection_file(lab, tmp_path, unchanged):
     finally:
         kernel.kill()
         kernel.wait()
+
+
+def test_runtime_dirs_under_xdg_data_home_and_relative_options(lab, tmp_path, unchanged):
+    """jupyter_core puts the runtime dir under ``$XDG_DATA_HOME/jupyter``; a server
+    also takes ``--ServerApp.runtime_dir DIR`` relative to its working directory."""
+    xdg = tmp_path / "xdg"
+    (xdg / "jupyter" / "runtime").mkdir(parents=True)
+    (xdg / "jupyter" / "runtime" / "jpserver-5151.json").write_text('{"token": "xdg-token-99"}')
+    rel = tmp_path / "cwd" / "rt"
+    rel.mkdir(parents=True)
+    (rel / "jpserver-6161.json").write_text('{"token": "rel-token-99"}')
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
+    servers = [subprocess.Popen(sleep, env={**os.environ, "XDG_DATA_HOME": str(xdg)}),
+               subprocess.Popen(sleep + ["--ServerApp.runtime_dir", "rt"], cwd=tmp_path / "cwd")]
+    try:
+        time.sleep(0.2)
+        with SnapshotTree.from_blocking_client(lab["kc"], notebook_dir=str(lab["nb"])) as t:
+            for path in (xdg / "jupyter" / "runtime" / "jpserver-5151.json",
+                         rel / "jpserver-6161.json"):
+                denied(attack(t, f"print(open({str(path)!r}).read())"), "PermissionError")
+    finally:
+        for p in servers:
+            p.kill()
+            p.wait()

@@ -412,31 +412,53 @@ def runtime_paths() -> list[str]:
     return sorted({p for p in paths if p and os.path.exists(p)})
 
 
+_RUNTIME_DIR_OPTIONS = ("--runtime-dir", "--ServerApp.runtime_dir", "--NotebookApp.runtime_dir",
+                        "--JupyterApp.runtime_dir")
+
+
 def _runtime_dirs_of(proc: str) -> list[str]:
     """The runtime directories a running process uses, as far as its environment
-    and command line say (unreadable ones: another user's, not ours to see)."""
+    and command line say (unreadable ones: another user's, not ours to see).
+
+    Where ``jupyter_core`` puts them: ``JUPYTER_RUNTIME_DIR``, else
+    ``<data dir>/runtime`` with the data dir ``JUPYTER_DATA_DIR``, else
+    ``$XDG_DATA_HOME/jupyter``, else ``~/.local/share/jupyter``; and any
+    connection or server file, or runtime dir, named on its command line
+    (relative ones resolved against its working directory).
+    """
     found = []
     try:
         with open(os.path.join(proc, "environ"), "rb") as f:
-            env = dict(item.partition(b"=")[::2] for item in f.read().split(b"\0") if item)
+            env = {k.decode("utf-8", "replace"): os.fsdecode(v) for k, _, v in
+                   (item.partition(b"=") for item in f.read().split(b"\0") if item)}
         with open(os.path.join(proc, "cmdline"), "rb") as f:
-            args = f.read().split(b"\0")
+            args = [os.fsdecode(a) for a in f.read().split(b"\0")]
     except OSError:
         return found
-    if b"JUPYTER_RUNTIME_DIR" in env:
-        found.append(os.fsdecode(env[b"JUPYTER_RUNTIME_DIR"]))
-    if b"JUPYTER_DATA_DIR" in env:
-        found.append(os.path.join(os.fsdecode(env[b"JUPYTER_DATA_DIR"]), "runtime"))
-    if b"HOME" in env:
-        found.append(os.path.join(os.fsdecode(env[b"HOME"]), ".local", "share", "jupyter",
-                                  "runtime"))
-    for arg in args:
-        name = os.path.basename(os.fsdecode(arg).rpartition("=")[2])
-        if name.endswith(".json") and name.startswith(("jpserver-", "kernel-", "nbserver-")):
-            found.append(os.path.dirname(os.fsdecode(arg).rpartition("=")[2]) or ".")
-        elif os.fsdecode(arg).startswith(("--runtime-dir=", "--ServerApp.runtime_dir=")):
-            found.append(os.fsdecode(arg).partition("=")[2])
-    return [os.path.abspath(p) if os.path.isabs(p) else p for p in found if os.path.isabs(p)]
+    if env.get("JUPYTER_RUNTIME_DIR"):
+        found.append(env["JUPYTER_RUNTIME_DIR"])
+    if env.get("JUPYTER_DATA_DIR"):
+        found.append(os.path.join(env["JUPYTER_DATA_DIR"], "runtime"))
+    if env.get("XDG_DATA_HOME"):
+        found.append(os.path.join(env["XDG_DATA_HOME"], "jupyter", "runtime"))
+    if env.get("HOME"):
+        found.append(os.path.join(env["HOME"], ".local", "share", "jupyter", "runtime"))
+    named = []
+    for i, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        for path in (value,) if eq else (arg,):  # "-f FILE", "--f=FILE"
+            base = os.path.basename(path)
+            if base.endswith(".json") and base.startswith(("jpserver-", "kernel-", "nbserver-")):
+                named.append(os.path.dirname(path) or ".")
+        if key in _RUNTIME_DIR_OPTIONS:  # "--runtime-dir=DIR", "--runtime-dir DIR"
+            named.append(value if eq else (args[i + 1] if i + 1 < len(args) else ""))
+    if any(not os.path.isabs(p) for p in named):
+        try:
+            cwd = os.readlink(os.path.join(proc, "cwd"))
+        except OSError:
+            cwd = None
+        named = [os.path.join(cwd, p) if cwd else p for p in named if p]
+    return [os.path.normpath(p) for p in found + named if os.path.isabs(p)]
 
 
 def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds: set[int],
