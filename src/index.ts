@@ -21,7 +21,9 @@ import { Widget } from '@lumino/widgets';
 /* eslint-disable jupyter/prefer-lazy-imports */
 import { configTable } from './configtable';
 import { getConfig, reloadValueModel } from './handler';
+import { executorPlugin } from './executor';
 import { inlinePlugin } from './inline';
+import { noRequestRegistry } from './norequests';
 import { EXPLAIN, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
 import {
@@ -120,7 +122,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     let settings: IAgentSettings = { ...DEFAULT_SETTINGS };
     const sessions = new Map<NotebookPanel, NotebookSession>();
 
-    const sidebar = new AgentSidebar(rendermime, () => settings);
+    // Candidate outputs and model text load nothing (norequests.ts).
+    const sidebar = new AgentSidebar(
+      noRequestRegistry(rendermime),
+      () => settings
+    );
     sidebar.title.icon = agentIcon;
     sidebar.title.caption = 'Data Agent';
     app.shell.add(sidebar, 'right', { rank: 600 });
@@ -391,4 +397,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, inlinePlugin];
+export default [plugin, inlinePlugin, executorPlugin];
