@@ -333,8 +333,8 @@ def test_inherited_sockets_and_eventfds_are_dead(tree, lab, unchanged):
     assert "sockets 1\n" in out, out
     touched = out.split("touched ", 1)[1].split("\n", 1)[0]
     # only what the copy opened itself may be written: /dev/null and its output capture
-    # (the capture is an unlinked file in scratch's tmp folder: memfds are denied)
-    assert all(x == "'/dev/null'" or (".jda-tmp/" in x and x.endswith("(deleted)'"))
+    # (the capture: sealed memfds the client sent with the request)
+    assert all(x in ("'/dev/null'", "'/memfd:jda-stdout (deleted)'", "'/memfd:jda-stderr (deleted)'")
                for x in touched.strip("[]").split(", ") if x), out
     assert process_state(lab["kernel_pid"])["running"]
 
@@ -528,9 +528,10 @@ def test_output_and_disk_are_bounded(lab, unchanged):
     with SnapshotTree.from_blocking_client(lab["kc"], notebook_dir=str(lab["nb"]),
                                            limits=limits) as t:
         c = t.root.fork()
-        r = c.exec("import os\nfor _ in range(1024):\n    try: os.write(1, b'x' * (1 << 20))\n"
-                   "    except OSError: break")
+        r = c.exec("import os\nn = 0\nfor _ in range(1024):\n    try: os.write(1, b'x' * (1 << 20))\n"
+                   "    except OSError: break\n    n += 1\nn")
         assert r.truncated and len(r.text()) < 2 << 20
+        assert r.value.value <= 1, "C-level output past the bound was written (kept) before it was cut"
         r = c.exec("open('big.bin', 'wb').write(b'0' * (8 << 20))")
         denied(r, "File too large")
         r = c.exec("for i in range(2):\n    open(f'part{i}.bin', 'wb').write(b'0' * (4 << 20 - 1))")

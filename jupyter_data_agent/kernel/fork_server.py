@@ -536,25 +536,43 @@ def _capture_figures(sink: _Sink, state: _State) -> None:
         plt.close(fig)
 
 
-def _fresh_fd_capture(limit: int) -> tuple[int, int]:
-    """New memfds on fd 1/2 for this exec (C-level and subprocess output).
+def sealed_capture(limit: int) -> list[int]:
+    """Two memfds (stdout, stderr) ``limit`` bytes long, sealed against growing:
+    output past the limit fails to write instead of being buffered, so the
+    bound holds before anything is kept. What was written is the file offset.
 
-    Each is ``limit`` bytes long and sealed against growing, so output past
-    the limit fails to write instead of being buffered: the bound holds
-    before anything is kept. What was written is the shared file offset.
+    Copies cannot create memfds (the syscall filter denies them: memory no
+    rlimit counts), so the client makes these for each exec and passes them
+    with the request. Raises OSError where memfds do not exist.
     """
-    fds = []
-    for name, target in (("jda-stdout", 1), ("jda-stderr", 2)):
-        try:
+    fds: list[int] = []
+    try:
+        for name in ("jda-stdout", "jda-stderr"):
             fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            fds.append(fd)
             os.ftruncate(fd, limit)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
                         | fcntl.F_SEAL_SEAL)
-        except (AttributeError, OSError):
-            fd = os.open(tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR, 0o600)
+    except (AttributeError, OSError) as e:
+        for fd in fds:
+            os.close(fd)
+        raise OSError(f"no sealed capture: {e}") from None
+    return fds
+
+
+def _fresh_fd_capture(limit: int, given: list[int] | None = None) -> tuple[int, int]:
+    """fd 1/2 for this exec (C-level and subprocess output): the sealed memfds
+    the client ``given`` with the request, else new ones, else (a replay
+    kernel without memfds) unlinked files bounded by RLIMIT_FSIZE only."""
+    if given is None or len(given) != 2:
+        try:
+            given = sealed_capture(limit)
+        except OSError:
+            given = [os.open(tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR, 0o600)
+                     for _ in range(2)]
+    for fd, target in zip(given, (1, 2)):
         os.dup2(fd, target)
-        fds.append(fd)
-    return fds[0], fds[1]
+    return given[0], given[1]
 
 
 def _drain_fd_capture(sink: _Sink, fds: tuple[int, int], state: _State) -> None:
@@ -634,8 +652,9 @@ def _single_threaded_math() -> None:
 
 # ------------------------------------------------------------------ exec
 
-def run_captured(code: str) -> ExecResult:
-    """Run one cell like the notebook would and return its outputs."""
+def run_captured(code: str, capture: list[int] | None = None) -> ExecResult:
+    """Run one cell like the notebook would and return its outputs; ``capture``:
+    the sealed stdout/stderr memfds the client sent (``sealed_capture``)."""
     global _CURRENT, _IN_EXEC
     state = _STATE
     assert state is not None, "not a snapshot process"
@@ -645,7 +664,7 @@ def run_captured(code: str) -> ExecResult:
     dh._jda_cell = code
     sys.displayhook = dh
     sys.stdout, sys.stderr = state.out, state.err
-    fds = _fresh_fd_capture(state.limits.max_capture_bytes)
+    fds = _fresh_fd_capture(state.limits.max_capture_bytes, capture)
     _CURRENT = sink
     result = None
     t0 = time.perf_counter()
@@ -724,7 +743,7 @@ def _serve(conn: socket.socket) -> None:
     with the child's own channel."""
     while True:
         try:
-            msg, fds = recv_frame(conn, want_fds=1)
+            msg, fds = recv_frame(conn, want_fds=2)
         except KeyboardInterrupt:
             continue
         except (PeerClosed, ProtocolError, OSError):
@@ -733,7 +752,8 @@ def _serve(conn: socket.socket) -> None:
         op = msg.get("op")
         try:
             if op == "exec":
-                res = run_captured(str(msg.get("code", "")))
+                capture, fds = (fds[:2], fds[2:]) if len(fds) >= 2 else (None, fds)
+                res = run_captured(str(msg.get("code", "")), capture)  # the drain closes them
                 reply = {"id": rid, "ok": True, "type": "ExecResult", "data": res.to_json()}
             elif op == "fork":
                 if not fds:

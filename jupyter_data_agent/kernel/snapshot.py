@@ -105,6 +105,17 @@ def _uss(pid: int | None) -> int | None:
         return None
 
 
+def _capture_for(limits: Limits) -> list[int]:
+    """Sealed memfds for one exec's C-level output, made here: a copy may not make
+    memfds (``fork_server.sealed_capture``); none where the system has none."""
+    from .fork_server import sealed_capture
+
+    try:
+        return sealed_capture(limits.max_capture_bytes)
+    except OSError:
+        return []
+
+
 def _sender(senders: set[int], what: str) -> int:
     """The one process that wrote a frame, as the kernel saw it."""
     if len(senders) != 1 or 0 in senders:
@@ -349,8 +360,13 @@ class Snapshot(_tree.CopyNode):
         t0 = time.perf_counter()
         pid = self.pid
         try:
-            reply = self._chan.request("exec", timeout=timeout, code=code,
-                                       max_bytes=self.tree.limits.reply_bytes())
+            capture = _capture_for(self.tree.limits)
+            try:
+                reply = self._chan.request("exec", timeout=timeout, code=code, fds=capture,
+                                           max_bytes=self.tree.limits.reply_bytes())
+            finally:
+                for fd in capture:
+                    os.close(fd)
             if reply.get("ok"):
                 result = ExecResult.from_json(reply["data"])
         except socket.timeout:
