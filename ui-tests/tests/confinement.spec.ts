@@ -30,15 +30,15 @@ import {
 /** The layers and what each does (kernel/results.py LAYERS). */
 const LAYERS: Record<string, string> = {
   landlock_fs:
-    "files outside scratch are read-only; Jupyter's runtime files unreadable",
+    "files outside scratch are read-only; devices (but null, zero, full, random, urandom), other processes' /proc files and every Jupyter runtime dir unreadable",
   landlock_net: 'TCP connect and bind are denied',
   seccomp:
-    'no new sockets, ptrace, metadata changes, namespaces or calls on other processes',
+    'no new sockets, ptrace, memfds, SysV or POSIX IPC, metadata changes, namespaces or calls on other processes',
   capabilities: 'every capability dropped, no new privileges',
   descriptors: 'every descriptor inherited from the kernel is closed',
   shared_mappings: 'shared memory maps of the kernel are private in the copy',
   secrets:
-    'API keys and tokens removed from the environment; session key wiped',
+    'environment reduced to an allow-list; secret values and the session key wiped from memory',
   processes: 'every process a candidate starts ends with its copy',
   limits: 'CPU, memory, file size and output bounded; wall-clock timeout'
 };
