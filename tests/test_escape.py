@@ -731,16 +731,26 @@ def test_every_jupyter_runtime_dir_is_unreadable(lab, tmp_path, unchanged):
     other = tmp_path / "other-runtime"
     other.mkdir()
     (other / "jpserver-4242.json").write_text(json.dumps({"token": TOKEN}))
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                              env={**os.environ, "JUPYTER_RUNTIME_DIR": str(other)})
+    _unreadable_while_running(lab, [other / "jpserver-4242.json"],
+                              {"args": SLEEP, "env": {**os.environ, "JUPYTER_RUNTIME_DIR": str(other)}})
+
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(600)"]
+
+
+def _unreadable_while_running(lab, files, *processes: dict) -> None:
+    """Each of ``files`` is unreadable from copies made while ``processes``
+    (``subprocess.Popen`` arguments: Jupyter processes as far as they show) run."""
+    running = [subprocess.Popen(**kw) for kw in processes]
     try:
         time.sleep(0.2)
         with SnapshotTree.from_blocking_client(lab["kc"], notebook_dir=str(lab["nb"])) as t:
-            denied(attack(t, f"open({str(other / 'jpserver-4242.json')!r}).read()"),
-                   "PermissionError")
+            for path in files:
+                denied(attack(t, f"print(open({str(path)!r}).read())"), "PermissionError")
     finally:
-        server.kill()
-        server.wait()
+        for p in running:
+            p.kill()
+            p.wait()
 
 
 def test_the_environment_is_an_allow_list(tree, unchanged):
@@ -941,16 +951,8 @@ def test_runtime_dir_named_by_a_connection_file(lab, tmp_path, unchanged):
     third = tmp_path / "third-runtime"
     third.mkdir()
     (third / "kernel-abc.json").write_text(json.dumps({"key": "third-kernel-key-88"}))
-    kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "-f",
-                               str(third / "kernel-abc.json")])
-    try:
-        time.sleep(0.2)
-        with SnapshotTree.from_blocking_client(lab["kc"], notebook_dir=str(lab["nb"])) as t:
-            denied(attack(t, f"print(open({str(third / 'kernel-abc.json')!r}).read())"),
-                   "PermissionError")
-    finally:
-        kernel.kill()
-        kernel.wait()
+    _unreadable_while_running(lab, [third / "kernel-abc.json"],
+                              {"args": SLEEP + ["-f", str(third / "kernel-abc.json")]})
 
 
 def test_runtime_dirs_under_xdg_data_home_and_relative_options(lab, tmp_path, unchanged):
@@ -962,16 +964,7 @@ def test_runtime_dirs_under_xdg_data_home_and_relative_options(lab, tmp_path, un
     rel = tmp_path / "cwd" / "rt"
     rel.mkdir(parents=True)
     (rel / "jpserver-6161.json").write_text('{"token": "rel-token-99"}')
-    sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
-    servers = [subprocess.Popen(sleep, env={**os.environ, "XDG_DATA_HOME": str(xdg)}),
-               subprocess.Popen(sleep + ["--ServerApp.runtime_dir", "rt"], cwd=tmp_path / "cwd")]
-    try:
-        time.sleep(0.2)
-        with SnapshotTree.from_blocking_client(lab["kc"], notebook_dir=str(lab["nb"])) as t:
-            for path in (xdg / "jupyter" / "runtime" / "jpserver-5151.json",
-                         rel / "jpserver-6161.json"):
-                denied(attack(t, f"print(open({str(path)!r}).read())"), "PermissionError")
-    finally:
-        for p in servers:
-            p.kill()
-            p.wait()
+    _unreadable_while_running(
+        lab, [xdg / "jupyter" / "runtime" / "jpserver-5151.json", rel / "jpserver-6161.json"],
+        {"args": SLEEP, "env": {**os.environ, "XDG_DATA_HOME": str(xdg)}},
+        {"args": SLEEP + ["--ServerApp.runtime_dir", "rt"], "cwd": tmp_path / "cwd"})
