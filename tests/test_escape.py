@@ -968,3 +968,23 @@ def test_runtime_dirs_under_xdg_data_home_and_relative_options(lab, tmp_path, un
         lab, [xdg / "jupyter" / "runtime" / "jpserver-5151.json", rel / "jpserver-6161.json"],
         {"args": SLEEP, "env": {**os.environ, "XDG_DATA_HOME": str(xdg)}},
         {"args": SLEEP + ["--ServerApp.runtime_dir", "rt"], "cwd": tmp_path / "cwd"})
+
+
+def test_credential_files_are_unreadable(tmp_path):
+    """Keys a copy needs no more than the network it does not have: ~/.aws, ~/.ssh,
+    ~/.netrc... and the Jupyter config folder (``c.DataAgent.api_key``)."""
+    home = tmp_path / "home"
+    for name in (".aws/credentials", ".ssh/id_ed25519", ".netrc", ".jupyter/jupyter_data_agent_config.py"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("secret-material-0c4f\n")
+    (home / "notes.txt").write_text("fine\n")
+    km, kc = start_kernel(env={"HOME": str(home), "JUPYTER_CONFIG_DIR": ""}, cwd=str(tmp_path))
+    try:
+        with SnapshotTree.from_blocking_client(kc, notebook_dir=str(tmp_path)) as t:
+            for name in (".aws/credentials", ".ssh/id_ed25519", ".netrc",
+                         ".jupyter/jupyter_data_agent_config.py"):
+                denied(attack(t, f"open({str(home / name)!r}).read()"), "PermissionError")
+            r = attack(t, f"open({str(home / 'notes.txt')!r}).read()")
+            assert r.ok and r.value.value == "fine\n", r.text()
+    finally:
+        stop_kernel(km, kc)

@@ -389,6 +389,28 @@ def prepare_scratch(scratch: str, notebook_dir: str | None) -> list[str]:
     return notes
 
 
+#: Credentials under the home directory: useless in a copy (it has no network), so
+#: kept out of its reach rather than scrubbed from what it prints.
+CREDENTIALS = (".aws", ".azure", ".config/gcloud", ".ssh", ".gnupg", ".kube", ".docker",
+               ".netrc", ".pgpass", ".git-credentials", ".pypirc", ".config/gh", ".databrickscfg",
+               ".snowflake", ".huggingface/token", ".cache/huggingface/token")
+
+
+def credential_paths() -> list[str]:
+    """What a copy must not read besides the runtime dirs: the user's Jupyter config
+    folder (``c.DataAgent.api_key`` may be set there) and the usual credential files."""
+    paths = []
+    try:
+        from jupyter_core.paths import jupyter_config_dir
+
+        paths.append(jupyter_config_dir())
+    except Exception:  # noqa: BLE001 -- jupyter_core missing in the kernel's environment
+        pass
+    home = os.path.expanduser("~")
+    paths += [os.path.join(home, name) for name in CREDENTIALS]
+    return [p for p in paths if os.path.lexists(p)]
+
+
 def runtime_paths() -> list[str]:
     """What a copy must not read: every Jupyter runtime directory (server tokens,
     cookie secrets, connection files) this process can find — its own, the
@@ -497,7 +519,7 @@ def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds:
     p.descriptors = True
     harden.privatize_shared_mappings()
     p.shared_mappings = True
-    hidden = runtime_paths() + process_dirs()
+    hidden = runtime_paths() + credential_paths() + process_dirs()
     harden.scrub_secrets(list(secrets))
     p.secrets = True
     p.landlock_abi = abi = landlock_abi()
