@@ -121,7 +121,7 @@ def test_run_turn_times_the_model_within_the_wall_time():
     result = run_turn(resolve(SETTINGS, TurnAsk(intent="q", execute=False)), NotebookContext(), backend)
     stats = result.stats
     assert stats.model_calls == 1 and result.chosen is not None
-    assert 0.3 <= stats.model_time_s <= stats.wall_time_s
+    assert 0.3 <= stats.model_time_s <= stats.wall_time_s + 0.0005  # model time is kept in ms
 
 
 class _Streaming(Backend):
@@ -148,4 +148,4 @@ def test_run_turn_times_a_stream_and_keeps_its_completion():
     stats = result.stats
     # The stream's own usage came through the timing wrapper.
     assert (stats.prompt_tokens, stats.completion_tokens) == (123, 9)
-    assert 0.4 <= stats.model_time_s <= stats.wall_time_s
+    assert 0.4 <= stats.model_time_s <= stats.wall_time_s + 0.0005  # model time is kept in ms
