@@ -54,13 +54,19 @@ _UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
 
 
 def pass_credentials(sock: socket.socket) -> None:
-    """Have the kernel attach each sender's real pid to what ``sock`` receives."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    """Have the kernel attach each sender's real pid to what ``sock`` receives
+    (Linux; elsewhere no sender is known, and the client refuses the copy)."""
+    if hasattr(socket, "SO_PASSCRED"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
 
 
 def _recv_chunk(sock: socket.socket, n: int, senders: set[int] | None) -> bytes:
     if senders is None:
         return sock.recv(n)
+    if not hasattr(socket, "SCM_CREDENTIALS"):
+        data = sock.recv(n)
+        senders.add(0)  # unknown: never a valid pid
+        return data
     data, ancdata, _flags, _addr = sock.recvmsg(n, socket.CMSG_SPACE(_UCRED.size))
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
