@@ -411,12 +411,13 @@ def credential_paths() -> list[str]:
     return [p for p in paths if os.path.lexists(p)]
 
 
-def runtime_paths() -> list[str]:
+def runtime_paths(processes: list[str] | None = None) -> list[str]:
     """What a copy must not read: every Jupyter runtime directory (server tokens,
     cookie secrets, connection files) this process can find — its own, the
     default one, and those of the Jupyter processes running now (their
     ``JUPYTER_RUNTIME_DIR``/``JUPYTER_DATA_DIR``, their connection and
-    ``jpserver-*.json`` files) — and this kernel's connection file."""
+    ``jpserver-*.json`` files) — and this kernel's connection file.
+    ``processes``: the ``/proc/<pid>`` folders to search (default: all)."""
     from . import harden
 
     paths = []
@@ -429,7 +430,7 @@ def runtime_paths() -> list[str]:
     cf = harden.connection_file()
     if cf:
         paths.append(cf)
-    for proc in process_dirs():
+    for proc in process_dirs() if processes is None else processes:
         paths += _runtime_dirs_of(proc)
     return sorted({p for p in paths if p and os.path.exists(p)})
 
@@ -519,7 +520,8 @@ def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds:
     p.descriptors = True
     harden.privatize_shared_mappings()
     p.shared_mappings = True
-    hidden = runtime_paths() + credential_paths() + process_dirs()
+    processes = process_dirs()  # listed once: hidden, and searched for runtime dirs
+    hidden = runtime_paths(processes) + credential_paths() + processes
     harden.scrub_secrets(list(secrets))
     p.secrets = True
     p.landlock_abi = abi = landlock_abi()

@@ -60,13 +60,13 @@ def cgroup2_root() -> str | None:
     return None
 
 
-def own_cgroup() -> str | None:
-    """This process's cgroup directory in the v2 hierarchy."""
+def own_cgroup(pid: int | str = "self") -> str | None:
+    """This process's (or ``pid``'s) cgroup directory in the v2 hierarchy."""
     root = cgroup2_root()
     if root is None:
         return None
     with contextlib.suppress(OSError):
-        with open("/proc/self/cgroup") as f:
+        with open(f"/proc/{pid}/cgroup") as f:
             for line in f:
                 if line.startswith("0::"):
                     rel = line[3:].strip()

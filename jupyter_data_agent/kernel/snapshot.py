@@ -564,17 +564,7 @@ def _trusted_cgroup(claimed: str | None, root_pid: int, kernel_pid: int | None) 
     """
     if not claimed:
         return None
-
-    def cgroup_of(pid: int) -> str | None:
-        root = _procs.cgroup2_root()
-        try:
-            with open(f"/proc/{pid}/cgroup") as f:
-                rel = next((line[3:].strip() for line in f if line.startswith("0::")), None)
-        except OSError:
-            return None
-        return None if root is None or rel is None else os.path.normpath(
-            os.path.join(root, rel.lstrip("/")))
-
+    cgroup_of = _procs.own_cgroup
     path = os.path.normpath(claimed)
     name = os.path.basename(path)
     ok = (cgroup_of(root_pid) == path and name.startswith(_procs.CGROUP_PREFIX)
