@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from jupyter_data_agent.server.decisions import (
+from jupyter_data_agent.store.decisions import (
     SCHEMA_VERSION,
     DecisionRecord,
     DecisionStore,

@@ -84,7 +84,7 @@ def test_collect_writes_every_node_with_the_tasks_reward(tmp_path):
     from jupyter_data_agent.bench.dabench import load_tasks
     from jupyter_data_agent.bench.dabench_score import dabench_reward
     from jupyter_data_agent.search.trajectories import read_jsonl
-    from jupyter_data_agent.train.value import examples_from_records
+    from jupyter_data_agent.train.value_net import examples_from_records
 
     traj = tmp_path / "traj.jsonl"
     args = lab_args(tmp_path, "--p", "0.5", "--strategies", "mcts", "--budget-calls", "60", "--collect", str(traj))

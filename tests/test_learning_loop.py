@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from jupyter_data_agent.server.decisions import DecisionRecord, DecisionStore
+from jupyter_data_agent.store.decisions import DecisionRecord, DecisionStore
 from jupyter_data_agent.train.decisions import decision_trajectories
 
 torch = pytest.importorskip("torch")
@@ -107,9 +107,9 @@ def _on_server_loop(fn):
 @_on_server_loop
 async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, jp_ws_fetch, jp_serverapp,
                                                                      tiny_model_dir, tmp_path):
-    from jupyter_data_agent.server.value_models import value_models_dir
+    from jupyter_data_agent.store.value_models import value_models_dir
     from jupyter_data_agent.train import cli
-    from jupyter_data_agent.train.value import TrainConfig, build_network, evaluate_loss, load_examples
+    from jupyter_data_agent.train.value_net import TrainConfig, build_network, evaluate_loss, load_examples
 
     reply = json.loads((await jp_fetch("jupyter-data-agent", "value-model", "reload", method="POST",
                                        body="{}")).body)
@@ -129,7 +129,7 @@ async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, 
                    "--lr", "1e-2", "--max-length", "96", "--no-progress"])
     assert rc == 0
     version = value_models_dir() / "v1"
-    from jupyter_data_agent.search.value_model import ValueModel
+    from jupyter_data_agent.search.value_net import ValueModel
 
     trained = ValueModel.load(version)
     after = evaluate_loss(trained.network, trained.tokenizer, examples, cfg.max_length)

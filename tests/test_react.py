@@ -7,7 +7,7 @@ import pytest
 from jupyter_data_agent.bench.dabench_score import dabench_reward
 from jupyter_data_agent.context.model import Cell, NotebookContext, Output
 from jupyter_data_agent.kernel.results import ExecResult, OutputItem
-from jupyter_data_agent.prompts.answers import same_answer, well_formed
+from jupyter_data_agent.prompts.answers import same_text_answer, well_formed
 from jupyter_data_agent.prompts.react import (
     OMITTED_OBSERVATION,
     SYSTEM,
@@ -52,9 +52,9 @@ def test_parse_drops_ungrounded_answer_and_invented_observation():
 
 
 def test_answers_and_observations():
-    assert same_answer("@x[1.0]", " @x[1] ") and not same_answer("@x[1]", "@x[2]")
-    assert not same_answer("@x[1]", "@x[1] @y[2]")
-    assert same_answer("Paris.", "paris") and same_answer("3.50", "3.5")
+    assert same_text_answer("@x[1.0]", " @x[1] ") and not same_text_answer("@x[1]", "@x[2]")
+    assert not same_text_answer("@x[1]", "@x[1] @y[2]")
+    assert same_text_answer("Paris.", "paris") and same_text_answer("3.50", "3.5")
     assert well_formed("@a[1] @b[2]", "@a[v], @b[w] where ...")
     assert not well_formed("@a[1]", "@a[v], @b[w]") and not well_formed("", "")
     err = ExecResult(status="error", ename="KeyError", evalue="'z'",

@@ -19,9 +19,9 @@ from jupyter_data_agent.search.trajectories import (
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from jupyter_data_agent.search.value_model import ValueModel  # noqa: E402
+from jupyter_data_agent.search.value_net import ValueModel  # noqa: E402
 from jupyter_data_agent.train import cli  # noqa: E402
-from jupyter_data_agent.train.value import (  # noqa: E402
+from jupyter_data_agent.train.value_net import (  # noqa: E402
     TrainConfig,
     build_network,
     evaluate_loss,
@@ -75,7 +75,7 @@ def test_training_lowers_the_loss_and_the_saved_model_reloads(tiny_model_dir, tm
     vm = ValueModel.load(tmp_path / "vm")
     histories = [e.messages for e in examples]
     with torch.no_grad():
-        from jupyter_data_agent.search.value_model import encode_history, pad_batch
+        from jupyter_data_agent.search.value_net import encode_history, pad_batch
 
         ids, mask = pad_batch([encode_history(tok, h, 64) for h in histories], tok.pad_token_id)
         expected = result.network.eval()(ids, mask).tolist()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_data_agent.search.base import SearchStats, TraceStep
-from jupyter_data_agent.search.value import (
+from jupyter_data_agent.search.estimators import (
     HeuristicValue,
     LLMJudgeValue,
     NodeState,
@@ -85,7 +85,7 @@ def test_resolve_estimator(tmp_path):
 @pytest.fixture(scope="module")
 def value_dir(tiny_model_dir, tmp_path_factory):
     """A value model directory with a fresh head and no adapter."""
-    from jupyter_data_agent.search.value_model import ValueHead, ValueModelConfig, save_head
+    from jupyter_data_agent.search.value_net import ValueHead, ValueModelConfig, save_head
 
     d = tmp_path_factory.mktemp("value-model")
     torch.manual_seed(1)
@@ -97,7 +97,7 @@ def value_dir(tiny_model_dir, tmp_path_factory):
 
 
 def test_value_model_loads_and_scores_in_range(value_dir):
-    from jupyter_data_agent.search.value_model import ValueModel
+    from jupyter_data_agent.search.value_net import ValueModel
 
     vm = resolve_estimator(str(value_dir))
     assert isinstance(vm, ValueModel)
@@ -111,7 +111,7 @@ def test_value_model_loads_and_scores_in_range(value_dir):
 
 
 def test_history_is_left_truncated_keeping_the_task(tiny_model_dir):
-    from jupyter_data_agent.search.value_model import encode_history, load_tokenizer
+    from jupyter_data_agent.search.value_net import encode_history, load_tokenizer
 
     tok = load_tokenizer(str(tiny_model_dir))
     long = MSGS + [{"role": "assistant", "content": "df.head() " * 200},

@@ -24,7 +24,7 @@ from jupyter_data_agent.search.base import Candidate, RunContext, SearchStats, T
 from jupyter_data_agent.search.equivalence import same_answer
 from jupyter_data_agent.search.generate import sampling
 from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy
-from jupyter_data_agent.search.values import exec_output
+from jupyter_data_agent.search.equivalence import exec_output
 from jupyter_data_agent.search.vote import VoteStrategy, vote
 from tests.scripted_backend import ScriptedBackend
 

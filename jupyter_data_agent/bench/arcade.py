@@ -37,7 +37,7 @@ from typing import Any
 
 from ..context.notebook import short_repr
 from ..kernel.results import truncate_text
-from ..search.values import exec_output
+from ..search.equivalence import exec_output
 from ..turn.copies import Copies
 from .metrics import pass_at_k
 from .runner_common import (

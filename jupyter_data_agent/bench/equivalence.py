@@ -152,7 +152,7 @@ def _kernel_run(kc, code: str, timeout: float = 600) -> None:
 
 
 def _cell_form(copy, code: str, failed: list[str]) -> Any:
-    from ..search.values import exec_output
+    from ..search.equivalence import exec_output
 
     r = copy.exec(code)
     if not r.ok:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.base import ChatMessage, Prompt, SamplingParams
-from ..server.value_models import newest_value_model
+from ..store.value_models import newest_value_model
 from .dabench import load_tasks, task_text
 from .dabench_score import dabench_reward
 from .lab import MCTS_K, split_of
@@ -191,7 +191,7 @@ def _candidate_rows(task: dict, labels, turn: dict) -> list[dict]:
 def _scores(model_dir: str | None, rows: list[dict]) -> list[float] | None:
     if not model_dir:
         return None
-    from ..search.value_model import ValueModel
+    from ..search.value_net import ValueModel
 
     return ValueModel.load(model_dir).predict([r["messages"] for r in rows])
 

@@ -10,7 +10,7 @@
 - :class:`RunFolder`: a resumable result folder (``run.json``, a JSONL log of
   finished items, ``summary.md``/``summary.json``); a progress bar; settings
   from the usual config plus the CLI flags every runner shares. (Cell values
-  for matching come from :mod:`jupyter_data_agent.search.values`.)
+  for matching come from :mod:`jupyter_data_agent.search.equivalence`.)
 """
 
 from __future__ import annotations

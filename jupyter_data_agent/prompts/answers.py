@@ -48,7 +48,7 @@ def _plain(answer: str) -> str:
     return " ".join(answer.strip().split()).strip("`'\"").rstrip(".").strip().lower()
 
 
-def same_answer(a: str, b: str) -> bool:
+def same_text_answer(a: str, b: str) -> bool:
     """Answers vote together when they say the same: equal ``@name[value]``
     tags (numbers within 1e-6, whitespace ignored), else equal text up to case,
     spacing, quotes and a final period, or equal numbers."""
@@ -60,4 +60,4 @@ def same_answer(a: str, b: str) -> bool:
 
 
 __all__ = ["ANSWER_PATTERN", "FLOAT_TOL", "expected_tags", "extract_answers", "is_equal",
-           "same_answer", "well_formed"]
+           "same_text_answer", "well_formed"]

@@ -36,8 +36,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..kernel.answer_form import answer_form, is_form
+from ..kernel.results import ExecResult
 
-__all__ = ["ATOL", "RTOL", "answer_key", "as_form", "covers", "majority", "same_answer"]
+__all__ = ["ATOL", "RTOL", "answer_key", "as_form", "covers", "exec_output", "majority", "same_answer"]
 
 RTOL = 1e-6
 ATOL = 1e-8
@@ -369,3 +370,17 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
 
     groups = [rep_order(g) for g in classes.values()]
     return sorted(groups, key=lambda g: (-len(g), -max(score(i) for i in g), min(g)))
+
+
+def exec_output(result: ExecResult | None) -> dict | None:
+    """The answer a cell gave: its last expression's value, else its printed text.
+
+    ``None`` when the cell failed or showed nothing, or its value has no form
+    (such a sample never matches a reference and never votes).
+    """
+    if result is None or not result.ok:
+        return None
+    if result.value is not None:
+        return result.value.form
+    text = result.stream("stdout").strip()
+    return answer_form(text) if text else None

@@ -27,7 +27,7 @@ the candidates' mean token log-probabilities over the siblings (uniform where
 the backend reports none).
 
 Every answer is kept. The result is the majority answer over equivalent
-answers (``equivalence.majority`` with ``same_answer``; ``select="vote"``,
+answers (``equivalence.majority`` with ``prompts.answers.same_text_answer``; ``select="vote"``,
 ties to the higher value) or the answer with
 the highest value (``select="value"``). Early stop: as soon as one answer
 holds at least ``max(early_stop_votes, early_stop_fraction * answers)``
@@ -59,7 +59,7 @@ from typing import Any
 
 from ..kernel.results import ExecResult, OutputItem
 from ..prompts import UnparsableOutput
-from ..prompts.answers import same_answer
+from ..prompts.answers import same_text_answer
 from ..prompts.react import (
     INVALID_OBSERVATION,
     STOP,
@@ -76,7 +76,7 @@ from .equivalence import majority
 from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, use_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
-from .value import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
+from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
 
 RewardFn = Callable[[str | None], float]
 
@@ -145,7 +145,7 @@ class AnswerGroup:
 def group_answers(nodes: list[Node]) -> list[AnswerGroup]:
     """Equivalent answers vote together; most votes first, then value, then age."""
     groups = [AnswerGroup(nodes[g[0]].answer, [nodes[i] for i in g])
-              for g in majority([n.answer for n in nodes], same_answer)]
+              for g in majority([n.answer for n in nodes], same_text_answer)]
     return sorted(groups, key=lambda g: (-g.votes, -g.value))  # stable: then age
 
 

@@ -12,7 +12,7 @@ from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnR
 from .equivalence import majority
 from .generate import execute, finish, options, plan_prompt, repair, repair_skipped, sample_candidates
 from .options import VoteOptions
-from .values import exec_output
+from .equivalence import exec_output
 
 
 def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candidate | None:

@@ -28,7 +28,7 @@ from .handlers import (
 )
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
-from .value_models import value_model_label, with_newest_value_model
+from ..store.value_models import value_model_label, with_newest_value_model
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
@@ -178,7 +178,7 @@ class DataAgentExtension(ExtensionApp):
     def _decision_store(self):
         if not self.record_decisions:
             return None
-        from .decisions import DecisionStore, default_store_path
+        from ..store.decisions import DecisionStore, default_store_path
 
         try:
             store = DecisionStore(self.decisions_path or default_store_path())

@@ -272,7 +272,7 @@ class DecisionsHandler(AgentAPIHandler):
         if store is None:  # recording is off (c.DataAgentExtension.record_decisions)
             self.finish(DecisionRecorded(recorded=False).model_dump_json())
             return
-        from .decisions import TurnOutcome
+        from ..store.decisions import TurnOutcome
 
         outcome = self.jobs.find_turn(request.turn_id, self.job_owner()) or TurnOutcome(
             turn_id=request.turn_id, owner="", intent=request.intent,

@@ -38,7 +38,7 @@ from ..llm.base import BackendError
 from ..llm.scrub import Scrubber
 from ..prompts.edit import edit_cell_intent
 from ..turn import Copies, TurnAsk, TurnSpec, resolve, secrets_scrubber
-from .decisions import TurnOutcome
+from ..store.decisions import TurnOutcome
 from .models import API_VERSION, TurnRequestModel
 
 log = logging.getLogger(__name__)

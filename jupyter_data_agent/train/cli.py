@@ -54,8 +54,8 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _inputs(args: argparse.Namespace) -> tuple[list[str], str, str | None, str]:
     """Trajectories, base model, GGUF file and output directory, defaults filled in."""
-    from ..server.decisions import default_store_path
-    from ..server.value_models import next_version_dir
+    from ..store.decisions import default_store_path
+    from ..store.value_models import next_version_dir
 
     paths = list(args.trajectories)
     if args.store:
@@ -64,7 +64,7 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], str, str | None, str]:
         raise ValueError("nothing to train on: give --trajectories F ... and/or --store")
     base, gguf = args.base, args.gguf_file
     if base is None and args.init:
-        from ..search.value_model import ValueModelConfig, resolve_base
+        from ..search.value_net import ValueModelConfig, resolve_base
 
         init = ValueModelConfig.load(args.init)
         base, gguf = resolve_base(init.base, args.init), init.gguf_file
@@ -80,7 +80,7 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], str, str | None, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .value import TrainConfig, train_value_model
+    from .value_net import TrainConfig, train_value_model
 
     try:
         paths, base, gguf, out = _inputs(args)

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..kernel.results import ExecResult
 from ..prompts.react import SYSTEM, format_observation
 from ..search.trajectories import TrajectoryRecord, decision_records, write_jsonl
-from ..server.decisions import DecisionRecord, DecisionStore, default_store_path
+from ..store.decisions import DecisionRecord, DecisionStore, default_store_path
 
 STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 

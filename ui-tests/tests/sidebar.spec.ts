@@ -269,12 +269,12 @@ test('the model picker names a model; one the server does not offer is refused i
       json: { ...config, models: [config.model, 'big-model'] }
     });
   });
-  await page.reload({ waitForIsReady: false });
-  await page.waitForSelector('#jupyterlab-splash', {
-    state: 'detached',
-    timeout: 120 * 1000
-  });
+  // The notebook first, then the reload that fetches the config through the
+  // route: a notebook created while the reloaded file browser is still
+  // restoring its folder lands in the wrong one (seen in CI).
   await notebookWithDf(page, 'sidebar-models.ipynb');
+  await page.notebook.save();
+  await reloadAndReopen(page, 'sidebar-models.ipynb');
   await openPanel(page);
   const sidebar = panel(page);
   const picker = sidebar.locator('.jp-DataAgent-model select');

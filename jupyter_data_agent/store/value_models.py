@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config import Settings
 
-CONFIG_FILE = "value_config.json"  # search.value_model.CONFIG_NAME, written last by train.value.save_model
+CONFIG_FILE = "value_config.json"  # search.value_net.CONFIG_NAME, written last by train.value_net.save_model
 _VERSION = re.compile(r"^v(\d+)$")
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..search.trajectories import TrajectoryRecord, read_jsonl
-from ..search.value_model import (
+from ..search.value_net import (
     ADAPTER_DIR,
     HEAD_NAME,
     ValueHead,

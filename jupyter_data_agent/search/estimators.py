@@ -2,12 +2,12 @@
 
 The search only sees :class:`ValueEstimator` (``estimate(states) -> values in
 [-1, 1]``), so the heuristic, an LLM self-rating and a trained value model
-(``value_model.ValueModel``, JUPITER's LM + head) are interchangeable.
+(``value_net.ValueModel``, JUPITER's LM + head) are interchangeable.
 
 Without a trained model the heuristic is the default: it is free, and the
 facts it reads (errors, empty or repeated outputs, a well-formed answer) are
 the ones that separate dead ends from progress in practice. The learned
-model lives in ``value_model`` so that importing this module never imports
+model lives in ``value_net`` so that importing this module never imports
 torch.
 """
 
@@ -174,7 +174,7 @@ _MODELS_LOCK = threading.Lock()
 
 def load_value_model(path: str, device: str = "cpu"):
     """A trained value model directory, loaded once per process (it holds an LM)."""
-    from .value_model import ValueModel
+    from .value_net import ValueModel
 
     key = f"{os.path.abspath(path)}@{device}"
     with _MODELS_LOCK:
