@@ -30,10 +30,10 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from ..turn.events import API_VERSION, JobEvent, StrategyName
 
-__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "DecisionRecorded", "DecisionRequest", "InlineCompletionChunk",
+__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest", "InlineCompletionChunk",
            "InlineCompletionRequest", "JobEvent",
            "JobPoll", "JobState", "ModelPrice",
-           "NotebookCell", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
+           "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
            "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "wire_schema"]
 
 JobState = Literal["running", "done", "error", "cancelled"]
@@ -48,8 +48,10 @@ class TurnOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    samples: int | None = Field(default=None, ge=1, le=64)
-    budget: int | None = Field(default=None, ge=1, le=1000)
+    # Upper bounds are the server's (c.DataAgent.max_samples / max_budget, in GET config's
+    # limits), checked when the turn is resolved: one declaration, not a second one here.
+    samples: int | None = Field(default=None, ge=1)
+    budget: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     # False: no schema inspection and no kernel copies (the notebook text only).
     use_live_state: bool = True
@@ -68,6 +70,37 @@ class NotebookCell(BaseModel):
     execution_count: int | None = None
 
 
+class CellError(BaseModel):
+    """The error a cell raised, as nbformat's ``error`` output has it."""
+
+    model_config = ConfigDict(extra="forbid", title="CellError")
+
+    ename: str = Field(max_length=1_000)
+    evalue: str = Field("", max_length=20_000)
+    traceback: list[str] = Field(default_factory=list, max_length=200)
+
+
+class CellEdit(BaseModel):
+    """Fix or Improve one cell: the cell itself, typed, not a sentence about it.
+
+    As jupyter-ai's cell-with-error selection: the server writes the model's
+    instruction from these fields (``prompts/edit.py``), and the answer
+    replaces this cell, shown as a diff.
+    """
+
+    model_config = ConfigDict(extra="forbid", title="CellEdit")
+
+    kind: Literal["fix", "improve"]
+    cell_id: str = Field(min_length=1, max_length=256)
+    source: str = Field(max_length=1_000_000)
+    # Fix: the error the cell raised (None: the cell has no error output, say so).
+    error: CellError | None = None
+    # Improve: the cell's text output, as the user saw it (may be cut).
+    output: str = Field("", max_length=100_000)
+    # The user's own words, if any ("make it faster"); never needed.
+    instruction: str = Field("", max_length=MAX_INTENT_CHARS)
+
+
 class TurnRequestModel(BaseModel):
     """Body of ``POST turns``."""
 
@@ -78,16 +111,17 @@ class TurnRequestModel(BaseModel):
     cells: list[NotebookCell] = Field(default_factory=list, max_length=MAX_CELLS)
     active_index: int | None = Field(default=None, ge=0)
     kernel_id: str | None = Field(default=None, max_length=256)
-    intent: str = Field(min_length=1, max_length=MAX_INTENT_CHARS)
+    # What the user asked; may be empty only when ``edit`` says what to do.
+    intent: str = Field("", max_length=MAX_INTENT_CHARS)
     strategy: StrategyName = "direct"
     options: TurnOptions = Field(default_factory=TurnOptions)
     # Optional notebook-level metadata: stored turns live there (context/turns.py).
     metadata: dict[str, Any] = Field(default_factory=dict)
     # One of the server's models (AgentConfig.models); None: the configured one.
     model: str | None = Field(default=None, max_length=256)
-    # The answer replaces the active cell (fix/improve it, shown as a diff):
-    # the model is told to rewrite that cell in full (prompts/edit.py).
-    edit_cell: bool = False
+    # Fix or Improve a cell: the answer replaces that cell (shown as a diff); the
+    # model is told to rewrite it in full (prompts/edit.py).
+    edit: CellEdit | None = None
 
     @field_validator("intent", mode="before")
     @classmethod
@@ -102,9 +136,7 @@ class TurnRequestModel(BaseModel):
 
     @field_validator("intent")
     @classmethod
-    def _intent_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the intent is empty")
+    def _intent_stripped(cls, value: str) -> str:
         return value.strip()
 
     @field_validator("notebook_path")
@@ -116,6 +148,18 @@ class TurnRequestModel(BaseModel):
             raise ValueError(f"the notebook path contains a control character "
                              f"(U+{ord(found.group()):04X}); send the path as shown in JupyterLab")
         return value
+
+    @model_validator(mode="after")
+    def _says_what_to_do(self) -> "TurnRequestModel":
+        """An intent, or a cell to fix or improve; an edit's cell becomes the active one."""
+        if not self.intent and self.edit is None:
+            raise ValueError("the intent is empty")
+        if self.edit is not None and self.cells:
+            ids = [c.id for c in self.cells]
+            if self.edit.cell_id not in ids:
+                raise ValueError(f"edit.cell_id {self.edit.cell_id!r} is not a cell of this notebook")
+            self.active_index = ids.index(self.edit.cell_id)
+        return self
 
     @model_validator(mode="after")
     def _active_in_range(self) -> "TurnRequestModel":
@@ -201,6 +245,20 @@ class ModelPrice(BaseModel):
     output: float = Field(ge=0)
 
 
+class ServerLimits(_Reply):
+    """What this server accepts, for the sidebar's inputs: read from here, never hard-coded.
+
+    Each comes from one trait (``c.DataAgent.max_samples``, ``max_budget``, ...).
+    """
+
+    model_config = ConfigDict(title="ServerLimits")
+
+    max_samples: int  # candidates per turn (Vote's samples, Search's k)
+    max_budget: int  # Search iterations, Agent steps
+    max_intent_chars: int
+    max_concurrent_jobs: int
+
+
 class AgentConfig(_Versioned):
     """Reply of ``GET config``: the public settings (never a secret) and what the server offers.
 
@@ -215,7 +273,7 @@ class AgentConfig(_Versioned):
     api_key_set: bool
     strategies: list[StrategyInfo]  # every strategy, in the order to offer them
     capabilities: Capabilities
-    limits: dict[str, Any]
+    limits: ServerLimits
     # The configured model's price; None: no cost is shown (a local model, or none configured).
     price: ModelPrice | None = None
     # The models a turn may name (the configured one first; c.DataAgent.models): the
