@@ -1,10 +1,14 @@
 """Configuration shared by the server extension and the kernel-side magic.
 
-Both read the same traitlets config (``c.DataAgent.*`` in
+Each setting is declared once, as a trait of :class:`DataAgent` with its help,
+bounds and default; :class:`Settings`, the turn policies (``search/options.py``),
+the request bounds and the sidebar's limits (``GET config``) are derived from
+it. Both read the same traitlets config (``c.DataAgent.*`` in
 ``jupyter_data_agent_config.py`` or ``.json`` in any Jupyter config dir, or in
-``jupyter_server_config.py``) and then environment variables, which win.
-Secrets stay in :class:`Settings`; :meth:`Settings.public` is the only view
-that leaves the process.
+``jupyter_server_config.py``). As everywhere in Jupyter, the environment
+variables (``OPENAI_API_KEY``, ``JUPYTER_DATA_AGENT_MODEL``, ...) are defaults
+that a config file overrides. Secrets stay in :class:`Settings`;
+:meth:`Settings.public` is the only view that leaves the process.
 """
 
 from __future__ import annotations
@@ -13,13 +17,12 @@ import contextlib
 import importlib.util
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Literal
+from typing import Any, Literal
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, Union
+from pydantic import Field
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union
 from traitlets.config import Config, Configurable
 from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
-
-from .kernel.policy import check_policy
 
 CONFIG_BASENAME = "jupyter_data_agent_config"
 
@@ -31,6 +34,9 @@ ENV_CONFINEMENT = "JUPYTER_DATA_AGENT_CONFINEMENT"
 ENV_THREADS = "JUPYTER_DATA_AGENT_THREADS"
 
 BACKENDS = ("openai", "llamacpp", "transformers", "vllm")
+#: The environment variables read, by the trait each one gives a default to.
+ENVIRONMENT = {"backend": ENV_BACKEND, "model": ENV_MODEL, "base_url": ENV_BASE_URL, "api_key": ENV_API_KEY,
+               "confinement": ENV_CONFINEMENT, "threads": ENV_THREADS}
 
 
 class DataAgent(Configurable):
@@ -66,21 +72,36 @@ class DataAgent(Configurable):
     )
     threads = Int(
         0,
+        min=0,
         help="CPU threads of the local model (llamacpp; 0: the number of physical cores; "
         "transformers on CPU: torch.set_num_threads, 0: torch's default).",
     ).tag(config=True)
-    max_prompt_tokens = Int(3000, help="Token budget of the prompt (context is left-truncated).").tag(
+    max_prompt_tokens = Int(3000, min=64, help="Token budget of the prompt (context is left-truncated).").tag(
         config=True
     )
-    max_new_tokens = Int(512, help="Tokens generated per candidate.").tag(config=True)
-    temperature = Float(0.2, help="Sampling temperature for a single candidate.").tag(config=True)
-    sample_temperature = Float(0.7, help="Temperature when sampling several candidates.").tag(
+    max_new_tokens = Int(512, min=1, help="Tokens generated per candidate.").tag(config=True)
+    temperature = Float(0.2, min=0.0, max=2.0, help="Sampling temperature for a single candidate.").tag(
         config=True
     )
-    request_timeout = Float(120.0, help="Seconds before a model request is abandoned.").tag(
+    sample_temperature = Float(0.7, min=0.0, max=2.0, help="Temperature when sampling several candidates.").tag(
         config=True
     )
-    max_retries = Int(3, help="Retries with backoff on 429/5xx from an endpoint.").tag(config=True)
+    request_timeout = Float(120.0, min=0.001, help="Seconds before a model request is abandoned.").tag(
+        config=True
+    )
+    max_retries = Int(3, min=0, help="Retries with backoff on 429/5xx from an endpoint.").tag(config=True)
+    max_samples = Int(
+        32,
+        min=1,
+        help="Most candidates one turn may sample (Vote's samples, Search's candidates per step); "
+        "the sidebar's Samples input stops there.",
+    ).tag(config=True)
+    max_budget = Int(
+        1000,
+        min=1,
+        help="Largest budget one turn may ask for (Search iterations, Agent steps); the sidebar's "
+        "Budget input stops there.",
+    ).tag(config=True)
     exemplars = Bool(True, help="Put the few-shot exemplars in completion prompts.").tag(config=True)
     vllm_args = List(Unicode(), help="Extra arguments for the managed `vllm serve`.").tag(config=True)
     extra = Dict(help="Backend-specific options passed through unchanged.").tag(config=True)
@@ -115,9 +136,10 @@ class DataAgent(Configurable):
         help="Send the image outputs (plots) of the active cell and of executed candidates to a "
         "vision model; False sends only their text summary.",
     ).tag(config=True)
-    max_images = Int(4, help="Images sent with one model request at most.").tag(config=True)
+    max_images = Int(4, min=0, max=32, help="Images sent with one model request at most.").tag(config=True)
     max_image_bytes = Int(
         400_000,
+        min=1_000,
         help="Largest image sent, in bytes after resizing (Pillow, when installed, shrinks "
         "larger ones; without it they are left out).",
     ).tag(config=True)
@@ -136,37 +158,52 @@ class DataAgent(Configurable):
     ).tag(config=True)
 
 
+def declared(name: str) -> Any:
+    """The default of ``c.DataAgent.<name>``: the one place it is written."""
+    return DataAgent.class_traits()[name].default_value
+
+
+def declared_field(name: str, default: Any = ..., **extra: Any) -> Any:
+    """A pydantic field bounded as the trait ``name`` is (and defaulting to it, unless given)."""
+    trait = DataAgent.class_traits()[name]
+    bounds = {k: v for k, v in (("ge", getattr(trait, "min", None)), ("le", getattr(trait, "max", None)))
+              if v is not None}
+    return Field(declared(name) if default is ... else default, **bounds, **extra)
+
+
 @dataclass(frozen=True)
 class Settings:
-    """The resolved configuration one backend is built from."""
+    """The resolved configuration one backend is built from; defaults are the traits'."""
 
     backend: str
-    model: str = ""
-    base_url: str = ""
-    api_key: str = field(default="", repr=False)
-    api_mode: Literal["auto", "chat", "completion"] = "auto"
-    device: str = "auto"
-    dtype: str = "auto"
-    threads: int = 0
-    max_prompt_tokens: int = 3000
-    max_new_tokens: int = 512
-    temperature: float = 0.2
-    sample_temperature: float = 0.7
-    request_timeout: float = 120.0
-    max_retries: int = 3
-    exemplars: bool = True
+    model: str = declared("model")
+    base_url: str = declared("base_url")
+    api_key: str = field(default=declared("api_key"), repr=False)
+    api_mode: Literal["auto", "chat", "completion"] = declared("api_mode")
+    device: str = declared("device")
+    dtype: str = declared("dtype")
+    threads: int = declared("threads")
+    max_prompt_tokens: int = declared("max_prompt_tokens")
+    max_new_tokens: int = declared("max_new_tokens")
+    temperature: float = declared("temperature")
+    sample_temperature: float = declared("sample_temperature")
+    request_timeout: float = declared("request_timeout")
+    max_retries: int = declared("max_retries")
+    max_samples: int = declared("max_samples")
+    max_budget: int = declared("max_budget")
+    exemplars: bool = declared("exemplars")
     vllm_args: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict)
-    confinement: Literal["require", "warn"] = "require"
+    confinement: Literal["require", "warn"] = declared("confinement")
     strategy_defaults: dict = field(default_factory=dict)
     snapshot_limits: dict = field(default_factory=dict)
     prices: dict = field(default_factory=dict)
     models: tuple[str, ...] = ()
-    inline_completion: Literal["auto", "on", "off"] = "auto"
-    vision: bool | Literal["auto"] = "auto"
-    send_images: bool = True
-    max_images: int = 4
-    max_image_bytes: int = 400_000
+    inline_completion: Literal["auto", "on", "off"] = declared("inline_completion")
+    vision: bool | Literal["auto"] = declared("vision")
+    send_images: bool = declared("send_images")
+    max_images: int = declared("max_images")
+    max_image_bytes: int = declared("max_image_bytes")
 
     @property
     def inline_enabled(self) -> bool:
@@ -237,13 +274,30 @@ def default_local_backend(model: str) -> str:
     return "llamacpp" if gguf and llamacpp_available() else "transformers"
 
 
-def _threads(env_value: str | None, configured: int) -> int:
-    if not env_value:
-        return max(0, configured)
-    try:
-        return max(0, int(env_value))
-    except ValueError:
-        raise ValueError(f"{ENV_THREADS} must be a whole number (0: physical cores), not {env_value!r}.") from None
+def environment_config(env: dict[str, str] | os._Environ) -> Config:
+    """The environment variables as the lowest config layer (each a trait's default).
+
+    Empty values count as unset. A value the trait refuses is an error that
+    names the variable, not the trait.
+    """
+    config = Config()
+    for name, variable in ENVIRONMENT.items():
+        value: Any = (env.get(variable) or "").strip()
+        if not value:
+            continue
+        if name == "threads":
+            try:
+                value = int(value)
+            except ValueError:
+                raise ValueError(f"{variable} must be a whole number (0: physical cores), not {value!r}.") from None
+        elif name in ("backend", "confinement"):
+            value = value.lower()
+        try:
+            DataAgent(**{name: value})
+        except TraitError as error:
+            raise ValueError(f"{variable}={value!r}: {error}") from None
+        config.DataAgent[name] = value
+    return config
 
 
 def check_prices(prices: dict) -> dict:
@@ -272,42 +326,36 @@ def resolve_settings(
     env: dict[str, str] | None = None,
     dirs: list[str] | None = None,
 ) -> Settings:
-    """Config files, then ``config`` (e.g. the server's), then environment variables."""
-    env = os.environ if env is None else env
-    merged = load_file_config(dirs)
+    """Environment variables, then config files, then ``config`` (e.g. the server's): later wins.
+
+    The strategy defaults and copy limits are checked against the turn's
+    options by ``turn.resolve.load_settings``, which entry points call.
+    """
+    merged = environment_config(os.environ if env is None else env)
+    merged.merge(load_file_config(dirs))
     if config is not None:
         merged.merge(config)
-    traits = DataAgent(config=merged)
+    try:
+        traits = DataAgent(config=merged)
+    except TraitError as error:
+        raise ValueError(f"c.DataAgent: {error}") from None
 
-    backend = env.get(ENV_BACKEND) or traits.backend
-    model = env.get(ENV_MODEL) or traits.model
-    base_url = env.get(ENV_BASE_URL) or traits.base_url
-    api_key = env.get(ENV_API_KEY) or traits.api_key
+    backend = traits.backend.strip().lower()
     if not backend:
-        backend = "openai" if base_url else default_local_backend(model)
-    backend = backend.strip().lower()
+        backend = "openai" if traits.base_url else default_local_backend(traits.model)
     if backend not in BACKENDS:
         raise ValueError(
             f"Unknown backend {backend!r}: set {ENV_BACKEND} or c.DataAgent.backend "
             f"to one of {', '.join(BACKENDS)}."
         )
     values = {f.name: getattr(traits, f.name) for f in fields(Settings)}
-    settings = Settings(**{
+    return Settings(**{
         **values,
         "backend": backend,
-        "model": model,
-        "base_url": base_url,
-        "api_key": api_key,
-        "threads": _threads(env.get(ENV_THREADS), traits.threads),
         "vllm_args": tuple(traits.vllm_args),
         "extra": dict(traits.extra),
-        "confinement": check_policy(env.get(ENV_CONFINEMENT) or traits.confinement),
         "strategy_defaults": {k: dict(v or {}) for k, v in traits.strategy_defaults.items()},
         "snapshot_limits": dict(traits.snapshot_limits),
         "prices": check_prices(traits.prices),
         "models": tuple(str(m).strip() for m in traits.models if str(m).strip()),
     })
-    from .turn.resolve import check_settings
-
-    check_settings(settings)
-    return settings

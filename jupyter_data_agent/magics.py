@@ -19,10 +19,10 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from pydantic import ValidationError
 
-from .config import resolve_settings
 from .llm.base import BackendError
 from .render import escape, preview_bundle, text_bundle
 from .search.options import STRATEGIES, short_errors
+from .turn.resolve import load_settings
 
 if TYPE_CHECKING:
     from .kernel.results import Limits
@@ -82,7 +82,7 @@ def quiet_loading():
 
 def _settings(args):
     """The configured settings, with the model ``--model`` names."""
-    settings = resolve_settings()
+    settings = load_settings()
     return settings.with_overrides(model=args.model) if args.model else settings
 
 

@@ -14,7 +14,7 @@ from jupyter_data_agent.context.model import METADATA_KEY
 from jupyter_data_agent.context.notebook import from_notebook
 from jupyter_data_agent.context.turns import mark_accepted, read_turns
 from jupyter_data_agent.prompts.arcade import linearize
-from jupyter_data_agent.prompts.edit import EDIT_CELL_NOTE, edit_cell_intent
+from jupyter_data_agent.prompts.edit import EDIT_CELL_NOTE, edit_intent, edit_question
 from jupyter_data_agent.server.models import TurnRequestModel
 from tests.conftest import agent_server_config
 from tests.openai_server import OpenAITestServer
@@ -50,31 +50,51 @@ def jp_server_config(model_server, monkeypatch):
     return agent_server_config(model_server, monkeypatch)
 
 
-def test_edit_intent_adds_the_note_once():
-    once = edit_cell_intent("Fix the error in this cell ")
-    assert once == f"Fix the error in this cell\n{EDIT_CELL_NOTE}"
-    assert edit_cell_intent(once) == once
+FIX = {"kind": "fix", "cell_id": "c2", "source": BROKEN["source"],
+       "error": {"ename": "KeyError", "evalue": "'colum'", "traceback": BROKEN["outputs"][0]["traceback"]}}
 
 
-def test_edit_cell_is_a_boolean_and_off_by_default():
-    assert TurnRequestModel.model_validate(turn_body()).edit_cell is False
-    assert TurnRequestModel.model_validate(turn_body(edit_cell=True)).edit_cell is True
-    with pytest.raises(ValueError, match="edit_cell"):
-        TurnRequestModel.model_validate(turn_body(edit_cell="the second cell"))
+def test_the_model_reads_an_instruction_written_from_the_typed_cell():
+    text = edit_intent("fix", ename="KeyError", evalue="'colum'")
+    assert text.startswith("Fix the error in this cell.") and "It raised KeyError: 'colum'." in text
+    assert text.endswith(EDIT_CELL_NOTE)
+    assert "no error output" in edit_intent("fix")
+    improve = edit_intent("improve", instruction=" make it faster ")
+    assert "Improve this cell." in improve and "The user adds: make it faster" in improve
+    assert edit_question("improve") == "Improve this cell" and edit_question("fix", "why?") == "why?"
+
+
+def test_fix_and_improve_are_typed_not_free_text():
+    request = TurnRequestModel.model_validate(turn_body(cells=[*notebook_cells(), BROKEN], active_index=0,
+                                                        intent="", edit=FIX))
+    assert request.edit is not None and request.edit.kind == "fix" and request.edit.error.ename == "KeyError"
+    assert request.active_index == 2  # the edited cell is the one the turn is about
+    with pytest.raises(ValueError, match="edit_cell"):  # the old boolean is gone
+        TurnRequestModel.model_validate(turn_body(edit_cell=True))
+    with pytest.raises(ValueError, match="kind"):
+        TurnRequestModel.model_validate(turn_body(edit={**FIX, "kind": "rewrite everything"}))
+    with pytest.raises(ValueError, match="not a cell of this notebook"):
+        TurnRequestModel.model_validate(turn_body(edit={**FIX, "cell_id": "nope"}))
+    with pytest.raises(ValueError, match="intent is empty"):
+        TurnRequestModel.model_validate(turn_body(intent=" "))
+    alone = TurnRequestModel.model_validate(turn_body(cells=[], active_index=None, intent="", edit=FIX))
+    assert alone.active_index == 0 and alone.cells[0].source == BROKEN["source"]
+    assert alone.cells[0].outputs[0]["ename"] == "KeyError"
 
 
 @pytest.mark.parametrize("edit", [True, False])
 @on_server_loop
 async def test_an_edit_turn_asks_for_the_whole_cell(jp_fetch, jp_ws_fetch, model_server, edit):
+    ask = {"intent": "", "edit": FIX} if edit else {"intent": "What went wrong here?"}
     accepted = await post_turn(jp_fetch, cells=[*notebook_cells(), BROKEN], active_index=2,
-                               intent="Fix the error in this cell", edit_cell=edit,
-                               options={"use_live_state": False})
+                               options={"use_live_state": False}, **ask)
     events = await stream_events(jp_ws_fetch, accepted["job_id"])
     assert events[-1]["type"] == "done", events[-1]
     prompt = model_server.generation_requests[-1].prompt
-    # The broken cell, its error, the intent; and the note only for an edit turn.
+    # The broken cell, its error; and for an edit turn the typed instruction and the note.
     assert "total = 1" in prompt and "KeyError" in prompt
-    assert "Fix the error in this cell" in prompt
+    assert ("Fix the error in this cell" in prompt) is edit
+    assert ("It raised KeyError: 'colum'" in prompt) is edit
     assert (EDIT_CELL_NOTE in prompt) is edit
 
 

@@ -7,11 +7,12 @@ import time
 import pytest
 from traitlets.config import Config
 
-from jupyter_data_agent.config import Settings, resolve_settings
+from jupyter_data_agent.config import Settings
 from jupyter_data_agent.context.model import Cell, NotebookContext
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion
 from jupyter_data_agent.search.options import STRATEGIES, MCTSOptions, VoteOptions
 from jupyter_data_agent.turn import CopyPolicy, TurnAsk, open_copies, replay_cells, resolve
+from jupyter_data_agent.turn.resolve import load_settings
 
 SETTINGS = Settings(backend="openai", temperature=0.1, sample_temperature=0.9, max_new_tokens=77)
 
@@ -55,7 +56,7 @@ def test_a_typo_is_an_error_that_names_it(ask, words):
 def test_a_typo_in_a_dict_trait_fails_at_start(tmp_path, trait, value, word):
     config = Config({"DataAgent": {trait: value}})
     with pytest.raises(ValueError, match=word):
-        resolve_settings(config, env={}, dirs=[str(tmp_path)])
+        load_settings(config, env={}, dirs=[str(tmp_path)])
 
 
 def test_explain_runs_no_code_and_no_exec_says_why():

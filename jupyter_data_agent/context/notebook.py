@@ -18,6 +18,7 @@ from traceback import format_exception
 from typing import Any
 
 from ..kernel.plots import PLOT_MARKER, PLOT_PREFIX
+from ..kernel.results import strip_ansi, truncate_text
 from .model import Cell, NotebookContext, Output, Turn
 from .turns import cell_turn_info, read_turns
 
@@ -37,17 +38,12 @@ AGENT_MAGIC = "agent"
 # that the model could build on, so it is dropped from history.
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _AGENT_CELL_RE = re.compile(r"\A\s*%%agent\b[^\n]*\n?")
 # Traceback lines that say nothing the error line does not: rulers, headers,
 # IPython's numbered context lines around the failing one, 3.11+ carets.
 _TRACEBACK_NOISE_RE = re.compile(
     r"^\s*$|^-+$|^\S*\s*Traceback \(most recent call last\):?$|^\s+\d+\s|^\s*[~^]+\s*$"
 )
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI_RE.sub("", text)
 
 
 def _collapse_cr(text: str) -> str:
@@ -69,21 +65,6 @@ def _join(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "".join(str(v) for v in value)
     return str(value)
-
-
-def truncate_text(text: str, limit: int, *, tail: bool = False) -> tuple[str, bool]:
-    """Keep the head (a DataFrame's header and first rows say the most), or
-    with ``tail`` the end (a traceback ends where it failed), and say how
-    much was cut, so the model does not take it for the full output."""
-    if limit < 0 or len(text) <= limit:
-        return text, False
-    cut = len(text) - limit
-    if tail:
-        kept = text[cut:]
-        if text[cut - 1] != "\n" and "\n" in kept:
-            kept = kept[kept.index("\n") + 1 :]  # whole lines: a half frame misleads
-        return f"...[{len(text) - len(kept)} earlier chars truncated]\n{kept.lstrip()}", True
-    return f"{text[:limit].rstrip()}\n...[{cut} more chars truncated]", True
 
 
 # --------------------------------------------------------------------------
@@ -455,6 +436,4 @@ __all__ = [
     "reduce_outputs",
     "reduce_traceback",
     "short_repr",
-    "strip_ansi",
-    "truncate_text",
 ]

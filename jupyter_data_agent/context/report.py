@@ -10,25 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass
-class FrameCut:
-    """A DataFrame the schema block did not describe in full."""
-
-    name: str
-    # Columns named in the prompt, of the frame's total.
-    shown_columns: int
-    total_columns: int
-    # True: a one-line summary (other frames were @mentioned), not the ARCADE column list.
-    summarized: bool = False
-
-
-@dataclass
-class SchemaCuts:
-    """What the schema block left out, and which frames it gave in full because they were @mentioned."""
-
-    mentioned: list[str] = field(default_factory=list)
-    frames_cut: list[FrameCut] = field(default_factory=list)
+from ..kernel.schema import FrameCut, SchemaCuts
 
 
 @dataclass

@@ -21,19 +21,31 @@ from typing import Any, TypeVar
 
 from .answer_form import BUDGET_CELLS, answer_form
 
-TRUNCATION_MARKER = "\n... [output truncated: {n} more characters]"
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks) and
+# the two-character escapes: what a traceback or a progress bar may carry.
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    return _ANSI_RE.sub("", text)
 
 
-def truncate_text(text: str, limit: int) -> tuple[str, bool]:
-    """Cut ``text`` to ``limit`` characters plus a marker saying how much went."""
-    if limit is None or len(text) <= limit:
+def truncate_text(text: str, limit: int | None, *, tail: bool = False) -> tuple[str, bool]:
+    """``(text, cut)``: at most ``limit`` characters, and a note of how much went.
+
+    The head is kept (a DataFrame's header and first rows say the most), or
+    with ``tail`` the end in whole lines (a traceback ends where it failed),
+    so a model does not take the rest for the full output.
+    """
+    if limit is None or limit < 0 or len(text) <= limit:
         return text, False
-    return text[:limit] + TRUNCATION_MARKER.format(n=len(text) - limit), True
+    cut = len(text) - limit
+    if tail:
+        kept = text[cut:]
+        if text[cut - 1] != "\n" and "\n" in kept:
+            kept = kept[kept.index("\n") + 1 :]  # whole lines: a half frame misleads
+        return f"...[{len(text) - len(kept)} earlier chars truncated]\n{kept.lstrip()}", True
+    return f"{text[:limit].rstrip()}\n...[{cut} more chars truncated]", True
 
 
 _F = TypeVar("_F", bound="JSONFields")

@@ -52,12 +52,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..context.report import FrameCut, SchemaCuts
 from . import rpc
 
 __all__ = [
     "ColumnInfo",
+    "FrameCut",
     "FrameSchema",
+    "SchemaCuts",
     "SchemaInspectionError",
     "inspect_namespace",
     "schema_block",
@@ -67,6 +68,26 @@ __all__ = [
     "schema_cuts",
     "SUMMARY_COLUMNS",
 ]
+
+@dataclass
+class FrameCut:
+    """A DataFrame the schema block did not describe in full."""
+
+    name: str
+    # Columns named in the prompt, of the frame's total.
+    shown_columns: int
+    total_columns: int
+    # True: a one-line summary (other frames were @mentioned), not the ARCADE column list.
+    summarized: bool = False
+
+
+@dataclass
+class SchemaCuts:
+    """What the schema block left out, and which frames it gave in full because they were @mentioned."""
+
+    mentioned: list[str] = field(default_factory=list)
+    frames_cut: list[FrameCut] = field(default_factory=list)
+
 
 #: ``@name`` where ``name`` is a Python identifier, not inside a word or an e-mail address.
 MENTION = re.compile(r"(?<![\w@.])@([A-Za-z_][A-Za-z0-9_]*)\b")

@@ -24,6 +24,11 @@ class BackendError(RuntimeError):
 ChatRole = Literal["system", "user", "assistant"]
 
 
+def estimate_tokens(text: str) -> int:
+    """Tokens in ``text`` when no tokenizer is at hand: about four characters each."""
+    return max(1, len(text) // 4) if text else 0
+
+
 @dataclass(frozen=True)
 class ImagePart:
     """An image a vision model is shown with a message (a plot output), base64 encoded.
@@ -210,10 +215,24 @@ class Backend(abc.ABC):
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` for this model; a rough estimate unless overridden."""
-        return max(1, len(text) // 4) if text else 0
+        return estimate_tokens(text)
 
     def close(self) -> None:  # noqa: B027 -- optional hook; most backends hold nothing
         """Release processes or memory held by the backend."""
+
+
+def use_chat(api_mode: str, capabilities: Capabilities, *, auto: bool | None = None) -> bool:
+    """Chat messages or a completion prompt: the one rule.
+
+    The configured mode wins where the backend can do it; a backend that does
+    only one does that one. In ``auto``: ``auto`` when given (ghost text asks
+    local models to continue the code), else chat wherever the backend has it.
+    """
+    if api_mode == "chat" or not capabilities.completion:
+        return True
+    if api_mode == "completion" or not capabilities.chat:
+        return False
+    return capabilities.chat if auto is None else auto
 
 
 def streams(backend: Backend) -> bool:

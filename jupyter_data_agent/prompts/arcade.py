@@ -57,8 +57,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..context.model import Cell, NotebookContext, Turn
-from ..context.notebook import truncate_text
 from ..kernel.plots import PLOT_PREFIX
+from ..kernel.results import truncate_text
+from ..llm.base import estimate_tokens
 from ..llm.base import ChatMessage, ImagePart, Prompt
 from ..llm.images import IMAGE_TOKENS
 from .exemplars import EXEMPLARS, Exemplar
@@ -319,10 +320,6 @@ def _resolve_exemplars(exemplars: bool | Sequence[Exemplar]) -> list[Exemplar]:
     return list(EXEMPLARS) if exemplars is True else list(exemplars or ())
 
 
-def _rough_tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
-
-
 # --------------------------------------------------------------------------
 # truncation
 
@@ -414,7 +411,7 @@ def build_prompt(
     (Explain passes ``EXPLAIN_PREAMBLE`` and ``"#"``).
     """
     intent = _check_intent(intent)
-    count = count_tokens or _rough_tokens
+    count = count_tokens or estimate_tokens
     exs = _resolve_exemplars(exemplars)
     notebook = NotebookBlocks.of(context, outputs, output_chars)
     tail = ([schema.strip()] if schema.strip() else []) + [
@@ -483,7 +480,7 @@ def build_chat_prompt(
     ``IMAGE_TOKENS``.
     """
     intent = _check_intent(intent)
-    count = count_tokens or _rough_tokens
+    count = count_tokens or estimate_tokens
     exs = _resolve_exemplars(exemplars)
     notebook = NotebookBlocks.of(context, outputs, output_chars)
     images = tuple(images)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..context.model import NotebookContext
-from ..llm.base import ChatMessage, Prompt, StopStream
+from ..llm.base import ChatMessage, Prompt, StopStream, estimate_tokens
 from .arcade import CELL_HEADER, NotebookBlocks, _fence, join_cells
 
 #: Generated tokens of one completion (a line or a few: ghost text, not a cell).
@@ -71,10 +71,6 @@ def trim_cursor_text(prefix: str, suffix: str) -> tuple[str, str]:
     return prefix, suffix
 
 
-def _rough_tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
-
-
 def build_inline_prompt(
     context: NotebookContext,
     prefix: str,
@@ -93,7 +89,7 @@ def build_inline_prompt(
     until the prompt fits ``budget``; the schema and the cursor's cell never are.
     """
     prefix, suffix = trim_cursor_text(prefix, suffix)
-    count = count_tokens or _rough_tokens
+    count = count_tokens or estimate_tokens
     fim = bool(fim_template and suffix.strip())
     notebook = NotebookBlocks.of(context, outputs="none")
     tail = [schema.strip()] if schema.strip() else []

@@ -20,7 +20,17 @@ from pydantic import BaseModel
 from ..context.notebook import image_of
 from ..context.report import ContextReport
 from ..kernel.results import ExecResult
-from ..llm.base import Backend, ChatMessage, Completion, ImagePart, Prompt, SamplingParams, Streamed, streams
+from ..llm.base import (
+    Backend,
+    ChatMessage,
+    Completion,
+    ImagePart,
+    Prompt,
+    SamplingParams,
+    Streamed,
+    streams,
+    use_chat,
+)
 from ..llm.images import prepare_images
 from ..prompts import (
     BuiltPrompt,
@@ -48,12 +58,9 @@ def options(request: TurnRequest, kind: type[O], **overrides) -> O:
     return kind.model_validate({**opts.model_dump(), **overrides}) if overrides else opts
 
 
-def use_chat(backend: Backend, policy: PromptPolicy) -> bool:
-    """Chat messages unless the policy or the backend calls for a completion prompt."""
-    caps = backend.capabilities
-    if policy.api_mode == "chat" or not caps.completion:
-        return True
-    return policy.api_mode != "completion" and caps.chat
+def turn_chat(backend: Backend, policy: PromptPolicy) -> bool:
+    """Whether this turn's prompts are chat messages (``llm.base.use_chat``, the one rule)."""
+    return use_chat(policy.api_mode, backend.capabilities)
 
 
 def sampling(request: TurnRequest, n: int, *, stop: Sequence[str] = (), seed_offset: int = 0,
@@ -99,7 +106,7 @@ def plan_prompt(request: TurnRequest, ctx: RunContext, *, intent: str | None = N
                 chat_kw: dict | None = None, completion_kw: dict | None = None) -> PromptPlan:
     """The ARCADE prompt in the backend's style; a strategy that asks for something
     else than a cell (Explain) passes its own ``intent`` and per-style builder arguments."""
-    chat = use_chat(ctx.backend, request.prompt)
+    chat = turn_chat(ctx.backend, request.prompt)
     builder = build_chat_prompt if chat else build_prompt
     p = request.prompt
     extra = {"exemplars": p.exemplars, **((chat_kw if chat else completion_kw) or {})}

@@ -73,7 +73,7 @@ from ..prompts.react import (
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .equivalence import majority
-from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, use_chat
+from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, turn_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
 from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
@@ -191,7 +191,7 @@ class MCTSSearch:
         self.c_puct = cfg.c_puct if cfg.c_puct is not None else (
             1.25 if reward_fn is not None or isinstance(estimator, ZeroValue) else 0.0)
         self.task = jupiter_task(request, ctx.backend)
-        self.chat = use_chat(ctx.backend, request.prompt)
+        self.chat = turn_chat(ctx.backend, request.prompt)
         self.search_id = uuid.uuid4().hex[:12]
         self.root = Node("root", None, 0, snapshot=ctx.executor)
         self.nodes: list[Node] = [self.root]

@@ -13,6 +13,7 @@ from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from ..config import declared_field
 from ..prompts.arcade import OutputsMode
 
 
@@ -23,25 +24,25 @@ class _Model(BaseModel):
 class PromptPolicy(_Model):
     """What goes into the prompt, and how it is sent."""
 
-    max_prompt_tokens: int = Field(3000, ge=64)
-    api_mode: Literal["auto", "chat", "completion"] = "auto"
-    exemplars: bool = True
+    max_prompt_tokens: int = declared_field("max_prompt_tokens")
+    api_mode: Literal["auto", "chat", "completion"] = declared_field("api_mode")
+    exemplars: bool = declared_field("exemplars")
     # Cell outputs in the prompt: "active" puts the active cell's outputs and
     # error in (Fix and Explain need them); "all" every cell's; "none" no output.
     outputs: OutputsMode = "active"
     output_chars: int = Field(200, ge=0)
     # Plots of the active cell shown to a vision model (at most this many; 0: none), each
     # resized to at most ``image_bytes``; text-only models get their summary either way.
-    images: int = Field(0, ge=0, le=32)
-    image_bytes: int = Field(400_000, ge=1_000)
+    images: int = declared_field("max_images", 0)
+    image_bytes: int = declared_field("max_image_bytes")
 
 
 class SamplingPolicy(_Model):
     """Temperatures and lengths; ``temperature_for(n)`` is the one rule."""
 
-    temperature: float = Field(0.2, ge=0.0, le=2.0)  # one candidate
-    sample_temperature: float = Field(0.7, ge=0.0, le=2.0)  # several candidates
-    max_new_tokens: int = Field(512, ge=1)
+    temperature: float = declared_field("temperature")  # one candidate
+    sample_temperature: float = declared_field("sample_temperature")  # several candidates
+    max_new_tokens: int = declared_field("max_new_tokens")
     seed: int | None = None
 
     def temperature_for(self, n: int) -> float:
@@ -80,7 +81,7 @@ class VoteOptions(_Model):
     label: ClassVar[str] = "Vote"
     summary: ClassVar[str] = "Several candidates, run and voted on by their outputs."
     strategy: Literal["vote"] = "vote"
-    samples: int = Field(5, ge=1, le=64)
+    samples: int = Field(5, ge=1)  # at most c.DataAgent.max_samples (turn.resolve)
     repair: bool = True
 
 
@@ -90,7 +91,7 @@ class ReactOptions(_Model):
     label: ClassVar[str] = "Agent"
     summary: ClassVar[str] = "Thinks, runs a cell, reads the output, and goes on (ReAct)."
     strategy: Literal["react"] = "react"
-    max_turns: int = Field(10, ge=1, le=25)
+    max_turns: int = Field(10, ge=1)  # at most c.DataAgent.max_budget (turn.resolve)
     observation_chars: int = Field(2000, ge=100)
     max_copies: int | None = Field(None, ge=1)
     trajectory_path: str | None = None
@@ -102,9 +103,9 @@ class MCTSOptions(_Model):
     label: ClassVar[str] = "Search"
     summary: ClassVar[str] = "Tree search over executed steps, guided by a value estimate."
     strategy: Literal["mcts"] = "mcts"
-    k: int = Field(3, ge=1, le=16)
+    k: int = Field(3, ge=1)  # at most c.DataAgent.max_samples (turn.resolve)
     max_depth: int = Field(10, ge=1)
-    iterations: int = Field(40, ge=1, le=1000)
+    iterations: int = Field(40, ge=1)  # at most c.DataAgent.max_budget (turn.resolve)
     max_errors: int = Field(3, ge=1)
     c_puct: float | None = None  # None: 0 at inference, 1.25 when collecting or without a value
     select: Literal["vote", "value"] = "vote"

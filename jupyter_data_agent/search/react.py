@@ -37,7 +37,7 @@ from .generate import (
     result_images,
     sampling,
     show_latest_images,
-    use_chat,
+    turn_chat,
 )
 from .options import ReactOptions
 from .trajectories import TrajectoryRecord, path_histories, write_jsonl
@@ -73,7 +73,7 @@ class ReactStrategy:
         opts = options(request, ReactOptions, **self.overrides)
         started = time.monotonic()
         task = jupiter_task(request, ctx.backend)
-        chat = use_chat(ctx.backend, request.prompt)
+        chat = turn_chat(ctx.backend, request.prompt)
         stats = SearchStats()
         tree = getattr(ctx.executor, "tree", None)
         window = opts.max_copies or max(1, (getattr(tree, "max_live", 10) or 10) - 2)

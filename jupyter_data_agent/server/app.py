@@ -13,7 +13,8 @@ from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
 from traitlets import Any, Bool, Enum, Float, Instance, Int, Unicode
 
-from ..config import DataAgent, Settings, resolve_settings
+from ..config import DataAgent, Settings
+from ..turn.resolve import load_settings
 from .complete import CompleteHandler
 from .handlers import (
     CancelHandler,
@@ -28,6 +29,7 @@ from .handlers import (
 )
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
+from .models import MAX_INTENT_CHARS, ServerLimits
 from ..store.value_models import value_model_label, with_newest_value_model
 
 NAMESPACE = "jupyter-data-agent"
@@ -61,7 +63,6 @@ class DataAgentExtension(ExtensionApp):
     max_total_snapshot_processes = Int(
         64, help="Live kernel-copy processes of all turns together in this server."
     ).tag(config=True)
-    max_samples = Int(32, help="Largest options.samples a turn may ask for.").tag(config=True)
     job_retention_s = Float(
         900.0, help="Seconds a finished turn's events stay available to late subscribers."
     ).tag(config=True)
@@ -111,7 +112,7 @@ class DataAgentExtension(ExtensionApp):
     def initialize_settings(self) -> None:
         from ..kernel.snapshot import SnapshotTree
 
-        self.configured_settings = resolve_settings(self.config)
+        self.configured_settings = load_settings(self.config)
         self.agent_settings = with_newest_value_model(self.configured_settings)
         SnapshotTree.max_processes = max(1, self.max_total_snapshot_processes)
         limits = JobLimits(
@@ -138,10 +139,12 @@ class DataAgentExtension(ExtensionApp):
             "settings": self.agent_settings,
             "jobs": self.jobs,
             "owner_scope": self.job_owner_scope,
-            "public_limits": {
-                "max_samples": self.max_samples,
-                "max_concurrent_jobs": limits.max_concurrent_jobs,
-            },
+            "public_limits": ServerLimits(
+                max_samples=self.agent_settings.max_samples,
+                max_budget=self.agent_settings.max_budget,
+                max_intent_chars=MAX_INTENT_CHARS,
+                max_concurrent_jobs=limits.max_concurrent_jobs,
+            ),
         }
         if self.model_service and self.service is None:
             self.service = ModelService(self.agent_settings, max_waiting=max(0, self.model_queue),

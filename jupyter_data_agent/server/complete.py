@@ -37,7 +37,7 @@ from tornado.iostream import StreamClosedError
 
 from ..config import Settings
 from ..context.model import NotebookContext
-from ..llm.base import Backend, BackendError, Completion, SamplingParams, Streamed
+from ..llm.base import Backend, BackendError, Completion, SamplingParams, Streamed, use_chat
 from ..prompts.inline import MAX_TOKENS, InlinePrompt, InlineText, build_inline_prompt
 from .handlers import AgentAPIHandler
 from .models import InlineCompletionChunk, InlineCompletionRequest
@@ -102,20 +102,15 @@ class SchemaCache:
         self.entries.pop(kernel_id, None)
 
 
-def use_chat(settings: Settings, backend: Backend) -> bool:
-    """Chat for endpoints in ``auto`` (hosted models are chat models); local models continue the code."""
-    caps = backend.capabilities
-    if settings.api_mode == "chat" or not caps.completion:
-        return True
-    if settings.api_mode == "completion" or not caps.chat:
-        return False
-    return settings.backend == "openai"
+def inline_chat(settings: Settings, backend: Backend) -> bool:
+    """Ghost text in ``auto``: chat for endpoints (hosted models are chat models); local models continue the code."""
+    return use_chat(settings.api_mode, backend.capabilities, auto=settings.backend == "openai")
 
 
 def inline_prompt(settings: Settings, backend: Backend, context: NotebookContext, prefix: str,
                   suffix: str, schema: str) -> InlinePrompt:
     fim = settings.extra.get("inline_fim", "")
-    return build_inline_prompt(context, prefix, suffix, schema=schema, chat=use_chat(settings, backend),
+    return build_inline_prompt(context, prefix, suffix, schema=schema, chat=inline_chat(settings, backend),
                                fim_template=fim if isinstance(fim, str) else "",
                                count_tokens=backend.count_tokens)
 

@@ -165,7 +165,7 @@ class ConfigHandler(AgentAPIHandler):
                         "live_state": True, "events": "websocket",
                         "inline_completion": settings.inline_enabled}
         body = {**public_settings(settings), "strategies": catalog(settings), "capabilities": capabilities,
-                "limits": dict(self.agent_state.get("public_limits", {})), "price": settings.price}
+                "limits": self.agent_state["public_limits"].model_dump(), "price": settings.price}
         # The configured secrets, wherever they hide (extra options, a URL path).
         reply = AgentConfig.model_validate(self.jobs.scrub.json(body))
         self.finish(reply.model_dump_json())
@@ -185,10 +185,6 @@ class TurnsHandler(AgentAPIHandler):
                 400, f"The {request.strategy!r} strategy is not available on this server; "
                 f"choose one of {', '.join(available)}."
             )
-        max_samples = int(self.agent_state.get("public_limits", {}).get("max_samples", 64))
-        if request.options.samples is not None and request.options.samples > max_samples:
-            raise web.HTTPError(400, f"options.samples is {request.options.samples}; this server "
-                                     f"allows at most {max_samples}.")
         if request.kernel_id and request.options.use_live_state:
             # Forking the kernel runs code in it: the same permission as a kernel websocket.
             allowed = await ensure_async(

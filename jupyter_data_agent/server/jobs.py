@@ -36,7 +36,7 @@ from ..kernel.policy import Confinement
 from ..kernel.tree import CopyTree
 from ..llm.base import BackendError
 from ..llm.scrub import Scrubber
-from ..prompts.edit import edit_cell_intent
+from ..prompts.edit import edit_intent, edit_question
 from ..turn import Copies, TurnAsk, TurnSpec, resolve, secrets_scrubber
 from ..store.decisions import TurnOutcome
 from .models import API_VERSION, TurnRequestModel
@@ -45,6 +45,22 @@ log = logging.getLogger(__name__)
 
 TERMINAL = ("done", "error", "cancelled")
 MAX_DECIDABLE_TURNS = 500  # done turns a late accept/reject can still be recorded against
+
+
+def question(request: TurnRequestModel) -> str:
+    """The turn's question as the user would say it (stored, shown, recorded with decisions)."""
+    edit = request.edit
+    return request.intent or (edit_question(edit.kind, edit.instruction) if edit else "")
+
+
+def model_intent(request: TurnRequestModel) -> str:
+    """What the model is asked: the user's words, or a Fix/Improve written from its typed cell."""
+    edit = request.edit
+    if edit is None:
+        return request.intent
+    error = edit.error
+    return edit_intent(edit.kind, instruction=edit.instruction or request.intent,
+                       ename=error.ename if error else "", evalue=error.evalue if error else "")
 
 
 @dataclass
@@ -221,7 +237,7 @@ class Job:
         yet go out first, at their place in the result's list where it is free.
         """
         self.outcome = TurnOutcome(
-            turn_id=self.turn_id, owner=self.owner, job_id=self.id, intent=self.request.intent,
+            turn_id=self.turn_id, owner=self.owner, job_id=self.id, intent=question(self.request),
             strategy=result.strategy or self.request.strategy, model=self.model,
             notebook_path=self.request.notebook_path or "", prompt=result.prompt or "",
             candidates=[c.to_json() for c in result.candidates], answer=result.answer,
@@ -315,9 +331,8 @@ class JobManager:
                                  f"choose one of: {', '.join(offered) or 'none configured'} "
                                  "(c.DataAgent.model and c.DataAgent.models).")
         try:
-            intent = edit_cell_intent(request.intent) if request.edit_cell else request.intent
             spec = resolve(self.settings, TurnAsk(
-                intent=intent, strategy=request.strategy, samples=request.options.samples,
+                intent=model_intent(request), strategy=request.strategy, samples=request.options.samples,
                 budget=request.options.budget, temperature=request.options.temperature,
                 execute=request.options.use_live_state,
                 no_exec_reason="live kernel state is off for this turn"))
@@ -602,7 +617,7 @@ class JobManager:
         limits = self.limits
         task = asyncio.ensure_future(inspect_kernel(kc, timeout=limits.kernel_wait_timeout_s,
                                                     time_limit=limits.schema_time_limit_s,
-                                                    full=mentions(job.request.intent)))
+                                                    full=mentions(job.spec.intent)))
         waited = False
         skip = asyncio.ensure_future(job.skip_kernel.wait())
         try:

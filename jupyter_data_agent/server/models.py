@@ -154,7 +154,11 @@ class TurnRequestModel(BaseModel):
         """An intent, or a cell to fix or improve; an edit's cell becomes the active one."""
         if not self.intent and self.edit is None:
             raise ValueError("the intent is empty")
-        if self.edit is not None and self.cells:
+        if self.edit is not None and not self.cells:  # the cell alone is the notebook
+            outputs = [] if self.edit.error is None else [{"output_type": "error", **self.edit.error.model_dump()}]
+            self.cells = [NotebookCell(cell_type="code", id=self.edit.cell_id, source=self.edit.source,
+                                       outputs=outputs)]
+        if self.edit is not None:
             ids = [c.id for c in self.cells]
             if self.edit.cell_id not in ids:
                 raise ValueError(f"edit.cell_id {self.edit.cell_id!r} is not a cell of this notebook")

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config import Settings
+from ..config import Settings, resolve_settings
 from ..search.options import (
     KNOBS,
     OPTIONS_BY_STRATEGY,
@@ -27,23 +27,41 @@ def strategy_name(ask: TurnAsk) -> str:
     return name
 
 
+#: The settings that bound each knob, and where the user changes them.
+KNOB_LIMITS = {"samples": "max_samples", "budget": "max_budget"}
+
+
 def _options(name: str, settings: Settings, ask: TurnAsk):
     knobs = {option: getattr(ask, knob) for knob, option in KNOBS.get(name, {}).items()
              if getattr(ask, knob) is not None}
     fields: dict[str, Any] = {**settings.strategy_defaults.get(name, {}), **knobs, **ask.options,
                               "strategy": name}
     try:
-        return strategy_options(fields)
+        options = strategy_options(fields)
     except ValidationError as error:
         raise ValueError(f"Invalid {name} options: "
                          f"{short_errors(error, skip=OPTIONS_BY_STRATEGY, empty='options')}") from None
+    for knob, option in KNOBS.get(name, {}).items():
+        limit = getattr(settings, KNOB_LIMITS[knob])
+        value = getattr(options, option)
+        if value > limit:
+            raise ValueError(f"{knob} is {value}; at most {limit} on this server "
+                             f"(c.DataAgent.{KNOB_LIMITS[knob]}).")
+    return options
 
 
-def check_settings(settings: Settings) -> None:
+def check_settings(settings: Settings) -> Settings:
     """Fail at start-up, naming the key, on a typo in ``strategy_defaults`` or ``snapshot_limits``."""
     check_limits(settings.snapshot_limits)
     for name in settings.strategy_defaults:
         resolve(settings, TurnAsk(intent="-", strategy=name))
+    return settings
+
+
+def load_settings(config: Any = None, env: dict[str, str] | None = None,
+                  dirs: list[str] | None = None) -> Settings:
+    """``config.resolve_settings``, checked against the turn's options: what entry points start from."""
+    return check_settings(resolve_settings(config, env=env, dirs=dirs))
 
 
 def catalog(settings: Settings) -> list[dict]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..config import declared_field
 from ..kernel.results import Limits
 from ..search.options import PromptPolicy, SamplingPolicy, StrategyOptions, TaskInfo
 
@@ -57,9 +58,10 @@ class TurnAsk(_Model):
 
     intent: str
     strategy: str | None = None
-    samples: int | None = Field(None, ge=1, le=64)
-    budget: int | None = Field(None, ge=1, le=1000)
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    # Upper bounds: the settings' max_samples / max_budget, checked by turn.resolve.
+    samples: int | None = Field(None, ge=1)
+    budget: int | None = Field(None, ge=1)
+    temperature: float | None = declared_field("temperature", None)
     seed: int | None = None
     exemplars: bool | None = None
     # False: candidates are not run (``--no-exec``, ``use_live_state: false``).
