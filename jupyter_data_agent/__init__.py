@@ -1,5 +1,7 @@
 """jupyter-data-agent: an AI pair programmer for data science in JupyterLab."""
 
+import contextlib
+
 try:
     from ._version import __version__
 except ImportError:  # running from a source tree that was never built
@@ -27,7 +29,5 @@ def load_ipython_extension(ipython):
 def unload_ipython_extension(ipython):
     from .magics import record_errors
 
-    try:
+    with contextlib.suppress(ValueError):  # not registered: loaded by another route
         ipython.events.unregister("post_run_cell", record_errors)
-    except ValueError:
-        pass

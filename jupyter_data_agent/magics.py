@@ -123,7 +123,7 @@ class AgentMagics(Magics):
     def agent(self, line: str = "", cell: str | None = None):
         try:
             args = parse_argstring(self.agent, line)
-        except Exception as error:  # argparse errors: show usage, not a traceback
+        except Exception as error:  # noqa: BLE001 -- argparse errors (and its SystemExit wrapper): usage, not a traceback
             _fail(f"{error}\n{USAGE}")
             return None
         try:

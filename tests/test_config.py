@@ -73,7 +73,8 @@ def test_threads_setting(tmp_path):
     c = Config()
     c.DataAgent.threads = 3
     assert resolve_settings(config=c, env={}, dirs=[str(tmp_path)]).threads == 3
-    assert resolve_settings(config=c, env={"JUPYTER_DATA_AGENT_THREADS": "1"}, dirs=[str(tmp_path)]).threads == 1
+    assert resolve_settings(config=c, env={"JUPYTER_DATA_AGENT_THREADS": "1"}, dirs=[str(tmp_path)]).threads == 3
+    assert resolve_settings(env={"JUPYTER_DATA_AGENT_THREADS": "1"}, dirs=[str(tmp_path)]).threads == 1
     with pytest.raises(ValueError, match="JUPYTER_DATA_AGENT_THREADS"):
         resolve_settings(env={"JUPYTER_DATA_AGENT_THREADS": "many"}, dirs=[str(tmp_path)])
 
@@ -96,7 +97,8 @@ def test_passed_config_beats_files(system_dir):
     assert s.base_url == "http://system:8000/v1"  # untouched fields still come from the file
 
 
-def test_environment_wins(system_dir):
+def test_config_beats_the_environment(system_dir, tmp_path):
+    """As in Jupyter: an environment variable is a default that config files and the server's config override."""
     c = Config()
     c.DataAgent.model = "server-model"
     c.DataAgent.api_key = "sk-from-config-xxxxxxxx"
@@ -105,9 +107,41 @@ def test_environment_wins(system_dir):
         "JUPYTER_DATA_AGENT_MODEL": "env-model",
         "OPENAI_BASE_URL": "http://env:9000/v1",
         "OPENAI_API_KEY": SECRET,
+        "JUPYTER_DATA_AGENT_CONFINEMENT": "WARN",
     }
     s = resolve_settings(config=c, env=env, dirs=[str(system_dir)])
-    assert (s.backend, s.model, s.base_url, s.api_key) == ("vllm", "env-model", "http://env:9000/v1", SECRET)
+    # The file sets backend and base_url, the server's config model and key: they win.
+    assert (s.backend, s.base_url) == ("openai", "http://system:8000/v1")
+    assert (s.model, s.api_key) == ("server-model", "sk-from-config-xxxxxxxx")
+    assert s.confinement == "warn"  # set nowhere else: the environment's
+    # Without config, the environment is the default.
+    alone = resolve_settings(env=env, dirs=[str(tmp_path)])
+    assert (alone.backend, alone.model, alone.base_url, alone.api_key) == (
+        "vllm", "env-model", "http://env:9000/v1", SECRET)
+
+
+def test_a_bad_value_names_where_it_came_from(tmp_path):
+    with pytest.raises(ValueError, match="JUPYTER_DATA_AGENT_CONFINEMENT='maybe'"):
+        resolve_settings(env={"JUPYTER_DATA_AGENT_CONFINEMENT": "maybe"}, dirs=[str(tmp_path)])
+    (tmp_path / "jupyter_data_agent_config.json").write_text(json.dumps({"DataAgent": {"temperature": 3.5}}))
+    with pytest.raises(ValueError, match=r"c\.DataAgent.*temperature"):
+        resolve_settings(env={}, dirs=[str(tmp_path)])
+
+
+def test_each_default_is_declared_once():
+    """Settings and the turn policies take their defaults and bounds from the traits."""
+    from jupyter_data_agent.config import DataAgent
+    from jupyter_data_agent.search.options import PromptPolicy, SamplingPolicy
+
+    traits = DataAgent()
+    settings = Settings(backend="openai")
+    for name in ("max_prompt_tokens", "max_new_tokens", "temperature", "sample_temperature", "exemplars",
+                 "max_samples", "max_budget", "confinement", "max_image_bytes"):
+        assert getattr(settings, name) == getattr(traits, name), name
+    assert PromptPolicy().max_prompt_tokens == traits.max_prompt_tokens
+    assert SamplingPolicy().temperature == traits.temperature
+    with pytest.raises(ValueError, match="max_prompt_tokens"):  # the trait's bound, min=64
+        PromptPolicy(max_prompt_tokens=10)
 
 
 def test_empty_env_values_do_not_override(system_dir):

@@ -690,7 +690,7 @@ def test_committed_wire_schema_is_current():
 def make_job(**overrides):
     from jupyter_data_agent.config import Settings
     from jupyter_data_agent.llm.scrub import Scrubber
-    from jupyter_data_agent.server.jobs import Job
+    from jupyter_data_agent.server.job import Job
     from jupyter_data_agent.server.models import TurnRequestModel
     from jupyter_data_agent.turn import TurnAsk, resolve
 

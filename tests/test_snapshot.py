@@ -8,8 +8,10 @@ independent. Fixtures live here, not in conftest.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import queue
 import signal
 import threading
 import time
@@ -209,10 +211,8 @@ def test_fd_level_output_captured_and_kernel_iopub_clean(tree, kernel):
     seen = []
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(queue.Empty):
             seen.append(json.dumps(kc.get_iopub_msg(timeout=0.3)["content"]))
-        except Exception:
-            pass
     assert not any("LEAK" in s for s in seen)
     c.close()
 

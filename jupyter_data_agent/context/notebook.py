@@ -354,7 +354,7 @@ _CONTAINERS = (list, tuple, dict, set, frozenset, str, bytes, int)
 def _safe_repr(value: object) -> str:
     try:
         return _history_repr.repr(value) if isinstance(value, _CONTAINERS) else repr(value)
-    except Exception as exc:  # a broken __repr__ must not break the agent
+    except Exception as exc:  # noqa: BLE001 -- a user object's __repr__ may raise anything
         return f"<{type(value).__name__} (repr failed: {type(exc).__name__})>"
 
 

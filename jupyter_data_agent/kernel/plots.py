@@ -233,7 +233,7 @@ def with_summary(data: dict, described: set) -> dict:
                 described.add(id(fig))
                 summary = summarize(fig)
                 return {**data, "text/plain": summary} if summary else data
-    except Exception:  # noqa: BLE001 - the output is shown as it came
+    except Exception:  # noqa: BLE001, S110 -- a user figure may fail anything; the output is shown as it came
         pass
     return data
 

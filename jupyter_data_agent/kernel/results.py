@@ -380,7 +380,7 @@ def jsonable(x: Any, max_items: int = 50, depth: int = 0) -> tuple[Any, bool]:
     if np is not None and isinstance(x, np.generic):
         try:
             return jsonable(x.item(), max_items, depth)
-        except Exception:
+        except Exception:  # noqa: BLE001 -- a user's numpy scalar subclass may raise anything
             return str(x), False
     if depth >= 3:
         r = repr(x)
@@ -410,7 +410,7 @@ def jsonable(x: Any, max_items: int = 50, depth: int = 0) -> tuple[Any, bool]:
         vals, t = jsonable(flat.tolist(), max_items, depth + 1)
         return vals, t or x.size > max_items
     if hasattr(x, "isoformat"):
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a user object's isoformat may raise anything: repr below
             return x.isoformat(), False
     r = repr(x)
     return r[:200], len(r) > 200
@@ -459,6 +459,6 @@ def _sample_value(obj: Any, max_items: int) -> ValueHandle:
             shape = [len(obj)]
         v, t = jsonable(obj, max_items)
         return ValueHandle(type=_type_name(obj), shape=shape, value=v, truncated=t)
-    except Exception as e:  # a broken __repr__ must not break the reply
+    except Exception as e:  # noqa: BLE001 -- a user object's __repr__ may raise anything
         return ValueHandle(type=_type_name(obj), value=f"<unrepresentable: {type(e).__name__}>",
                            truncated=True)

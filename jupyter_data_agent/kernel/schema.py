@@ -59,6 +59,7 @@ __all__ = [
     "FrameCut",
     "FrameSchema",
     "SchemaCuts",
+    "KernelDidNotAnswer",
     "SchemaInspectionError",
     "inspect_namespace",
     "schema_block",
@@ -108,6 +109,10 @@ FrameKind = Literal["DataFrame", "Series"]
 
 class SchemaInspectionError(RuntimeError):
     """The kernel could not be inspected (busy, dead, or the inspector failed)."""
+
+
+class KernelDidNotAnswer(SchemaInspectionError):
+    """The kernel did not answer in time: busy running a cell, or dead (``rpc.KernelTimeout``)."""
 
 
 @dataclass
@@ -215,10 +220,10 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
                 text = str(value)
             if not isinstance(text, str):
                 raise TypeError("not a str")
-        except Exception:
+        except Exception:  # noqa: BLE001 -- runs on user objects, which may raise anything
             try:
                 text = repr(value)  # repr() itself refuses a non-str __repr__ result
-            except Exception:
+            except Exception:  # noqa: BLE001 -- runs on user objects, which may raise anything
                 text = "<unprintable " + type(value).__name__ + ">"
         return clip(text)
 
@@ -226,7 +231,7 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
         if isinstance(label, tuple):
             try:
                 return clip(repr(label))
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 -- a label's repr may raise anything: fall back to to_text
                 pass
         return to_text(label)
 
@@ -259,7 +264,7 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
     def column_info(name, col, examples=1):
         try:
             dtype = clip(str(col.dtype))
-        except Exception:
+        except Exception:  # noqa: BLE001 -- runs on user objects, which may raise anything
             dtype = "?"
         more = []
         try:
@@ -267,7 +272,7 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
             example = to_text(value) if found else None
             if found and examples > 1:
                 more = more_values(col, example, examples - 1)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- runs on user objects, which may raise anything
             example = "<error: " + type(exc).__name__ + ">"
         info = {"name": name, "dtype": dtype, "example": example}
         if more:
@@ -304,7 +309,7 @@ def _jda_collect_schemas(ns, max_frames=10, max_columns=20, max_value_chars=80, 
             else:
                 entry["columns"].append(column_info(label_text(obj.name), obj, examples))
             entry["truncated"] = len(entry["columns"]) < total
-        except Exception:
+        except Exception:  # noqa: BLE001 -- runs on user objects, which may raise anything
             entry["truncated"] = True
         return entry
 
@@ -472,7 +477,9 @@ async def inspect_kernel(
         text = await rpc.acall(kernel_client, expression, timeout=timeout)
     except rpc.KernelExpressionError as exc:
         raise SchemaInspectionError(f"schema inspection failed inside the kernel: {exc}") from exc
-    except rpc.KernelRPCError as exc:  # "... did not answer within N s ..." on a timeout
+    except rpc.KernelTimeout as exc:
+        raise KernelDidNotAnswer(f"schema request: {exc}") from exc
+    except rpc.KernelRPCError as exc:
         raise SchemaInspectionError(f"schema request: {exc}") from exc
     try:
         return [FrameSchema.from_dict(d) for d in json.loads(text)]

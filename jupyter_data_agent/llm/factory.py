@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from dataclasses import asdict
 
 from ..config import BACKENDS, Settings
 from .base import Backend, BackendError
+
+log = logging.getLogger(__name__)
 
 _INSTANCES: dict[str, Backend] = {}
 _LOCK = threading.Lock()
@@ -93,7 +96,7 @@ def _remote_overrides(settings: Settings) -> dict:
         from ..config import resolve_settings
 
         base = resolve_settings()
-    except Exception:
+    except ValueError:  # a broken config file: describe every override
         base = None
     return {name: getattr(settings, name) for name in ALLOWED_OVERRIDES
             if getattr(settings, name) and (base is None or getattr(base, name) != getattr(settings, name))}
@@ -107,8 +110,8 @@ def close_backends() -> None:
     for backend in backends:
         try:
             backend.close()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 -- one backend's failure must not keep the others open
+            log.warning("closing the %s backend failed", type(backend).__name__, exc_info=True)
 
 
 def _local_model_line(settings: Settings) -> str:

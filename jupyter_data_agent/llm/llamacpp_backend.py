@@ -36,6 +36,8 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import codecs
+import contextlib
+import logging
 import os
 import random
 import threading
@@ -58,6 +60,8 @@ from .base import (
 from .embedded import resolve_gguf
 from .local import ModelCache, chat_dicts, fit_context, greedy_copies, transcript, until_stop
 
+log = logging.getLogger(__name__)
+
 INSTALL_LLAMACPP = (
     "The llamacpp backend needs llama-cpp-python: pip install 'jupyter_data_agent[llamacpp]' "
     "(it compiles llama.cpp from source, about 15 minutes on 2 cores), or set "
@@ -71,14 +75,12 @@ def physical_cores() -> int:
         import psutil
 
         count = psutil.cpu_count(logical=False)
-    except Exception:
+    except (ImportError, OSError, RuntimeError):
         count = None
     if not count:
         count = os.cpu_count() or 1
-    try:  # a container or taskset may allow fewer CPUs than the machine has
+    with contextlib.suppress(AttributeError, OSError):  # a container or taskset may allow fewer CPUs
         count = min(count, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        pass
     return max(1, int(count))
 
 
@@ -125,8 +127,8 @@ def clear_model_cache() -> None:
         with loaded.lock:
             try:
                 loaded.llm.close()
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 -- freeing one model must not keep the others loaded
+                log.warning("closing a llama.cpp model failed", exc_info=True)
 
 
 def _load(path: Path, n_ctx: int, threads: int, settings: Settings) -> LoadedLlama:

@@ -69,7 +69,7 @@ def _tiktoken_encoder(model: str):
         import tiktoken
 
         return tiktoken.encoding_for_model(model)
-    except Exception:
+    except (ImportError, KeyError, ValueError):  # not installed, or a model tiktoken does not know
         return None
 
 

@@ -19,6 +19,7 @@ Kernel-side module: standard library only (no torch, no transformers).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -27,6 +28,8 @@ from dataclasses import asdict
 
 from .base import Backend, BackendError, Capabilities, Completion, Prompt, SamplingParams
 from .local import chat_dicts
+
+log = logging.getLogger(__name__)
 
 ENV_SOCKET = "JUPYTER_DATA_AGENT_MODEL_SOCKET"
 ENV_TOKEN = "JUPYTER_DATA_AGENT_MODEL_TOKEN"
@@ -144,8 +147,8 @@ class RemoteBackend(Backend):
                             last_wait = ahead
                             try:
                                 self.on_wait(ahead)
-                            except Exception:
-                                pass
+                            except Exception:  # noqa: BLE001 -- a progress callback must not end the generation
+                                log.debug("on_wait callback failed", exc_info=True)
                         continue
                     yield msg
                     if "done" in msg:

@@ -439,7 +439,7 @@ class TransformersBackend(Backend):
                     kwargs["stopping_criteria"] = StoppingCriteriaList([_Cancel(cancel)])
                     with torch.inference_mode(), self._seeded(single.seed):
                         loaded.model.generate(**kwargs)
-            except BaseException as exc:  # surfaced in the consumer's thread
+            except BaseException as exc:  # noqa: BLE001 -- re-raised in the consumer's thread
                 failure.append(exc)
                 streamer.end()
 

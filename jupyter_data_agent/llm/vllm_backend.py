@@ -17,6 +17,7 @@ interpreter exit.
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib.util
 import json
 import os
@@ -163,10 +164,8 @@ def _stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
         process.wait(grace)
     except subprocess.TimeoutExpired:
         send(signal.SIGKILL if os.name == "posix" else signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL sent; nothing more to do
             process.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 class VLLMBackend(Backend):

@@ -59,8 +59,7 @@ from typing import Literal
 from ..context.model import Cell, NotebookContext, Turn
 from ..kernel.plots import PLOT_PREFIX
 from ..kernel.results import truncate_text
-from ..llm.base import estimate_tokens
-from ..llm.base import ChatMessage, ImagePart, Prompt
+from ..llm.base import ChatMessage, ImagePart, Prompt, estimate_tokens
 from ..llm.images import IMAGE_TOKENS
 from .exemplars import EXEMPLARS, Exemplar
 

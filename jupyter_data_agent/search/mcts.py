@@ -48,6 +48,7 @@ stays.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import math
 import os
 import threading
@@ -73,10 +74,12 @@ from ..prompts.react import (
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .equivalence import majority
+from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
 from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, turn_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
-from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
+
+log = logging.getLogger(__name__)
 
 RewardFn = Callable[[str | None], float]
 
@@ -382,7 +385,7 @@ class MCTSSearch:
             except Cancelled:
                 self._abort(futures)
                 raise
-            except Exception as e:  # fork failed (capacity, dead parent): an error on this path
+            except Exception as e:  # noqa: BLE001 -- a failed fork (capacity, dead parent) is an error on this path, not the end of the search
                 result = ExecResult(status="died", ename=type(e).__name__, evalue=str(e),
                                     outputs=[OutputItem(output_type="error",
                                                         ename=type(e).__name__, evalue=str(e))])
@@ -487,8 +490,8 @@ class MCTSSearch:
         node.snapshot = None
         try:
             snap.close()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 -- the tree closes what is left at the end
+            log.debug("closing a search node's copy failed", exc_info=True)
 
     def _abort(self, futures: dict) -> None:
         """Cancel: end every process, including forks that finish meanwhile."""
@@ -502,8 +505,8 @@ class MCTSSearch:
         for snap in reversed(created):  # deepest first: each is reaped by its parent
             try:
                 snap.close()
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others open
+                log.warning("closing a search copy failed", exc_info=True)
         for n in self.nodes:
             if n.parent is not None:
                 n.snapshot = None

@@ -13,6 +13,7 @@ JUPITER's ``Formatted answer:``) or after ``ReactOptions.max_turns`` turns.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
 from typing import Any
 
@@ -41,6 +42,8 @@ from .generate import (
 )
 from .options import ReactOptions
 from .trajectories import TrajectoryRecord, path_histories, write_jsonl
+
+log = logging.getLogger(__name__)
 
 
 def exec_cancellable(snapshot: Any, code: str, ctx: RunContext, pool) -> ExecResult:
@@ -136,8 +139,8 @@ class ReactStrategy:
             if lineage:
                 try:
                     lineage[0].close()  # the whole lineage: each copy is the next one's parent
-                except Exception:
-                    pass
+                except Exception:  # noqa: BLE001 -- the turn's answer stands; the tree closes what is left
+                    log.warning("closing the agent's copies failed", exc_info=True)
         ok = [(s, r) for s, r in zip(steps, results) if s.status == "ok"]
         code, cell_steps = solution_cell([(s.thought, s.code) for s, _ in ok], answer)
         candidate = Candidate(

@@ -9,10 +9,9 @@ from __future__ import annotations
 import time
 
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
-from .equivalence import majority
+from .equivalence import exec_output, majority
 from .generate import execute, finish, options, plan_prompt, repair, repair_skipped, sample_candidates
 from .options import VoteOptions
-from .equivalence import exec_output
 
 
 def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candidate | None:

@@ -14,6 +14,7 @@ from jupyter_server.utils import url_path_join
 from traitlets import Any, Bool, Enum, Float, Instance, Int, Unicode
 
 from ..config import DataAgent, Settings
+from ..store.value_models import value_model_label, with_newest_value_model
 from ..turn.resolve import load_settings
 from .complete import CompleteHandler
 from .handlers import (
@@ -30,7 +31,6 @@ from .handlers import (
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
 from .models import MAX_INTENT_CHARS, ServerLimits
-from ..store.value_models import value_model_label, with_newest_value_model
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
@@ -185,7 +185,7 @@ class DataAgentExtension(ExtensionApp):
 
         try:
             store = DecisionStore(self.decisions_path or default_store_path())
-        except Exception as exc:  # an unwritable data dir must not stop the server
+        except Exception as exc:  # noqa: BLE001 -- an unwritable data dir (or any store error) must not stop the server
             self.log.warning("jupyter_data_agent: decisions are not recorded: %s", exc)
             return None
         self.log.info("jupyter_data_agent: decisions recorded in %s", store.path)

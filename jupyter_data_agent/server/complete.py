@@ -81,11 +81,11 @@ class SchemaCache:
         return await asyncio.shield(pending)
 
     async def _read(self, kernel_id: str, km: Any, stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
+        from ..kernel.client import own_client
         from ..kernel.schema import SchemaInspectionError, inspect_kernel, schema_block
-        from .jobs import _own_client
 
         self.reads += 1
-        kc = _own_client(km)
+        kc = own_client(km)
         kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
         try:
             frames = await inspect_kernel(kc, timeout=self.timeout, time_limit=1.0)
@@ -219,7 +219,7 @@ class CompleteHandler(AgentAPIHandler):
                                      "(c.DataAgent.inline_completion).")
         try:
             context = _context(request)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- cells from the browser: any failure to read them is a 400
             raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
         self.cancel = cancel = threading.Event()
         stamp = tuple(c.execution_count for c in request.cells if c.cell_type == "code")

@@ -199,7 +199,7 @@ class TurnsHandler(AgentAPIHandler):
         try:
             context = from_notebook(request.notebook(), active_index=request.active_index,
                                     path=request.notebook_path or None)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- cells from the browser: any failure to read them is a 400
             raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
 
         try:
@@ -281,7 +281,7 @@ class DecisionsHandler(AgentAPIHandler):
         record.candidate = scrub.json(record.candidate)
         try:
             row = await asyncio.to_thread(store.add, record)
-        except Exception as exc:  # a full disk, a locked file: say so, the notebook is unaffected
+        except Exception as exc:  # noqa: BLE001 -- a full disk, a locked file: said, the notebook is unaffected
             self.log.warning("jupyter_data_agent: decision not recorded: %s", exc)
             raise web.HTTPError(503, f"The decision could not be recorded: {exc}") from None
         self.finish(DecisionRecorded(recorded=True, complete=record.complete, id=row).model_dump_json())

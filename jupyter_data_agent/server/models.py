@@ -30,7 +30,8 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from ..turn.events import API_VERSION, JobEvent, StrategyName
 
-__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest", "InlineCompletionChunk",
+__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest",
+           "InlineCompletionChunk",
            "InlineCompletionRequest", "JobEvent",
            "JobPoll", "JobState", "ModelPrice",
            "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",

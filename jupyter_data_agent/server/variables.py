@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernel.schema import FrameSchema, SchemaInspectionError, inspect_kernel
-from .jobs import _own_client
+from ..kernel.client import own_client
+from ..kernel.schema import FrameSchema, KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
 from .models import VariableInfo, VariablesReply
 
 #: Frames listed, and column names per frame (the popup shows a few).
@@ -27,13 +27,13 @@ def variable_info(frame: FrameSchema) -> VariableInfo:
 
 async def kernel_variables(km: Any, kernel_id: str, timeout: float = REPLY_TIMEOUT_S) -> VariablesReply:
     """The frames in ``km``'s kernel, or ``available=False`` with the reason."""
-    kc = _own_client(km)
+    kc = own_client(km)
     kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
     try:
         frames = await inspect_kernel(kc, timeout=timeout, max_frames=MAX_VARIABLES,
                                       max_columns=COLUMNS_SHOWN, max_value_chars=40, time_limit=1.0)
     except SchemaInspectionError as exc:
-        busy = "did not answer" in str(exc)
+        busy = isinstance(exc, KernelDidNotAnswer)
         reason = ("The kernel is busy running a cell; its variables show once it is idle."
                   if busy else f"Could not read the kernel's variables: {exc}")
         return VariablesReply(kernel_id=kernel_id, available=False, reason=reason)

@@ -41,12 +41,16 @@ def _options(name: str, settings: Settings, ask: TurnAsk):
     except ValidationError as error:
         raise ValueError(f"Invalid {name} options: "
                          f"{short_errors(error, skip=OPTIONS_BY_STRATEGY, empty='options')}") from None
+    # What the user asked for beyond the limit is refused; a default beyond it is lowered to it.
     for knob, option in KNOBS.get(name, {}).items():
         limit = getattr(settings, KNOB_LIMITS[knob])
         value = getattr(options, option)
-        if value > limit:
+        if value <= limit:
+            continue
+        if option in knobs or option in ask.options:
             raise ValueError(f"{knob} is {value}; at most {limit} on this server "
                              f"(c.DataAgent.{KNOB_LIMITS[knob]}).")
+        options = options.model_copy(update={option: limit})
     return options
 
 
