@@ -20,6 +20,10 @@ c.ServerApp.allow_root = True  # noqa: F821
 # old kernel's Landlock): "warn" still runs candidates, so the UI tests see
 # real outputs, and the badge says "partially confined" with what is missing.
 c.DataAgent.confinement = "warn"  # noqa: F821
+# Limits other than the defaults (32, 1000): the sidebar must take them from GET config
+# (limits.spec.ts), not from numbers of its own.
+c.DataAgent.max_samples = 12  # noqa: F821
+c.DataAgent.max_budget = 150  # noqa: F821
 # The test model reads images (vision.spec.ts). Image parts go only with a plot output of
 # the active cell, which no other spec has, so their requests stay text; JDA_UI_VISION=0
 # turns it off.

@@ -52,6 +52,7 @@ from .base import (
     SamplingParams,
     StopStream,
     cut_at_stop,
+    use_chat,
 )
 from .images import vision_enabled
 from .local import chat_dicts, transcript
@@ -208,7 +209,8 @@ class OpenAIBackend(Backend):
 
     # -- request building ----------------------------------------------------
     def _use_chat(self, prompt: Prompt) -> bool:
-        return {"chat": True, "completion": False}.get(self.settings.api_mode, prompt.is_chat)
+        """The one rule (``use_chat``); in ``auto`` the prompt's own form decides."""
+        return use_chat(self.settings.api_mode, self.capabilities, auto=prompt.is_chat)
 
     def _request_kwargs(self, prompt: Prompt, params: SamplingParams, chat: bool, n: int) -> dict:
         kwargs: dict[str, Any] = {

@@ -38,7 +38,8 @@ test('the model configuration dialog shows the server configuration', async ({
   await expect(dialog).not.toContainText('test-key');
   await expect(row('Strategies')).toContainText('Direct');
   await expect(row('Strategies')).toContainText('Vote');
-  await expect(row('Limits')).toContainText('max samples: 32');
+  // c.DataAgent.max_samples in ui-tests/jupyter_server_test_config.py.
+  await expect(row('Limits')).toContainText('max samples: 12');
   // No c.DataAgent.prices in the test server's config: no cost is estimated.
   await expect(row('Price')).toContainText('none configured');
   await page.screenshot({ path: screenshotPath('config-dialog.png') });

@@ -412,7 +412,12 @@ export const CONFIG: AgentConfig = {
     // Mocked pages answer no completion requests.
     inline_completion: false
   },
-  limits: {},
+  limits: {
+    max_samples: 32,
+    max_budget: 1000,
+    max_intent_chars: 20000,
+    max_concurrent_jobs: 2
+  },
   price: null,
   models: ['scripted-model']
 };
