@@ -12,7 +12,6 @@ import pytest
 
 from jupyter_data_agent.context.model import METADATA_KEY
 from jupyter_data_agent.context.notebook import from_notebook
-from jupyter_data_agent.context.turns import mark_accepted, read_turns
 from jupyter_data_agent.prompts.arcade import linearize
 from jupyter_data_agent.prompts.edit import EDIT_CELL_NOTE, edit_intent, edit_question
 from jupyter_data_agent.server.models import TurnRequestModel
@@ -96,19 +95,6 @@ async def test_an_edit_turn_asks_for_the_whole_cell(jp_fetch, jp_ws_fetch, model
     assert ("Fix the error in this cell" in prompt) is edit
     assert ("It raised KeyError: 'colum'" in prompt) is edit
     assert (EDIT_CELL_NOTE in prompt) is edit
-
-
-def test_an_edit_turn_survives_a_python_rewrite_of_the_turns():
-    """The sidebar's ``edits_cell`` (which cell the turn replaced) is kept
-    when the Python side rewrites the turns, e.g. on a decision."""
-    nb = {"cells": [BROKEN], "metadata": {METADATA_KEY: {"version": 1, "turns": [{
-        "turn_id": "t1", "intent": "Fix the error in this cell", "code": "df['col'].sum()",
-        "status": "pending", "cell_ids": ["c2"], "candidates": ["df['col'].sum()"],
-        "created": 1.0, "edits_cell": "c2"}]}}}
-    mark_accepted(nb, "t1", "df['col'].sum()")
-    stored = nb["metadata"][METADATA_KEY]["turns"][0]
-    assert stored["status"] == "accepted" and stored["edits_cell"] == "c2"
-    assert read_turns(nb)[0].extra == {"edits_cell": "c2"}
 
 
 def _edit_notebook(status: str, source: str) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import nbformat
-import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
@@ -17,16 +16,23 @@ from jupyter_data_agent.context.notebook import (
     reduce_outputs,
 )
 from jupyter_data_agent.context.turns import (
-    TURNS_VERSION,
     cell_turn_info,
     get_turn,
-    mark_accepted,
-    mark_edited,
-    mark_rejected,
     read_turns,
-    record_turn,
     turn_from_dict,
-    turn_to_dict,
+)
+from jupyter_data_agent.prompts.arcade import linearize
+from tests.golden_turns import (
+    ACCEPTED,
+    EDIT,
+    EDITED,
+    EXPLAIN_FAILED,
+    GOLDEN,
+    PENDING,
+    REJECTED,
+    golden_notebook,
+    golden_turn,
+    pointer,
 )
 
 
@@ -216,10 +222,11 @@ def test_agent_cells_become_turns_and_active_index_cuts():
 
 def test_turn_info_from_notebook_and_cell_metadata():
     nb = _nb()
-    stored = record_turn(nb, Turn(intent="Average of b?", status="accepted", code="df['b'].mean()"))
     cell = new_code_cell("df['b'].mean()")
+    stored = golden_turn(ACCEPTED, intent="Average of b?", code="df['b'].mean()", cell_ids=[cell.id])
+    nb.metadata[METADATA_KEY] = {"version": 1, "turns": [stored]}
+    cell.metadata.update(pointer(stored))
     nb.cells.append(cell)
-    record_turn(nb, stored, cell)
     # A cell copied from another notebook: only its own pointer is known.
     orphan = new_code_cell("df.describe()")
     orphan.metadata[METADATA_KEY] = {"turn_id": "zzz", "intent": "Summarize df", "status": "edited"}
@@ -227,9 +234,9 @@ def test_turn_info_from_notebook_and_cell_metadata():
 
     ctx = from_notebook(nb)
     by_id = {t.turn_id: t for t in ctx.turns}
-    assert ctx.cells[-2].turn_id == stored.turn_id
-    assert by_id[stored.turn_id].intent == "Average of b?"
-    assert by_id[stored.turn_id].cell_ids == [cell.id]
+    assert ctx.cells[-2].turn_id == ACCEPTED
+    assert by_id[ACCEPTED].intent == "Average of b?"
+    assert by_id[ACCEPTED].cell_ids == [cell.id]
     assert ctx.cells[-1].turn_id == "zzz"
     assert by_id["zzz"].intent == "Summarize df" and by_id["zzz"].status == "edited"
 
@@ -320,82 +327,130 @@ def test_from_history_inside_a_real_shell():
     assert "now double it" not in [t.intent for t in ctx.turns]
 
 
-def test_turns_round_trip_through_json():
-    nb = new_notebook()
-    cell = new_code_cell("")
-    nb.cells.append(cell)
-    t = record_turn(nb, Turn(intent="Top 3 products?", candidates=["a()", "b()"]), cell=0)
-    assert t.turn_id and t.created is not None and t.cell_ids == [cell.id]
-    store = nb.metadata[METADATA_KEY]
-    assert store["version"] == TURNS_VERSION == 1
-    assert cell.metadata[METADATA_KEY] == {
-        "turn_id": t.turn_id, "intent": "Top 3 products?", "status": "pending"}
-
-    mark_accepted(nb, t.turn_id, code="a()")
-    nb2 = nbformat.reads(nbformat.writes(nb), as_version=4)  # through the file format
-    back = read_turns(nb2)
-    assert back == [Turn(intent="Top 3 products?", code="a()", status="accepted", turn_id=t.turn_id,
-                         cell_ids=[cell.id], candidates=["a()", "b()"], created=t.created)]
-    assert cell_turn_info(nb2.cells[0])["status"] == "accepted"
-
-    mark_edited(nb2, t.turn_id, "a().head()")
-    assert get_turn(nb2, t.turn_id).code == "a().head()"
-    assert get_turn(nb2, t.turn_id).status == "edited"
-    mark_rejected(nb2, t.turn_id)
-    assert cell_turn_info(nb2.cells[0])["status"] == "rejected"
-
-    # Updating by id does not duplicate.
-    record_turn(nb2, get_turn(nb2, t.turn_id))
-    assert len(read_turns(nb2)) == 1
-    with pytest.raises(KeyError):
-        mark_accepted(nb2, "nope")
-    with pytest.raises(ValueError):
-        from jupyter_data_agent.context.turns import set_status
-
-        set_status(nb2, t.turn_id, "maybe")  # type: ignore[arg-type]
+# The keys Turn models; a stored turn's other keys go to Turn.extra.
+MODELLED = {"turn_id", "intent", "code", "status", "cell_ids", "candidates", "created", "answer",
+            "confinement"}
 
 
-def test_front_end_turn_keys_survive_a_rewrite():
-    """The sidebar stores the confinement badge, the explain answer and its own
-    extras on a turn; recording a decision from Python must not drop them."""
-    confinement = {
-        "policy": "warn",
-        "status": "partial",
-        "execute": True,
-        "message": "seccomp is unavailable",
-        "layers": [{"name": "seccomp", "on": False, "detail": "kernel too old"}],
-        "missing": ["seccomp"],
-    }
+def test_the_golden_notebook_reads_back_every_turn_and_pointer():
+    """tests/data/turns.golden.ipynb holds turns as the front end stores them
+    (src/__tests__/golden.spec.ts checks that side): every field comes back."""
+    stored = golden_notebook()["metadata"][METADATA_KEY]
+    assert stored["version"] == 1
+    nb = nbformat.read(GOLDEN, as_version=4)
+    nbformat.validate(nb)
+    turns = read_turns(nb)
+    assert [t.turn_id for t in turns] == [ACCEPTED, REJECTED, EDITED, EDIT, EXPLAIN_FAILED, PENDING]
+    for turn, raw in zip(turns, stored["turns"]):
+        assert turn == Turn(intent=raw["intent"], code=raw["code"], status=raw["status"],
+                            turn_id=raw["turn_id"], cell_ids=raw["cell_ids"],
+                            candidates=raw["candidates"], created=raw["created"], answer=None,
+                            confinement=raw.get("confinement"),
+                            extra={k: v for k, v in raw.items() if k not in MODELLED})
+    by_id = {t.turn_id: t for t in turns}
+    assert {i: t.status for i, t in by_id.items()} == {
+        ACCEPTED: "accepted", REJECTED: "rejected", EDITED: "edited", EDIT: "accepted",
+        EXPLAIN_FAILED: "pending", PENDING: "pending"}
+    assert {i: sorted(t.extra) for i, t in by_id.items()} == {
+        ACCEPTED: ["explanations", "previews", "strategy"],
+        REJECTED: ["explanations", "previews", "strategy"],
+        EDITED: ["explanations", "previews", "strategy"],
+        EDIT: ["edits_cell", "explanations", "previews", "strategy"],
+        EXPLAIN_FAILED: ["explanations", "failure", "strategy"],
+        PENDING: ["explanations", "previews", "strategy"]}
+    accepted = by_id[ACCEPTED]
+    assert accepted.confinement["status"] == "partial" and accepted.confinement["missing"] == ["seccomp"]
+    assert accepted.extra["strategy"] == "vote" and len(accepted.extra["explanations"]) == 2
+    assert [p[0]["output_type"] for p in accepted.extra["previews"]] == ["execute_result", "error"]
+    assert len(accepted.cell_ids) == 2 and accepted.code == "flights.groupby('airline')['dep_delay'].mean()"
+    assert by_id[REJECTED].extra["previews"][0][0]["data"]["image/png"].startswith("iVBOR")
+    assert by_id[EDITED].code != by_id[EDITED].candidates[0]  # the user's code, not the candidate
+    assert by_id[EXPLAIN_FAILED].extra["failure"]["status"] == "error"
+    assert by_id[EXPLAIN_FAILED].extra["strategy"] == "explain" and by_id[EXPLAIN_FAILED].candidates == []
+    assert by_id[PENDING].confinement["status"] == "not_executed"
+    assert by_id[PENDING].extra["previews"] == [None, None]  # not run
+    assert get_turn(nb, EDIT) == by_id[EDIT] and get_turn(nb, "nope") is None
+
+    # Cell pointers: the solution cells name their turn, its intent and status.
+    cells = {c.id: c for c in nb.cells}
+    edit_cell = by_id[EDIT].extra["edits_cell"]
+    assert by_id[EDIT].cell_ids == [edit_cell] and edit_cell in cells
+    expected = {cid: (tid, by_id[tid].status) for tid in (ACCEPTED, EDITED, EDIT, PENDING)
+                for cid in by_id[tid].cell_ids}
+    assert {cid: (info["turn_id"], info["status"]) for cid, c in cells.items()
+            if (info := cell_turn_info(c))} == expected
+    for c in nb.cells:
+        info = cell_turn_info(c)
+        assert info is None or info["intent"] == by_id[info["turn_id"]].intent
+    # The rejected turn's cell was removed: its id names no cell.
+    assert not set(by_id[REJECTED].cell_ids) & set(cells)
+
+    # The notebook context: the same turns, each solution cell tied to its turn.
+    for source in (nb, golden_notebook(), nbformat.writes(nb)):
+        ctx = from_notebook(source)
+        assert ctx.turns == turns
+        assert [c.turn_id for c in ctx.cells] == [
+            None, None, ACCEPTED, ACCEPTED, EDITED, EDIT, None, PENDING]
+        assert [c.cell_id for c in ctx.cells] == [c.id for c in nb.cells]
+    # The prompt shows each prior turn's intent above its cells.
+    text = "".join(linearize(from_notebook(nb)))
+    for tid in (ACCEPTED, EDITED, EDIT, PENDING):
+        assert text.count(f"# Problem: {by_id[tid].intent}") == 1
+    for tid in (REJECTED, EXPLAIN_FAILED):
+        assert by_id[tid].intent not in text
+
+
+def test_an_explain_answer_and_the_badge_are_read():
+    """``answer`` (which the front end does not store today) and
+    ``confinement`` are modelled; what the sidebar adds is kept in ``extra``."""
+    confinement = golden_turn(ACCEPTED)["confinement"]
+    explained = golden_turn(EXPLAIN_FAILED, turn_id="t2", answer="It averages **a**.")
+    del explained["failure"]
     nb = new_notebook()
     nb.cells.append(new_code_cell("df['a'].mean()"))
-    nb.metadata[METADATA_KEY] = {"version": 1, "turns": [
-        {"turn_id": "t1", "intent": "Mean of a?", "code": "df['a'].mean()", "status": "pending",
-         "cell_ids": [], "candidates": ["df['a'].mean()"], "created": 1.5,
-         "strategy": "vote", "explanations": ["Step 1: mean"], "confinement": confinement},
-        {"turn_id": "t2", "intent": "Explain this cell", "code": "", "status": "pending",
-         "cell_ids": [], "candidates": [], "created": 2.5, "strategy": "explain",
-         "answer": "It averages **a**."},
-    ]}
-    before = json.loads(json.dumps(nb.metadata[METADATA_KEY]["turns"]))
-    t1, t2 = read_turns(nb)
+    nb.metadata[METADATA_KEY] = {"version": 1, "turns": [golden_turn(ACCEPTED, turn_id="t1"), explained]}
+    t1, t2 = read_turns(nbformat.reads(nbformat.writes(nb), as_version=4))
     assert t1.confinement == confinement and t1.answer is None
-    assert t1.extra == {"strategy": "vote", "explanations": ["Step 1: mean"]}
+    assert t1.extra["strategy"] == "vote" and "confinement" not in t1.extra
     assert t2.answer == "It averages **a**." and t2.confinement is None
-
-    mark_accepted(nb, "t1")  # rewrites every turn
-    nb2 = nbformat.reads(nbformat.writes(nb), as_version=4)
-    after = nb2.metadata[METADATA_KEY]["turns"]
-    assert after[1] == before[1]
-    assert after[0] == {**before[0], "status": "accepted"}
-    assert "answer" not in after[0] and "confinement" not in after[1]  # optional keys stay absent
+    assert t2.extra == {"explanations": [], "strategy": "explain"}
 
 
 def test_turn_from_dict_is_tolerant():
     t = turn_from_dict({"intent": "x", "status": "weird", "cell_ids": "notalist", "created": "soon",
                         "answer": 3, "confinement": "yes"})
     assert t == Turn(intent="x")
-    assert turn_to_dict(Turn(intent="x", confinement={"bad": object()})) == turn_to_dict(t)
-    assert turn_from_dict(turn_to_dict(t)) == t
-    assert json.loads(json.dumps(turn_to_dict(t))) == turn_to_dict(t)
+    # Not JSON (a NaN, an object): dropped, the file must stay loadable.
+    assert turn_from_dict({"intent": "x", "confinement": {"bad": float("nan")}}) == t
+    assert turn_from_dict({"intent": "x", "confinement": {"bad": object()}}) == t
     assert read_turns({"metadata": {METADATA_KEY: "garbage"}}) == []
     assert read_turns({"metadata": {}}) == []
+
+
+def test_hand_edited_golden_metadata_degrades_instead_of_failing():
+    """The golden notebook with its metadata broken by hand or another tool:
+    what is still readable is read, the rest gets defaults."""
+    nb = golden_notebook()
+    turns = nb["metadata"][METADATA_KEY]["turns"]
+    turns[0].update(status="maybe", created="yesterday", cell_ids="c1", candidates=None,
+                    confinement=["not", "a", "dict"])
+    del turns[1]["intent"], turns[1]["code"]
+    turns[2]["previews"] = "oops"
+    turns.insert(3, "not a turn")
+    nb["metadata"][METADATA_KEY]["version"] = 7  # a newer writer: read best-effort
+    nb["cells"][2]["metadata"][METADATA_KEY] = {"turn_id": ACCEPTED, "status": "maybe"}
+    nb["cells"][3]["metadata"][METADATA_KEY] = ["garbage"]
+    nb["cells"][4]["metadata"][METADATA_KEY] = {"intent": "no id"}
+
+    back = read_turns(nb)
+    assert [t.turn_id for t in back] == [ACCEPTED, REJECTED, EDITED, EDIT, EXPLAIN_FAILED, PENDING]
+    first = back[0]
+    assert (first.status, first.created, first.cell_ids, first.candidates, first.confinement) == (
+        "pending", None, [], [], None)
+    assert first.extra["strategy"] == "vote"
+    assert (back[1].intent, back[1].code, back[1].status) == ("", "", "rejected")
+    assert back[2].extra["previews"] == "oops"  # kept as it was
+    assert cell_turn_info(nb["cells"][2]) == {"turn_id": ACCEPTED, "intent": "", "status": "pending"}
+    assert cell_turn_info(nb["cells"][3]) is None and cell_turn_info(nb["cells"][4]) is None
+    ctx = from_notebook(nb)
+    assert [c.turn_id for c in ctx.cells] == [None, None, ACCEPTED, None, None, EDIT, None, PENDING]

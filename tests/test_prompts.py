@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from jupyter_data_agent.context.model import Cell, NotebookContext, Turn
+from jupyter_data_agent.context.model import METADATA_KEY, Cell, NotebookContext, Turn
 from jupyter_data_agent.context.notebook import from_history, from_notebook
-from jupyter_data_agent.context.turns import record_turn
 from jupyter_data_agent.prompts import (
     EXEMPLARS,
     STEP_PREFIX,
@@ -27,6 +26,7 @@ from jupyter_data_agent.prompts.arcade import (
     NotebookBlocks,
     uncomment_lines,
 )
+from tests.golden_turns import ACCEPTED, golden_turn, pointer
 
 
 def count(s: str) -> int:
@@ -63,12 +63,13 @@ def _notebook():
         new_code_cell("flights.groupby('airline')['dep_delay'].mean()", execution_count=5),
         new_code_cell(""),  # the empty cell the answer goes to: left out
     ]
-    # Prior turn 2: asked in the sidebar, recorded in metadata on its cell.
-    record_turn(
-        nb,
-        Turn(intent="What is the mean departure delay per airline?", status="accepted"),
-        cell=6,
-    )
+    # Prior turn 2: asked in the sidebar, stored as the front end stores it
+    # (notebook metadata, and a pointer on its cell).
+    cell = nb.cells[6]
+    turn = golden_turn(ACCEPTED, code=cell.source, cell_ids=[cell.id])
+    assert turn["intent"] == "What is the mean departure delay per airline?" and turn["status"] == "accepted"
+    nb.metadata[METADATA_KEY] = {"version": 1, "turns": [turn]}
+    cell.metadata.update(pointer(turn))
     return nb
 
 
