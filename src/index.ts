@@ -24,14 +24,15 @@ import { getConfig, reloadValueModel } from './handler';
 import { executorPlugin } from './executor';
 import { inlinePlugin } from './inline';
 import { noRequestRegistry } from './norequests';
-import { EXPLAIN, Strategy } from './models';
+import { EXPLAIN, Limits, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
+import { ISendOptions, NotebookSession } from './session';
 import {
   DEFAULT_SETTINGS,
   IAgentSettings,
-  ISendOptions,
-  NotebookSession
-} from './session';
+  readSettings,
+  withinLimits
+} from './settings';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 const PLUGIN_ID = 'jupyter-data-agent:plugin';
@@ -65,31 +66,6 @@ const agentIcon = new LabIcon({
     '</g></svg>'
 });
 
-function readSettings(
-  settings: ISettingRegistry.ISettings | null
-): IAgentSettings {
-  if (!settings) {
-    return { ...DEFAULT_SETTINGS };
-  }
-  const get = <T>(key: keyof IAgentSettings, fallback: T): T => {
-    const value = settings.get(key).composite;
-    return value === undefined || value === null
-      ? fallback
-      : (value as unknown as T);
-  };
-  return {
-    defaultStrategy: get<Strategy>(
-      'defaultStrategy',
-      DEFAULT_SETTINGS.defaultStrategy
-    ),
-    samples: get<number | null>('samples', DEFAULT_SETTINGS.samples),
-    budget: get<number | null>('budget', DEFAULT_SETTINGS.budget),
-    insertMode: get('insertMode', DEFAULT_SETTINGS.insertMode),
-    autoInsert: get('autoInsert', DEFAULT_SETTINGS.autoInsert),
-    temperature: get<number | null>('temperature', DEFAULT_SETTINGS.temperature)
-  };
-}
-
 function hasError(panel: NotebookPanel | null): boolean {
   const cell = panel?.content.activeCell;
   if (!cell || cell.model.type !== 'code') {
@@ -120,12 +96,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null
   ) => {
     let settings: IAgentSettings = { ...DEFAULT_SETTINGS };
+    // What the server accepts (GET config); null until it answered.
+    let limits: Limits = null;
+    // The settings as used: a samples or budget above the server's limit is that limit.
+    const effectiveSettings = () => withinLimits(settings, limits);
     const sessions = new Map<NotebookPanel, NotebookSession>();
 
     // Candidate outputs and model text load nothing (norequests.ts).
     const sidebar = new AgentSidebar(
       noRequestRegistry(rendermime),
-      () => settings
+      effectiveSettings
     );
     sidebar.title.icon = agentIcon;
     sidebar.title.caption = 'Data Agent';
@@ -142,6 +122,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           available: config.capabilities.strategies
         };
         sidebar.price = config.price ?? null;
+        limits = config.limits ?? null;
+        sidebar.limits = limits;
         sidebar.models = config.models ?? [];
         app.commands.notifyCommandChanged();
       })
@@ -161,7 +143,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
           return;
         }
         // The conversation (and any pending suggestion) comes back from metadata.
-        const session = new NotebookSession(panel, () => settings);
+        const session = new NotebookSession(
+          panel,
+          effectiveSettings,
+          () => limits
+        );
         sessions.set(panel, session);
         panel.disposed.connect(() => {
           sessions.delete(panel);
@@ -271,9 +257,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         'The error output is sent as context; the fix comes back as a suggestion',
       isEnabled: () =>
         !!current() && hasError(tracker.currentWidget) && !current()?.running,
-      // The fix replaces the cell: shown as a diff over it.
-      execute: () =>
-        askAboutCell({ intent: 'Fix the error in this cell', editCell: true })
+      // The cell and its error go as a typed edit; the fix replaces the
+      // cell, shown as a diff over it.
+      execute: () => askAboutCell({ intent: '', edit: 'fix' })
     });
     commands.addCommand(CommandIDs.improveCell, {
       describedBy: NO_ARGS,
@@ -284,12 +270,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         !!current() &&
         tracker.currentWidget?.content.activeCell?.model.type === 'code' &&
         !current()?.running,
-      execute: () =>
-        askAboutCell({
-          intent:
-            'Improve this cell: make it clearer and more idiomatic, keeping what it computes',
-          editCell: true
-        })
+      // The cell and its text output go as a typed edit.
+      execute: () => askAboutCell({ intent: '', edit: 'improve' })
     });
 
     const onSuggestion = (
