@@ -44,7 +44,7 @@ function outputsOf(cell: IEditedCell): Record<string, unknown>[] {
 }
 
 /** The first error output of the cell, as the server takes it; null: none. */
-export function cellError(cell: IEditedCell): CellError | null {
+export function cellError(cell: IEditedCell): Required<CellError> | null {
   const error = outputsOf(cell).find(o => o.output_type === 'error');
   if (!error) {
     return null;

@@ -27,12 +27,7 @@ import { noRequestRegistry } from './norequests';
 import { EXPLAIN, Limits, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
 import { ISendOptions, NotebookSession } from './session';
-import {
-  DEFAULT_SETTINGS,
-  IAgentSettings,
-  readSettings,
-  withinLimits
-} from './settings';
+import { DEFAULT_SETTINGS, IAgentSettings, readSettings } from './settings';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 const PLUGIN_ID = 'jupyter-data-agent:plugin';
@@ -96,16 +91,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null
   ) => {
     let settings: IAgentSettings = { ...DEFAULT_SETTINGS };
-    // What the server accepts (GET config); null until it answered.
+    // What the server accepts (GET config); null until it answered. A
+    // samples or budget setting above its limit is used as that limit.
     let limits: Limits = null;
-    // The settings as used: a samples or budget above the server's limit is that limit.
-    const effectiveSettings = () => withinLimits(settings, limits);
     const sessions = new Map<NotebookPanel, NotebookSession>();
 
     // Candidate outputs and model text load nothing (norequests.ts).
     const sidebar = new AgentSidebar(
       noRequestRegistry(rendermime),
-      effectiveSettings
+      () => settings
     );
     sidebar.title.icon = agentIcon;
     sidebar.title.caption = 'Data Agent';
@@ -145,7 +139,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         // The conversation (and any pending suggestion) comes back from metadata.
         const session = new NotebookSession(
           panel,
-          effectiveSettings,
+          () => settings,
           () => limits
         );
         sessions.set(panel, session);

@@ -16,6 +16,7 @@ import { Conversation } from './components/Conversation';
 import { UsageLine } from './components/UsageLine';
 import { Limits } from './models';
 import { IAgentSettings, NotebookSession } from './session';
+import { withinLimits } from './settings';
 import { totalUsage } from './usage';
 import type { ModelPrice } from './wire';
 
@@ -167,7 +168,7 @@ export class AgentSidebar extends ReactWidget {
         <Composer
           key={session.panel.id}
           session={session}
-          settings={this._settings()}
+          settings={withinLimits(this._settings(), this._limits)}
           strategies={this._strategies}
           models={this._models}
           limits={this._limits}
