@@ -33,6 +33,48 @@ export interface IExchange {
   readonly created: number;
 }
 
+/**
+ * A session's exchanges, oldest first. An exchange is replaced by a changed
+ * copy, never changed in place: the list is a new array after each change,
+ * and the other exchanges stay the same objects.
+ */
+export class ExchangeList {
+  get all(): readonly IExchange[] {
+    return this._all;
+  }
+
+  /** The exchange with this key as it is now. */
+  get(key: string): IExchange | null {
+    return this._all.find(e => e.key === key) ?? null;
+  }
+
+  add(exchange: IExchange): void {
+    this._all = [...this._all, exchange];
+  }
+
+  clear(): void {
+    this._all = [];
+  }
+
+  /** A copy of the exchange with `patch` applied takes its place; returns it. */
+  replace(
+    key: string,
+    patch: Partial<Omit<IExchange, 'key'>>
+  ): IExchange | null {
+    const at = this._all.findIndex(e => e.key === key);
+    if (at < 0) {
+      return null;
+    }
+    const next = { ...this._all[at], ...patch };
+    const all = this._all.slice();
+    all[at] = next;
+    this._all = all;
+    return next;
+  }
+
+  private _all: readonly IExchange[] = [];
+}
+
 /** What "Retry" under a turn asks again. */
 export interface IRetryRequest {
   /** The question as shown. */

@@ -29,6 +29,7 @@ import {
   editQuestion
 } from './celledit';
 import {
+  ExchangeList,
   IExchange,
   IRetryRequest,
   toSuggestionCandidate,
@@ -134,11 +135,11 @@ export class NotebookSession implements IDisposable {
   }
 
   get exchanges(): readonly IExchange[] {
-    return this._exchanges;
+    return this._exchanges.all;
   }
 
   get running(): IExchange | null {
-    return this._exchanges.find(e => !isFinished(e.job)) ?? null;
+    return this._exchanges.all.find(e => !isFinished(e.job)) ?? null;
   }
 
   /**
@@ -164,7 +165,7 @@ export class NotebookSession implements IDisposable {
   timeline(): { turn: ITurn | null; exchange: IExchange | null }[] {
     return orderTimeline(
       this.suggestions.conversation.turns,
-      this._exchanges
+      this._exchanges.all
     ).map(({ turn, item }) => ({ turn, exchange: item }));
   }
 
@@ -182,7 +183,8 @@ export class NotebookSession implements IDisposable {
     if (index < 0) {
       return null;
     }
-    return this.panel.model!.sharedModel.cells[index].toJSON() as IEditedCell;
+    const json = this.panel.model!.sharedModel.cells[index].toJSON();
+    return { ...(json as IEditedCell), id: cellId };
   }
 
   async send(options: ISendOptions): Promise<void> {
@@ -230,7 +232,7 @@ export class NotebookSession implements IDisposable {
       autoInsert: options.autoInsert ?? settings.autoInsert,
       created: Date.now()
     };
-    this._exchanges = [...this._exchanges, exchange];
+    this._exchanges.add(exchange);
     this._pinned = null;
     this._changed.emit();
     const problem = intentProblem(words, maxIntentChars(limits));
@@ -296,7 +298,7 @@ export class NotebookSession implements IDisposable {
     }
     // The stream reports the end; if it is already gone, end here.
     window.setTimeout(() => {
-      const current = this._exchange(key);
+      const current = this._exchanges.get(key);
       if (current && !isFinished(current.job)) {
         this._streams.get(key)?.dispose();
         this._setJob(key, job => endJob(job, 'cancelled'));
@@ -406,7 +408,7 @@ export class NotebookSession implements IDisposable {
     for (const turnId of this.suggestions.pendingTurns) {
       this.suggestions.reject(turnId);
     }
-    this._exchanges = [];
+    this._exchanges.clear();
     const model = this.panel.model;
     if (model) {
       model.setMetadata(
@@ -422,7 +424,7 @@ export class NotebookSession implements IDisposable {
 
   /** Show candidate `index` in the panel and, if placed, in the notebook. */
   select(exchange: IExchange, index: number): void {
-    const current = this._replace(exchange.key, { selected: index });
+    const current = this._exchanges.replace(exchange.key, { selected: index });
     if (
       current?.turnId &&
       this.suggestions.suggestion(current.turnId)?.status === 'suggested'
@@ -438,12 +440,12 @@ export class NotebookSession implements IDisposable {
     index: number,
     anchorCellId?: string | null
   ): boolean {
-    const current = this._exchange(exchange.key);
+    const current = this._exchanges.get(exchange.key);
     if (!current?.turnId || !current.job.candidates.length) {
       return false;
     }
     const turnId = current.turnId;
-    this._replace(current.key, { selected: index });
+    this._exchanges.replace(current.key, { selected: index });
     const ok = this.suggestions.insert({
       turnId,
       intent: current.intent,
@@ -494,7 +496,7 @@ export class NotebookSession implements IDisposable {
     const stream = new JobStream({
       jobId,
       onEvent: event => {
-        const before = this._exchange(key)?.job.status;
+        const before = this._exchanges.get(key)?.job.status;
         const after = this._setJob(key, job => reduceJob(job, event));
         if (before !== 'done' && after?.job.status === 'done') {
           this._finish(key);
@@ -512,12 +514,12 @@ export class NotebookSession implements IDisposable {
 
   /** The job is done: store the turn, and offer the preferred candidate. */
   private _finish(key: string): void {
-    const done = this._exchange(key);
+    const done = this._exchanges.get(key);
     if (!done) {
       return;
     }
     const job = done.job;
-    const exchange = this._replace(key, {
+    const exchange = this._exchanges.replace(key, {
       turnId: job.turnId ?? newTurnId(),
       selected: preferredIndex(job)
     })!;
@@ -542,7 +544,7 @@ export class NotebookSession implements IDisposable {
    * was sent (an intent too long) is not: it never became a turn.
    */
   private _recordFailure(key: string): void {
-    const current = this._exchange(key);
+    const current = this._exchanges.get(key);
     const job = current?.job;
     if (
       !current ||
@@ -554,35 +556,11 @@ export class NotebookSession implements IDisposable {
     ) {
       return;
     }
-    const exchange = this._replace(key, {
+    const exchange = this._exchanges.replace(key, {
       turnId: job.turnId ?? newTurnId(current.created)
     })!;
     this.suggestions.recordTurn(turnOfExchange(exchange));
     this._changed.emit();
-  }
-
-  /** The exchange with this key as it is now (exchanges are replaced, never changed). */
-  private _exchange(key: string): IExchange | null {
-    return this._exchanges.find(e => e.key === key) ?? null;
-  }
-
-  /**
-   * Replace an exchange by a copy with `patch` applied: a new object, so
-   * the panel re-renders this exchange only. Returns the new one.
-   */
-  private _replace(
-    key: string,
-    patch: Partial<Omit<IExchange, 'key'>>
-  ): IExchange | null {
-    const at = this._exchanges.findIndex(e => e.key === key);
-    if (at < 0) {
-      return null;
-    }
-    const next = { ...this._exchanges[at], ...patch };
-    const exchanges = this._exchanges.slice();
-    exchanges[at] = next;
-    this._exchanges = exchanges;
-    return next;
   }
 
   /** A new job view for an exchange; nothing happens when it did not change. */
@@ -590,7 +568,7 @@ export class NotebookSession implements IDisposable {
     key: string,
     update: (job: IJobView) => IJobView
   ): IExchange | null {
-    const current = this._exchange(key);
+    const current = this._exchanges.get(key);
     if (!current) {
       return null;
     }
@@ -598,12 +576,12 @@ export class NotebookSession implements IDisposable {
     if (job === current.job) {
       return current;
     }
-    const next = this._replace(key, { job });
+    const next = this._exchanges.replace(key, { job });
     this._changed.emit();
     return next;
   }
 
-  private _exchanges: readonly IExchange[] = [];
+  private _exchanges = new ExchangeList();
   private _streams = new Map<string, JobStream>();
   private _pinned: string | null = null;
   private _changed = new Signal<this, void>(this);

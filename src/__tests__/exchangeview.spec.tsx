@@ -9,7 +9,7 @@ import * as React from 'react';
 
 import { Conversation } from '../components/Conversation';
 import { initialJob, reduceJob } from '../events';
-import type { IExchange } from '../exchange';
+import { ExchangeList, IExchange } from '../exchange';
 import type { NotebookSession } from '../session';
 import type { ISuggestionState } from '../suggestions';
 import type { JobEvent } from '../wire';
@@ -53,10 +53,13 @@ function progress(jobId: string, seq: number): JobEvent {
   } as unknown as JobEvent;
 }
 
-/** The session as the conversation reads it: the exchanges, no stored turns. */
+/** The session as the conversation reads it: its exchanges, no stored turns. */
 class FakeSession {
-  exchanges: IExchange[] = [];
+  list = new ExchangeList();
   states = new Map<string, ISuggestionState>();
+  get exchanges(): readonly IExchange[] {
+    return this.list.all;
+  }
   timeline() {
     return this.exchanges.map(exchange => ({ turn: null, exchange }));
   }
@@ -100,17 +103,20 @@ describe('ExchangeView re-renders', () => {
       MessageLoop.sendMessage(host, Widget.Msg.UpdateRequest);
     });
 
-  /** What the session does on an event: a new exchange, the others kept. */
+  /** What the session does on an event (NotebookSession._setJob). */
   const update = (key: string, event: JobEvent) => {
-    session.exchanges = session.exchanges.map(e =>
-      e.key === key ? { ...e, job: reduceJob(e.job, event) } : e
-    );
+    const current = session.list.get(key)!;
+    const job = reduceJob(current.job, event);
+    if (job !== current.job) {
+      session.list.replace(key, { job });
+    }
   };
 
   beforeEach(() => {
     renders.length = 0;
     session = new FakeSession();
-    session.exchanges = [exchange('a', 'job-a'), exchange('b', 'job-b')];
+    session.list.add(exchange('a', 'job-a'));
+    session.list.add(exchange('b', 'job-b'));
     host = new Host(session);
     React.act(() => Widget.attach(host, document.body));
   });
@@ -147,10 +153,9 @@ describe('ExchangeView re-renders', () => {
     update('a', progress('job-a', 1));
     const after = session.exchanges[0];
     update('a', progress('job-a', 1));
-    expect(session.exchanges[0].job).toBe(after.job);
+    expect(session.exchanges[0]).toBe(after);
     expect(after).not.toBe(before);
     renders.length = 0;
-    session.exchanges = [after, session.exchanges[1]];
     render();
     render();
     expect(renders).toEqual(['job-a']);
@@ -173,5 +178,27 @@ describe('ExchangeView re-renders', () => {
     });
     render();
     expect(renders).toEqual(['job-b']);
+  });
+});
+
+describe('ExchangeList', () => {
+  it('replaces an exchange by a changed copy, never changing one in place', () => {
+    const list = new ExchangeList();
+    const a = exchange('a', 'job-a');
+    const b = exchange('b', 'job-b');
+    list.add(a);
+    list.add(b);
+    const before = list.all;
+    const next = list.replace('a', { selected: 2 });
+    expect(next).not.toBe(a);
+    expect(next).toMatchObject({ key: 'a', selected: 2 });
+    expect(a.selected).toBe(0);
+    expect(list.all).not.toBe(before);
+    expect(list.all[0]).toBe(next);
+    expect(list.all[1]).toBe(b);
+    expect(list.get('a')).toBe(next);
+    expect(list.replace('gone', { selected: 1 })).toBeNull();
+    list.clear();
+    expect(list.all).toEqual([]);
   });
 });
