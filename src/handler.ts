@@ -110,30 +110,47 @@ export function answerWithoutKernel(jobId: string): Promise<CancelReply> {
   );
 }
 
-export function pollJob(jobId: string, after: number): Promise<JobPoll> {
+export function pollJob(
+  jobId: string,
+  after: number,
+  settings?: ServerConnection.ISettings
+): Promise<JobPoll> {
   const path = URLExt.join('jobs', encodeURIComponent(jobId));
   // Without `after` the server sends every event: no guess about where seq starts.
-  return requestAPI<JobPoll>(after >= 0 ? `${path}?after=${after}` : path);
+  return requestAPI<JobPoll>(
+    after >= 0 ? `${path}?after=${after}` : path,
+    {},
+    settings
+  );
 }
 
-/** The events socket URL, with the token appended the way kernels do it. */
+/**
+ * The events socket URL, with the token appended the way kernels do it;
+ * `after`: the last event already seen (a reconnect), so the server replays
+ * only the ones after it.
+ */
 export function eventsUrl(
   jobId: string,
-  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
+  after = -1
 ): string {
-  let url = URLExt.join(
+  const url = URLExt.join(
     settings.wsUrl,
     API_NAMESPACE,
     'jobs',
     encodeURIComponent(jobId),
     'events'
   );
+  const query: string[] = [];
+  if (after >= 0) {
+    query.push(`after=${after}`);
+  }
   // Same rule as @jupyterlab/services' kernel sockets: cookies authenticate
   // same-host sockets; the token is only added where the server wants it.
   if (settings.appendToken && settings.token) {
-    url += `?token=${encodeURIComponent(settings.token)}`;
+    query.push(`token=${encodeURIComponent(settings.token)}`);
   }
-  return url;
+  return query.length ? `${url}?${query.join('&')}` : url;
 }
 
 export namespace JobStream {
@@ -145,13 +162,21 @@ export namespace JobStream {
     onEnd?: (status: JobStatus, reason?: string) => void;
     settings?: ServerConnection.ISettings;
     pollIntervalMs?: number;
+    /** Wait before opening a new socket after one dropped (times the attempt). */
+    reconnectDelayMs?: number;
   }
 }
 
+/** Sockets opened in a row after drops, with no event between, before polling. */
+const MAX_RECONNECTS = 3;
+
 /**
- * Follows one job: the websocket first, `GET jobs/<id>?after=<seq>` polling
- * where the socket cannot be opened or drops before the job ends. Events
- * are deduplicated by `seq`, so switching transport mid-stream is safe.
+ * Follows one job: the websocket first. A socket that drops before the job
+ * ends is opened again with `?after=<last seq>`, so the server replays only
+ * what was missed; where a socket cannot be opened at all (or keeps
+ * dropping), `GET jobs/<id>?after=<seq>` polling takes over. Events are
+ * deduplicated by `seq`, so switching transport mid-stream is safe: none
+ * is delivered twice, none is lost.
  */
 export class JobStream implements IDisposable {
   constructor(options: JobStream.IOptions) {
@@ -168,17 +193,38 @@ export class JobStream implements IDisposable {
   }
 
   start(): void {
+    this._connect();
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    window.clearTimeout(this._reconnectTimer);
+    this._closeSocket();
+  }
+
+  private _connect(): void {
+    if (this._disposed || this._ended) {
+      return;
+    }
     let socket: WebSocket;
     try {
       socket = new this._settings.WebSocket(
-        eventsUrl(this._options.jobId, this._settings)
+        eventsUrl(this._options.jobId, this._settings, this._lastSeq)
       );
     } catch {
       void this._poll();
       return;
     }
+    let opened = false;
     this._socket = socket;
+    socket.onopen = () => {
+      opened = true;
+    };
     socket.onmessage = msg => {
+      opened = true;
       try {
         this._deliver(JSON.parse(String(msg.data)) as JobEvent);
       } catch (error) {
@@ -187,24 +233,25 @@ export class JobStream implements IDisposable {
     };
     socket.onclose = () => {
       this._socket = null;
-      if (!this._ended && !this._disposed) {
-        void this._poll();
+      if (this._ended || this._disposed) {
+        return;
       }
+      if (!opened || this._reconnects >= MAX_RECONNECTS) {
+        // No socket to be had (a proxy without websockets): poll instead.
+        void this._poll();
+        return;
+      }
+      this._reconnects += 1;
+      const delay = (this._options.reconnectDelayMs ?? 500) * this._reconnects;
+      this._reconnectTimer = window.setTimeout(() => this._connect(), delay);
     };
-  }
-
-  dispose(): void {
-    if (this._disposed) {
-      return;
-    }
-    this._disposed = true;
-    this._closeSocket();
   }
 
   private _closeSocket(): void {
     if (this._socket) {
       this._socket.onclose = null;
       this._socket.onmessage = null;
+      this._socket.onopen = null;
       this._socket.close();
       this._socket = null;
     }
@@ -218,6 +265,8 @@ export class JobStream implements IDisposable {
       return;
     }
     this._lastSeq = event.seq;
+    // The stream moves: a later drop starts a fresh round of reconnects.
+    this._reconnects = 0;
     this._options.onEvent(event);
     if (event.type === 'done' || event.type === 'error') {
       this._end(event.type === 'done' ? 'done' : 'error');
@@ -229,6 +278,7 @@ export class JobStream implements IDisposable {
       return;
     }
     this._ended = true;
+    window.clearTimeout(this._reconnectTimer);
     this._closeSocket();
     this._options.onEnd?.(status, reason);
   }
@@ -243,7 +293,11 @@ export class JobStream implements IDisposable {
     let failures = 0;
     while (!this._disposed && !this._ended) {
       try {
-        const reply = await pollJob(this._options.jobId, this._lastSeq);
+        const reply = await pollJob(
+          this._options.jobId,
+          this._lastSeq,
+          this._settings
+        );
         failures = 0;
         for (const event of reply.events ?? []) {
           this._deliver(event);
@@ -270,6 +324,8 @@ export class JobStream implements IDisposable {
   private _settings: ServerConnection.ISettings;
   private _socket: WebSocket | null = null;
   private _lastSeq = -1;
+  private _reconnects = 0;
+  private _reconnectTimer = 0;
   private _ended = false;
   private _polling = false;
   private _disposed = false;

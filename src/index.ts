@@ -24,14 +24,10 @@ import { getConfig, reloadValueModel } from './handler';
 import { executorPlugin } from './executor';
 import { inlinePlugin } from './inline';
 import { noRequestRegistry } from './norequests';
-import { EXPLAIN, Strategy } from './models';
+import { EXPLAIN, Limits, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
-import {
-  DEFAULT_SETTINGS,
-  IAgentSettings,
-  ISendOptions,
-  NotebookSession
-} from './session';
+import { ISendOptions, NotebookSession } from './session';
+import { DEFAULT_SETTINGS, IAgentSettings, readSettings } from './settings';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 const PLUGIN_ID = 'jupyter-data-agent:plugin';
@@ -65,31 +61,6 @@ const agentIcon = new LabIcon({
     '</g></svg>'
 });
 
-function readSettings(
-  settings: ISettingRegistry.ISettings | null
-): IAgentSettings {
-  if (!settings) {
-    return { ...DEFAULT_SETTINGS };
-  }
-  const get = <T>(key: keyof IAgentSettings, fallback: T): T => {
-    const value = settings.get(key).composite;
-    return value === undefined || value === null
-      ? fallback
-      : (value as unknown as T);
-  };
-  return {
-    defaultStrategy: get<Strategy>(
-      'defaultStrategy',
-      DEFAULT_SETTINGS.defaultStrategy
-    ),
-    samples: get<number | null>('samples', DEFAULT_SETTINGS.samples),
-    budget: get<number | null>('budget', DEFAULT_SETTINGS.budget),
-    insertMode: get('insertMode', DEFAULT_SETTINGS.insertMode),
-    autoInsert: get('autoInsert', DEFAULT_SETTINGS.autoInsert),
-    temperature: get<number | null>('temperature', DEFAULT_SETTINGS.temperature)
-  };
-}
-
 function hasError(panel: NotebookPanel | null): boolean {
   const cell = panel?.content.activeCell;
   if (!cell || cell.model.type !== 'code') {
@@ -120,6 +91,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null
   ) => {
     let settings: IAgentSettings = { ...DEFAULT_SETTINGS };
+    // What the server accepts (GET config); null until it answered. A
+    // samples or budget setting above its limit is used as that limit.
+    let limits: Limits = null;
     const sessions = new Map<NotebookPanel, NotebookSession>();
 
     // Candidate outputs and model text load nothing (norequests.ts).
@@ -142,6 +116,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           available: config.capabilities.strategies
         };
         sidebar.price = config.price ?? null;
+        limits = config.limits ?? null;
+        sidebar.limits = limits;
         sidebar.models = config.models ?? [];
         app.commands.notifyCommandChanged();
       })
@@ -161,7 +137,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
           return;
         }
         // The conversation (and any pending suggestion) comes back from metadata.
-        const session = new NotebookSession(panel, () => settings);
+        const session = new NotebookSession(
+          panel,
+          () => settings,
+          () => limits
+        );
         sessions.set(panel, session);
         panel.disposed.connect(() => {
           sessions.delete(panel);
@@ -271,9 +251,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         'The error output is sent as context; the fix comes back as a suggestion',
       isEnabled: () =>
         !!current() && hasError(tracker.currentWidget) && !current()?.running,
-      // The fix replaces the cell: shown as a diff over it.
-      execute: () =>
-        askAboutCell({ intent: 'Fix the error in this cell', editCell: true })
+      // The cell and its error go as a typed edit; the fix replaces the
+      // cell, shown as a diff over it.
+      execute: () => askAboutCell({ intent: '', edit: 'fix' })
     });
     commands.addCommand(CommandIDs.improveCell, {
       describedBy: NO_ARGS,
@@ -284,12 +264,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         !!current() &&
         tracker.currentWidget?.content.activeCell?.model.type === 'code' &&
         !current()?.running,
-      execute: () =>
-        askAboutCell({
-          intent:
-            'Improve this cell: make it clearer and more idiomatic, keeping what it computes',
-          editCell: true
-        })
+      // The cell and its text output go as a typed edit.
+      execute: () => askAboutCell({ intent: '', edit: 'improve' })
     });
 
     const onSuggestion = (

@@ -32,6 +32,9 @@ export interface ITurn {
   confinement?: Confinement;
   /** The cell an edit turn ("fix this cell") replaces instead of adding one. */
   edits_cell?: string;
+  /** An edit turn's request: Fix or Improve, and the user's words if any (a retry sends them again). */
+  edit_kind?: 'fix' | 'improve';
+  instruction?: string;
   /** Why the turn gave nothing to decide on: it failed, or was stopped. */
   failure?: ITurnFailure;
   /**
@@ -110,6 +113,12 @@ export function parseTurn(raw: unknown): ITurn | null {
     ...(typeof data.strategy === 'string' ? { strategy: data.strategy } : {}),
     ...(typeof data.edits_cell === 'string' && data.edits_cell
       ? { edits_cell: data.edits_cell }
+      : {}),
+    ...(data.edit_kind === 'fix' || data.edit_kind === 'improve'
+      ? { edit_kind: data.edit_kind }
+      : {}),
+    ...(typeof data.instruction === 'string' && data.instruction
+      ? { instruction: data.instruction }
       : {}),
     ...(confinement ? { confinement } : {}),
     ...(failure ? { failure } : {}),

@@ -13,29 +13,64 @@ import type {
   ExecResult,
   JobPoll,
   OutputItem,
+  ServerLimits,
   StrategyInfo
 } from './wire';
 
 export const API_VERSION = 1;
 
-/** The longest question the server takes (server/models.py MAX_INTENT_CHARS). */
+/**
+ * The longest question the server takes by default (server/models.py
+ * MAX_INTENT_CHARS): used until `GET config` answered with its `limits`.
+ */
 export const MAX_INTENT_CHARS = 20_000;
 
 /**
- * Why a question cannot be sent as it is, in words; null when it can. Checked
- * before posting, so a pasted table does not travel to the server to be refused.
+ * What the server accepts (`GET config`'s `limits`); null while unknown. A
+ * limit the server did not send (an older server) is left unchecked here.
  */
-export function intentProblem(intent: string): string | null {
+export type Limits = Partial<ServerLimits> | null;
+
+/**
+ * Why a question cannot be sent as it is, in words; null when it can. Checked
+ * before posting, so a pasted table does not travel to the server to be
+ * refused. `max`: the server's `max_intent_chars`, when it said.
+ */
+export function intentProblem(
+  intent: string,
+  max: number = MAX_INTENT_CHARS
+): string | null {
   const length = intent.trim().length;
-  if (length <= MAX_INTENT_CHARS) {
+  if (length <= max) {
     return null;
   }
   const n = (x: number) => x.toLocaleString('en-US');
   return (
     `The question is ${n(length)} characters long; the server takes at most ` +
-    `${n(MAX_INTENT_CHARS)}. Shorten it, or put the long text in a cell and ` +
+    `${n(max)}. Shorten it, or put the long text in a cell and ` +
     'ask about that cell.'
   );
+}
+
+/** The server's longest question: its limit, else the default. */
+export function maxIntentChars(limits: Limits): number {
+  const max = limits?.max_intent_chars;
+  return typeof max === 'number' && max > 0 ? max : MAX_INTENT_CHARS;
+}
+
+/**
+ * A knob's value (samples, budget) within what the server accepts: at least
+ * 1, at most `max` where the server said; null (the server's default) stays.
+ */
+export function clampKnob(
+  value: number | null,
+  max: number | null | undefined
+): number | null {
+  if (value === null || !Number.isFinite(value)) {
+    return null;
+  }
+  const low = Math.max(1, Math.floor(value));
+  return typeof max === 'number' && max >= 1 ? Math.min(low, max) : low;
 }
 
 /** A strategy name, as the server's catalog lists it (`GET config`). */

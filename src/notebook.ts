@@ -1,31 +1,26 @@
 /**
  * The thin adapter between the suggestion state machine (suggestions.ts)
- * and a NotebookPanel: applies cell changes in one shared-model transaction,
- * marks suggestion cells, records decisions in notebook metadata, and
- * reconciles with changes made by the notebook's own undo or by the user.
+ * and a NotebookPanel: runs its transitions, applies their cell changes
+ * through the Yjs adapter (ynotebook.ts), records decisions through the
+ * conversation store (conversation.ts), marks suggestion cells and gives
+ * them their toolbar (suggestionbar.ts) and diff, and reconciles with
+ * changes made by the notebook's own undo or by the user.
  */
-import { Cell, ICellModel } from '@jupyterlab/cells';
+import { ICellModel } from '@jupyterlab/cells';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
-import { PanelLayout, Widget } from '@lumino/widgets';
 
-import { CellDiffView, REPLACING_CLASS, cellLanguage } from './celldiff';
-import { postDecision } from './handler';
+import { ConversationStore } from './conversation';
 import {
   INotebookAgentMetadata,
   ITurn,
   METADATA_KEY,
   TurnStatus,
-  conversationValue,
-  readCellTag,
-  readConversation,
-  updateTurn,
-  upsertTurn
+  readCellTag
 } from './metadata';
+import { SuggestionAction, SuggestionDecorations } from './suggestionbar';
 import {
-  CellChange,
-  IAnchor,
   IReplaceTarget,
   ISuggestionCandidate,
   ISuggestionState,
@@ -43,110 +38,10 @@ import {
   solutionCode,
   undo
 } from './suggestions';
+import { SharedCells } from './ynotebook';
 
-export const SUGGESTION_CLASS = 'jp-DataAgent-suggestion';
-const BAR_CLASS = 'jp-DataAgent-suggestionBar';
-
-/** What the cell toolbar asks the controller to do. */
-export type SuggestionAction =
-  'accept' | 'acceptAndRun' | 'reject' | 'next' | 'previous';
-
-/** The small toolbar on the first cell of a suggestion. */
-class SuggestionBar extends Widget {
-  constructor(private _onAction: (action: SuggestionAction) => void) {
-    super();
-    this.addClass(BAR_CLASS);
-    this.node.setAttribute('role', 'toolbar');
-    this.node.setAttribute('aria-label', 'Data Agent suggestion');
-    const head = document.createElement('div');
-    head.className = 'jp-DataAgent-suggestionHead';
-    const label = document.createElement('span');
-    label.className = 'jp-DataAgent-suggestionLabel';
-    label.textContent = 'Suggested by Data Agent';
-    this._label = label;
-    this._count = document.createElement('span');
-    this._count.className = 'jp-DataAgent-suggestionCount';
-    const buttons = document.createElement('span');
-    buttons.className = 'jp-DataAgent-suggestionButtons';
-    const make = (
-      action: SuggestionAction,
-      text: string,
-      title: string,
-      cls = ''
-    ) => {
-      const button = document.createElement('button');
-      button.type = 'button';
-      button.className = `jp-Button jp-mod-styled jp-mod-small jp-DataAgent-${action} ${cls}`;
-      button.textContent = text;
-      button.title = title;
-      button.dataset.action = action;
-      // Keep the notebook from treating the click as a cell selection drag.
-      button.addEventListener('mousedown', event => event.stopPropagation());
-      button.addEventListener('click', event => {
-        event.preventDefault();
-        event.stopPropagation();
-        this._onAction(action);
-      });
-      buttons.appendChild(button);
-      return button;
-    };
-    this._prev = make('previous', '‹', 'Previous candidate (Alt+P)');
-    this._next = make('next', '›', 'Next candidate (Alt+N)');
-    make(
-      'accept',
-      'Accept',
-      'Keep this code (Ctrl+Shift+Enter)',
-      'jp-mod-accept'
-    );
-    make(
-      'acceptAndRun',
-      'Accept & Run',
-      'Keep and run it (Alt+Shift+Enter)',
-      'jp-mod-accept'
-    );
-    this._reject = make(
-      'reject',
-      'Reject',
-      'Remove the suggestion (Ctrl+Shift+Backspace)',
-      'jp-mod-reject'
-    );
-    head.append(label, this._count, buttons);
-    this._explanation = document.createElement('div');
-    this._explanation.className = 'jp-DataAgent-suggestionExplanation';
-    this.node.append(head, this._explanation);
-  }
-
-  render(state: ISuggestionState): void {
-    const n = state.candidates.length;
-    this._count.textContent = n > 1 ? `${state.index + 1} / ${n}` : '';
-    this._prev.disabled = n < 2;
-    this._next.disabled = n < 2;
-    const candidate = state.candidates[state.index];
-    const text =
-      candidate?.explanation ||
-      (candidate?.steps ?? [])
-        .filter(s => s.explanation)
-        .map(s => `Step ${s.number}: ${s.explanation}`)
-        .join('\n');
-    this._explanation.textContent = text || state.intent;
-    this.node.dataset.turnId = state.turnId;
-    const edit = !!state.target;
-    this.toggleClass('jp-mod-edit', edit);
-    this._label.textContent = edit
-      ? 'Suggested edit of this cell'
-      : 'Suggested by Data Agent';
-    this._reject.title = edit
-      ? 'Keep the cell as it is (Ctrl+Shift+Backspace)'
-      : 'Remove the suggestion (Ctrl+Shift+Backspace)';
-  }
-
-  private _label: HTMLElement;
-  private _reject: HTMLButtonElement;
-  private _count: HTMLElement;
-  private _prev: HTMLButtonElement;
-  private _next: HTMLButtonElement;
-  private _explanation: HTMLElement;
-}
+export { SUGGESTION_CLASS } from './suggestionbar';
+export type { SuggestionAction } from './suggestionbar';
 
 export namespace SuggestionController {
   export interface IInsertOptions {
@@ -168,6 +63,8 @@ export namespace SuggestionController {
 /** One per notebook panel. */
 export class SuggestionController implements IDisposable {
   constructor(readonly panel: NotebookPanel) {
+    this.store = new ConversationStore(panel);
+    this._cells = new SharedCells(panel);
     const model = panel.model!;
     model.cells.changed.connect(this._scheduleSync, this);
     model.contentChanged.connect(this._scheduleSync, this);
@@ -193,11 +90,13 @@ export class SuggestionController implements IDisposable {
     return this._changed;
   }
 
+  /** The notebook's stored conversation (the store: `store`). */
   get conversation(): INotebookAgentMetadata {
-    return readConversation({
-      [METADATA_KEY]: this.panel.model?.getMetadata(METADATA_KEY)
-    });
+    return this.store.conversation;
   }
+
+  /** The turns stored in the notebook, and the one path of a decision. */
+  readonly store: ConversationStore;
 
   suggestion(turnId: string): ISuggestionState | null {
     return this._states.get(turnId) ?? null;
@@ -229,7 +128,7 @@ export class SuggestionController implements IDisposable {
 
   /** Store (or update) a turn in notebook metadata. */
   recordTurn(turn: ITurn): void {
-    this._writeConversation(upsertTurn(this.conversation, turn));
+    this.store.recordTurn(turn);
   }
 
   insert(options: SuggestionController.IInsertOptions): boolean {
@@ -244,7 +143,10 @@ export class SuggestionController implements IDisposable {
       candidates: options.candidates,
       index: options.index,
       mode: options.mode,
-      anchor: this._anchorBelow(options.anchorCellId),
+      anchor: this._cells.anchorBelow(
+        options.anchorCellId,
+        this.panel.content.activeCellIndex
+      ),
       target
     });
     return this._run(result);
@@ -259,11 +161,11 @@ export class SuggestionController implements IDisposable {
     cellId: string | null | undefined,
     turnId: string
   ): IReplaceTarget | null {
-    const index = cellId ? this._indexOf(cellId) : -1;
+    const index = cellId ? this._cells.indexOf(cellId) : -1;
     if (index < 0) {
       return null;
     }
-    const cell = this.panel.model!.sharedModel.cells[index];
+    const cell = this._cells.cells[index];
     if (cell.cell_type !== 'code') {
       return null;
     }
@@ -316,7 +218,7 @@ export class SuggestionController implements IDisposable {
     }
     const notebook = this.panel.content;
     const indices = state.cells
-      .map(c => this._indexOf(c.id))
+      .map(c => this._cells.indexOf(c.id))
       .filter(i => i >= 0)
       .sort((a, b) => a - b);
     if (!indices.length) {
@@ -338,20 +240,18 @@ export class SuggestionController implements IDisposable {
       // The cell stays where it is, as it is: only the suggestion goes.
       return this._run(reject(state, { sources: this._sources(state) }));
     }
-    const first = state.cells.map(c => this._indexOf(c.id)).filter(i => i >= 0);
+    const first = state.cells
+      .map(c => this._cells.indexOf(c.id))
+      .filter(i => i >= 0);
     const start = first.length ? Math.min(...first) : -1;
-    const cells = this.panel.model!.sharedModel.cells;
-    const anchor: IAnchor | undefined =
-      start >= 0
-        ? { afterId: start > 0 ? cells[start - 1].getId() : null, index: start }
-        : undefined;
+    const anchor = start >= 0 ? this._cells.anchorAt(start) : undefined;
     const ok = this._run(
       reject(state, { sources: this._sources(state), anchor })
     );
     if (ok && anchor) {
       // Back to the cell the suggestion hung from, as before the insert.
       const notebook = this.panel.content;
-      const back = anchor.afterId ? this._indexOf(anchor.afterId) : 0;
+      const back = anchor.afterId ? this._cells.indexOf(anchor.afterId) : 0;
       if (back >= 0 && back < notebook.widgets.length) {
         notebook.activeCellIndex = back;
       }
@@ -372,14 +272,7 @@ export class SuggestionController implements IDisposable {
     }
     this._disposed = true;
     window.clearTimeout(this._syncTimer);
-    for (const bar of this._bars.values()) {
-      bar.dispose();
-    }
-    this._bars.clear();
-    for (const diff of this._diffs.values()) {
-      diff.dispose();
-    }
-    this._diffs.clear();
+    this._decorations.dispose();
     Signal.clearData(this);
   }
 
@@ -392,7 +285,12 @@ export class SuggestionController implements IDisposable {
     }
     this._states.set(result.state.turnId, result.state);
     this._touch(result.state.turnId);
-    this._apply(result.changes, result.state, result.decision);
+    const { state, decision } = result;
+    this._cells.apply(result.changes, () => {
+      if (decision) {
+        this._recordDecision(state, decision);
+      }
+    });
     this._decorate();
     this._changed.emit();
     return true;
@@ -403,201 +301,46 @@ export class SuggestionController implements IDisposable {
     this._lastTouched.push(turnId);
   }
 
-  private _indexOf(id: string): number {
-    const cells = this.panel.model?.sharedModel.cells ?? [];
-    return cells.findIndex(c => c.getId() === id);
-  }
-
   private _sources(state: ISuggestionState): Record<string, string> {
-    const sources: Record<string, string> = {};
-    const cells = this.panel.model!.sharedModel.cells;
-    for (const spec of state.cells) {
-      const cell = cells.find(c => c.getId() === spec.id);
-      if (cell) {
-        sources[spec.id] = cell.getSource();
-      }
-    }
-    return sources;
-  }
-
-  private _anchorBelow(cellId?: string | null): IAnchor {
-    const cells = this.panel.model!.sharedModel.cells;
-    let index = cellId ? this._indexOf(cellId) : -1;
-    if (index < 0) {
-      index = this.panel.content.activeCellIndex;
-    }
-    if (index < 0 || index >= cells.length) {
-      return {
-        afterId: cells.length ? cells[cells.length - 1].getId() : null,
-        index: cells.length
-      };
-    }
-    return { afterId: cells[index].getId(), index: index + 1 };
+    return this._cells.sources(state.cells.map(c => c.id));
   }
 
   /**
-   * Apply the changes and record the decision as one undoable step: the
-   * notebook's own undo (z / Ctrl+Z) then reverts exactly this operation.
+   * Record a decision on a suggestion through the one path (the
+   * conversation store's `decide`: the turn in the notebook, and the
+   * server's decisions store). `edited`: the code of an accepted turn the
+   * user changed since.
    */
-  private _apply(
-    changes: CellChange[],
+  private _recordDecision(
     state: ISuggestionState,
-    decision: TurnStatus | null
+    decision: TurnStatus,
+    edited?: string
   ): void {
-    const model = this.panel.model!;
-    const shared = model.sharedModel;
-    const undoManager = (shared as any).undoManager as
-      { stopCapturing?: () => void } | undefined;
-    // `shared.cells` is only refreshed when the transaction ends, so
-    // positions are tracked here while the changes are applied.
-    const order = shared.cells.map(c => c.getId());
-    const byId = new Map(shared.cells.map(c => [c.getId(), c]));
-    undoManager?.stopCapturing?.();
-    shared.transact(() => {
-      for (const change of changes) {
-        this._applyOne(change, order, byId);
-      }
-      if (decision) {
-        this._recordDecision(state, decision);
-      }
-    });
-    undoManager?.stopCapturing?.();
-  }
-
-  private _applyOne(
-    change: CellChange,
-    order: string[],
-    byId: Map<
-      string,
-      {
-        setSource(s: string): void;
-        setMetadata(k: string, v: any): void;
-        deleteMetadata(k: string): void;
-      }
-    >
-  ): void {
-    const shared = this.panel.model!.sharedModel;
-    switch (change.op) {
-      case 'remove': {
-        const index = order.indexOf(change.id);
-        if (index >= 0) {
-          shared.deleteCell(index);
-          order.splice(index, 1);
-        }
-        break;
-      }
-      case 'setSource':
-        byId.get(change.id)?.setSource(change.source);
-        break;
-      case 'setTag':
-        if (change.tag) {
-          byId.get(change.id)?.setMetadata(METADATA_KEY, { ...change.tag });
-        } else {
-          byId.get(change.id)?.deleteMetadata(METADATA_KEY);
-        }
-        break;
-      case 'insert': {
-        const after = change.afterId ? order.indexOf(change.afterId) : -1;
-        const at =
-          after >= 0
-            ? after + 1
-            : Math.max(0, Math.min(change.index, order.length));
-        const cell = change.cell;
-        shared.insertCell(at, {
-          id: cell.id,
-          cell_type: cell.cell_type,
-          source: cell.source,
-          metadata: { [METADATA_KEY]: { ...cell.tag } },
-          ...(cell.cell_type === 'code'
-            ? { outputs: [], execution_count: null }
-            : {})
-        } as any);
-        order.splice(at, 0, cell.id);
-        break;
-      }
-    }
-  }
-
-  private _recordDecision(state: ISuggestionState, decision: TurnStatus): void {
-    const conversation = this.conversation;
-    const existing = conversation.turns.find(t => t.turn_id === state.turnId);
+    const existing = this.store.turn(state.turnId);
     // An edit turn's cell holds the candidate only once accepted.
     const placed =
       state.cells.length && (!state.target || state.status === 'accepted');
-    const code = placed
-      ? solutionCode(state.cells)
-      : (state.candidates[state.index]?.code ?? existing?.code ?? '');
-    const patch: Partial<ITurn> = {
-      status: decision,
-      code,
-      cell_ids: state.cells.length
-        ? state.cells.map(c => c.id)
-        : (existing?.cell_ids ?? []),
-      ...(state.target ? { edits_cell: state.target.id } : {})
-    };
-    if (decision === 'accepted') {
+    const code =
+      edited ??
+      (placed
+        ? solutionCode(state.cells)
+        : (state.candidates[state.index]?.code ?? existing?.code ?? ''));
+    if (decision === 'accepted' && edited === undefined) {
       this._acceptedCode.set(state.turnId, code);
     }
-    if (existing?.status !== decision) {
-      this._postDecision(state, decision, code);
-    }
-    if (existing) {
-      this._writeConversation(updateTurn(conversation, state.turnId, patch));
-    } else {
-      this._writeConversation(
-        upsertTurn(conversation, {
-          turn_id: state.turnId,
-          intent: state.intent,
-          code,
-          status: decision,
-          cell_ids: patch.cell_ids ?? [],
-          candidates: state.candidates.map(c => c.code),
-          created: Date.now() / 1000,
-          ...(state.target ? { edits_cell: state.target.id } : {})
-        })
-      );
-    }
-  }
-
-  /**
-   * Tell the server (its decisions store trains the value model). Never in
-   * the user's way: a server without the store, or offline, is ignored.
-   */
-  private _postDecision(
-    state: ISuggestionState,
-    decision: TurnStatus,
-    code: string
-  ): void {
-    if (decision === 'pending') {
-      return;
-    }
-    const candidate = state.candidates[state.index];
-    postDecision({
-      version: 1,
-      turn_id: state.turnId,
-      candidate: state.index,
-      decision:
-        decision === 'accepted' && this._acceptingToRun
-          ? 'accepted_run'
-          : decision,
+    this.store.decide({
+      turnId: state.turnId,
       intent: state.intent,
-      code: candidate?.code ?? '',
-      final_code: code,
-      notebook_path: this.panel.context.path
-    }).catch(error =>
-      console.debug('jupyter-data-agent: decision not recorded', error)
-    );
-  }
-
-  private _writeConversation(conversation: INotebookAgentMetadata): void {
-    const model = this.panel.model;
-    if (!model) {
-      return;
-    }
-    model.setMetadata(
-      METADATA_KEY,
-      conversationValue(model.getMetadata(METADATA_KEY), conversation)
-    );
+      status: decision,
+      code,
+      // An edit changes the code of the cells stored: those stay.
+      cellIds: edited === undefined ? state.cells.map(c => c.id) : [],
+      candidates: state.candidates.map(c => c.code),
+      candidateIndex: state.index,
+      candidateCode: state.candidates[state.index]?.code ?? '',
+      editsCell: edited === undefined ? state.target?.id : null,
+      run: this._acceptingToRun
+    });
   }
 
   private _watchCell(cell: ICellModel): void {
@@ -619,37 +362,6 @@ export class SuggestionController implements IDisposable {
     this._syncTimer = window.setTimeout(() => this._sync(), 150);
   }
 
-  /** Cells tagged with a turn, by turn id, in notebook order. */
-  private _tagged(): Map<
-    string,
-    (IObservedCell & { cell_type: 'code' | 'markdown' })[]
-  > {
-    const byTurn = new Map<
-      string,
-      (IObservedCell & { cell_type: 'code' | 'markdown' })[]
-    >();
-    const model = this.panel.model;
-    if (!model) {
-      return byTurn;
-    }
-    for (let i = 0; i < model.cells.length; i++) {
-      const cell = model.cells.get(i);
-      const tag = readCellTag(cell.metadata);
-      if (!tag) {
-        continue;
-      }
-      const list = byTurn.get(tag.turn_id) ?? [];
-      list.push({
-        id: cell.id,
-        source: cell.sharedModel.getSource(),
-        status: tag.status,
-        cell_type: cell.type === 'markdown' ? 'markdown' : 'code'
-      });
-      byTurn.set(tag.turn_id, list);
-    }
-    return byTurn;
-  }
-
   private _candidatesOf(turn: ITurn | undefined): ISuggestionCandidate[] {
     return (turn?.candidates ?? []).map((code, i) => ({
       code,
@@ -661,13 +373,12 @@ export class SuggestionController implements IDisposable {
   /** Rebuild suggestions from a (re)opened notebook's tagged cells. */
   private _restoreAll(): void {
     const conversation = this.conversation;
-    for (const [turnId, cells] of this._tagged()) {
+    for (const [turnId, cells] of this._cells.tagged()) {
       if (this._states.has(turnId)) {
         continue;
       }
       const turn = conversation.turns.find(t => t.turn_id === turnId);
-      const first = this._indexOf(cells[0].id);
-      const sharedCells = this.panel.model!.sharedModel.cells;
+      const first = this._cells.indexOf(cells[0].id);
       // An edit turn's own cell: its source now is what a reject keeps.
       const edited =
         turn?.edits_cell &&
@@ -683,10 +394,7 @@ export class SuggestionController implements IDisposable {
           candidates: this._candidatesOf(turn),
           mode: cells.length > 1 ? 'perStep' : 'single',
           cells,
-          anchor: {
-            afterId: first > 0 ? sharedCells[first - 1].getId() : null,
-            index: Math.max(0, first)
-          },
+          anchor: this._cells.anchorAt(first),
           target: edited
             ? { id: edited.id, original: edited.source, tag: null }
             : null,
@@ -705,7 +413,7 @@ export class SuggestionController implements IDisposable {
       return;
     }
     this._restoreAll();
-    const tagged = this._tagged();
+    const tagged = this._cells.tagged();
     let changed = false;
     for (const state of [...this._states.values()]) {
       const observed = tagged.get(state.turnId) ?? [];
@@ -733,16 +441,10 @@ export class SuggestionController implements IDisposable {
     state: ISuggestionState,
     decision: TurnStatus
   ): void {
-    const current = this.conversation.turns.find(
-      t => t.turn_id === state.turnId
-    );
-    if (current?.status === decision) {
+    if (this.store.turn(state.turnId)?.status === decision) {
       return;
     }
-    this.panel.model!.sharedModel.transact(
-      () => this._recordDecision(state, decision),
-      false
-    );
+    this._cells.quietly(() => this._recordDecision(state, decision));
   }
 
   /**
@@ -756,7 +458,7 @@ export class SuggestionController implements IDisposable {
     if (state.status !== 'accepted' || !observed.length) {
       return false;
     }
-    const turn = this.conversation.turns.find(t => t.turn_id === state.turnId);
+    const turn = this.store.turn(state.turnId);
     if (!turn || (turn.status !== 'accepted' && turn.status !== 'edited')) {
       return false;
     }
@@ -774,98 +476,29 @@ export class SuggestionController implements IDisposable {
     if (turn.status === 'accepted' && status === 'accepted') {
       return false;
     }
-    const shared = this.panel.model!.sharedModel;
-    shared.transact(() => {
-      this._writeConversation(
-        updateTurn(this.conversation, state.turnId, { status, code })
-      );
+    // A decision like the others (the notebook and the server's store), and
+    // the cells' pointers follow; not the user's doing, so not undoable.
+    this._cells.quietly(() => {
+      this._recordDecision(state, status, code);
       for (const cell of observed) {
-        const index = this._indexOf(cell.id);
-        if (index >= 0 && cell.status !== status) {
-          shared.cells[index].setMetadata(METADATA_KEY, {
+        if (cell.status !== status) {
+          this._cells.setTag(cell.id, {
             turn_id: state.turnId,
             intent: state.intent,
             status
           });
         }
       }
-    }, false);
+    });
     return true;
   }
 
-  /** Mark pending suggestion cells and give the first one its toolbar. */
+  /** Mark pending suggestion cells; the first one gets the toolbar. */
   private _decorate(): void {
-    const notebook = this.panel.content;
-    const firstOf = new Map<string, string>();
-    for (const state of this._states.values()) {
-      if (state.status === 'suggested') {
-        const present = state.cells.find(c => this._indexOf(c.id) >= 0);
-        if (present) {
-          firstOf.set(state.turnId, present.id);
-        }
-      }
-    }
-    const seen = new Set<Cell>();
-    for (const cell of notebook.widgets) {
-      const tag = readCellTag(cell.model.metadata);
-      const state = tag ? this._states.get(tag.turn_id) : undefined;
-      const pending =
-        !!tag && tag.status === 'pending' && state?.status === 'suggested';
-      cell.toggleClass(SUGGESTION_CLASS, pending);
-      const replacing =
-        pending && state?.target?.id === cell.model.id ? state : null;
-      cell.toggleClass(REPLACING_CLASS, !!replacing);
-      if (replacing) {
-        this._showDiff(cell, replacing);
-      }
-      if (pending && firstOf.get(tag!.turn_id) === cell.model.id) {
-        let bar = this._bars.get(cell);
-        if (!bar || bar.isDisposed) {
-          const turnId = tag!.turn_id;
-          // Owned by this._bars: disposed when its suggestion goes.
-          // eslint-disable-next-line jupyter/require-disposable-ownership
-          bar = new SuggestionBar(
-            action => void this._onBarAction(turnId, action)
-          );
-          (cell.layout as PanelLayout).insertWidget(0, bar);
-          this._bars.set(cell, bar);
-        }
-        bar.render(state!);
-        seen.add(cell);
-      }
-    }
-    for (const [cell, bar] of [...this._bars.entries()]) {
-      if (!seen.has(cell)) {
-        bar.dispose();
-        this._bars.delete(cell);
-      }
-    }
-    for (const [cell, diff] of [...this._diffs.entries()]) {
-      if (!cell.hasClass(REPLACING_CLASS) || cell.isDisposed) {
-        diff.dispose();
-        this._diffs.delete(cell);
-      }
-    }
-  }
-
-  /** The candidate as a diff against the cell's source, below the toolbar. */
-  private _showDiff(cell: Cell, state: ISuggestionState): void {
-    let diff = this._diffs.get(cell);
-    if (!diff || diff.isDisposed) {
-      // Owned by this._diffs: disposed when the cell stops being replaced.
-      // eslint-disable-next-line jupyter/require-disposable-ownership
-      diff = new CellDiffView();
-      const layout = cell.layout as PanelLayout;
-      const bar = this._bars.get(cell);
-      const at = bar ? layout.widgets.indexOf(bar) + 1 : 0;
-      layout.insertWidget(at, diff);
-      this._diffs.set(cell, diff);
-    }
-    const candidate = state.candidates[state.index]?.code ?? '';
-    diff.render(
-      cell.model.sharedModel.getSource(),
-      candidate.replace(/\s+$/, ''),
-      cellLanguage(cell)
+    this._decorations.decorate(
+      this.panel.content.widgets,
+      this._states,
+      id => this._cells.indexOf(id) >= 0
     );
   }
 
@@ -897,11 +530,13 @@ export class SuggestionController implements IDisposable {
     }
   }
 
+  private _cells: SharedCells;
   private _states = new Map<string, ISuggestionState>();
   private _acceptedCode = new Map<string, string>();
   private _acceptingToRun = false;
-  private _bars = new Map<Cell, SuggestionBar>();
-  private _diffs = new Map<Cell, CellDiffView>();
+  private _decorations = new SuggestionDecorations(
+    (turnId, action) => void this._onBarAction(turnId, action)
+  );
   private _lastTouched: string[] = [];
   private _changed = new Signal<this, void>(this);
   private _syncTimer = 0;

@@ -22,59 +22,48 @@ import {
   startTurn
 } from './handler';
 import {
+  EditKind,
+  IEditedCell,
+  cellEdit,
+  editKindFor,
+  editQuestion
+} from './celledit';
+import {
+  ExchangeList,
+  IExchange,
+  IRetryRequest,
+  toSuggestionCandidate,
+  turnOfExchange
+} from './exchange';
+import {
   ITurn,
   METADATA_KEY,
   METADATA_VERSION,
-  boundPreviews,
   conversationValue,
   newTurnId,
-  nowSeconds,
   orderTimeline,
   readCellTag
 } from './metadata';
-import { API_VERSION, Strategy, intentProblem, previewOutputs } from './models';
-import type { Candidate, NotebookCell, TurnOptions } from './wire';
+import {
+  API_VERSION,
+  Limits,
+  Strategy,
+  intentProblem,
+  maxIntentChars
+} from './models';
 import { SuggestionController } from './notebook';
-import { ISuggestionCandidate, InsertMode, isEditIntent } from './suggestions';
+import { IAgentSettings, turnOptions } from './settings';
+import { isEditIntent } from './suggestions';
+import type { NotebookCell } from './wire';
 
-export interface IAgentSettings {
-  defaultStrategy: Strategy;
-  /** null: the server's default for the strategy (its catalog says which). */
-  samples: number | null;
-  budget: number | null;
-  insertMode: InsertMode;
-  autoInsert: boolean;
-  temperature: number | null;
-}
+export type { IExchange, IRetryRequest } from './exchange';
+export { toSuggestionCandidate } from './exchange';
 
-export const DEFAULT_SETTINGS: IAgentSettings = {
-  defaultStrategy: 'direct',
-  samples: null,
-  budget: null,
-  insertMode: 'single',
-  autoInsert: true,
-  temperature: null
-};
-
-/** One request and what came back, as the panel shows it. */
-export interface IExchange {
-  key: string;
-  intent: string;
-  strategy: Strategy;
-  job: IJobView;
-  /** The turn id once the job is done (server's, or made here). */
-  turnId: string | null;
-  /** The cell the question was about: suggestions go below it. */
-  anchorCellId: string | null;
-  /** The cell this request edits: its suggestion replaces it (as a diff). */
-  editCellId: string | null;
-  /** Candidate shown in the panel. */
-  selected: number;
-  autoInsert: boolean;
-  created: number;
-}
+export type { IAgentSettings } from './settings';
+export { DEFAULT_SETTINGS } from './settings';
 
 export interface ISendOptions {
+  /** The user's words; may be empty for a Fix or Improve (`edit`). */
   intent: string;
   strategy?: Strategy;
   /** The cell the request is about; the active cell when absent. */
@@ -83,20 +72,12 @@ export interface ISendOptions {
   budget?: number | null;
   autoInsert?: boolean;
   /**
-   * The request edits its cell ("fix", "improve"): the suggestion replaces
-   * that cell. When absent: a pinned cell with an edit intent ("rewrite …").
+   * Fix or Improve the cell: sent as a typed edit (the cell, its error or
+   * output, `intent` as the user's instruction), and the suggestion
+   * replaces that cell. When absent: a pinned code cell with an edit intent
+   * ("rewrite …") is an edit too.
    */
-  editCell?: boolean;
-}
-
-export function toSuggestionCandidate(
-  candidate: Candidate
-): ISuggestionCandidate {
-  return {
-    code: candidate.code,
-    explanation: candidate.explanation,
-    steps: candidate.steps.map(s => ({ ...s }))
-  };
+  edit?: EditKind;
 }
 
 let exchangeCounter = 0;
@@ -104,7 +85,8 @@ let exchangeCounter = 0;
 export class NotebookSession implements IDisposable {
   constructor(
     readonly panel: NotebookPanel,
-    private _settings: () => IAgentSettings
+    private _settings: () => IAgentSettings,
+    private _limits: () => Limits = () => null
   ) {
     this.suggestions = new SuggestionController(panel);
     this.suggestions.changed.connect(() => this._changed.emit(), this);
@@ -153,11 +135,11 @@ export class NotebookSession implements IDisposable {
   }
 
   get exchanges(): readonly IExchange[] {
-    return this._exchanges;
+    return this._exchanges.all;
   }
 
   get running(): IExchange | null {
-    return this._exchanges.find(e => !isFinished(e.job)) ?? null;
+    return this._exchanges.all.find(e => !isFinished(e.job)) ?? null;
   }
 
   /**
@@ -183,7 +165,7 @@ export class NotebookSession implements IDisposable {
   timeline(): { turn: ITurn | null; exchange: IExchange | null }[] {
     return orderTimeline(
       this.suggestions.conversation.turns,
-      this._exchanges
+      this._exchanges.all
     ).map(({ turn, item }) => ({ turn, exchange: item }));
   }
 
@@ -195,18 +177,44 @@ export class NotebookSession implements IDisposable {
     return cells.findIndex(c => c.getId() === cellId);
   }
 
+  /** A cell of the notebook as nbformat JSON (unsaved edits included). */
+  private _cellJSON(cellId: string | null): IEditedCell | null {
+    const index = this.cellIndex(cellId);
+    if (index < 0) {
+      return null;
+    }
+    const json = this.panel.model!.sharedModel.cells[index].toJSON();
+    return { ...(json as IEditedCell), id: cellId };
+  }
+
   async send(options: ISendOptions): Promise<void> {
-    const intent = options.intent.trim();
-    if (!intent || this.running) {
+    const words = options.intent.trim();
+    if (this.running || (!words && !options.edit)) {
       return;
     }
     const settings = this._settings();
+    const limits = this._limits();
     const model = this.panel.model!;
     const notebook = this.panel.content;
     const strategy = options.strategy ?? this.strategy;
     const cellId =
       options.cellId ?? this._pinned ?? notebook.activeCell?.model.id ?? null;
     let activeIndex = this.cellIndex(cellId);
+    // Only a code cell is edited in place; a request about another asks in words.
+    const cell = this._cellJSON(cellId);
+    const editable = cell?.cell_type === 'code' ? cell : null;
+    const editKind: EditKind | null = !editable
+      ? null
+      : (options.edit ??
+        (!!this._pinned && cellId === this._pinned && isEditIntent(words)
+          ? editKindFor(editable, words)
+          : null));
+    if (!words && !editKind) {
+      return;
+    }
+    const intent = editKind
+      ? editQuestion(editKind, activeIndex, words)
+      : words;
     if (activeIndex < 0) {
       activeIndex = Math.max(0, notebook.activeCellIndex);
     }
@@ -217,39 +225,24 @@ export class NotebookSession implements IDisposable {
       job: initialJob(),
       turnId: null,
       anchorCellId: cellId,
-      editCellId:
-        (options.editCell ??
-        (!!this._pinned && cellId === this._pinned && isEditIntent(intent)))
-          ? cellId
-          : null,
+      editCellId: editKind ? cellId : null,
+      editKind,
+      instruction: editKind ? words : '',
       selected: 0,
       autoInsert: options.autoInsert ?? settings.autoInsert,
       created: Date.now()
     };
-    this._exchanges.push(exchange);
+    this._exchanges.add(exchange);
     this._pinned = null;
     this._changed.emit();
-    const problem = intentProblem(intent);
+    const problem = intentProblem(words, maxIntentChars(limits));
     if (problem) {
       // Refused here, in words, rather than by the server.
-      this._update(exchange, endJob(exchange.job, 'error', problem));
+      this._setJob(exchange.key, job => endJob(job, 'error', problem));
       return;
     }
 
-    // Knobs left unset take the server's default for the strategy; the
-    // server ignores a knob the strategy does not have.
-    const opts: TurnOptions = {};
-    const samples = options.samples ?? settings.samples;
-    const budget = options.budget ?? settings.budget;
-    if (samples !== null) {
-      opts.samples = samples;
-    }
-    if (budget !== null) {
-      opts.budget = budget;
-    }
-    if (settings.temperature !== null) {
-      opts.temperature = settings.temperature;
-    }
+    const opts = turnOptions(options, settings, limits);
     const stored = model.getMetadata(METADATA_KEY);
     try {
       const { job_id, turn_id } = await startTurn({
@@ -259,26 +252,29 @@ export class NotebookSession implements IDisposable {
         cells: model.sharedModel.toJSON().cells as NotebookCell[],
         active_index: activeIndex,
         kernel_id: this.panel.sessionContext.session?.kernel?.id ?? null,
-        intent,
+        // An edit says what to do in its typed fields; the words go with it.
+        intent: editKind ? '' : words,
         strategy,
         options: opts,
         ...(this.model ? { model: this.model } : {}),
         // The answer replaces that cell: the model rewrites it in full.
-        ...(exchange.editCellId ? { edit_cell: true } : {}),
+        ...(editKind && editable
+          ? { edit: cellEdit(editable, editKind, words) }
+          : {}),
         ...(stored ? { metadata: { [METADATA_KEY]: stored } } : {})
       });
-      this._update(exchange, {
-        ...exchange.job,
+      this._setJob(exchange.key, job => ({
+        ...job,
         jobId: job_id,
         turnId: turn_id ?? null,
         status: 'running',
         message: 'Started'
-      });
-      this._follow(exchange, job_id);
+      }));
+      this._follow(exchange.key, job_id);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      this._update(exchange, endJob(exchange.job, 'error', reason));
-      this._recordFailure(exchange);
+      this._setJob(exchange.key, job => endJob(job, 'error', reason));
+      this._recordFailure(exchange.key);
     }
   }
 
@@ -287,13 +283,14 @@ export class NotebookSession implements IDisposable {
     if (!exchange) {
       return;
     }
+    const key = exchange.key;
     const jobId = exchange.job.jobId;
     if (!jobId) {
-      this._update(exchange, endJob(exchange.job, 'cancelled'));
-      this._recordFailure(exchange);
+      this._setJob(key, job => endJob(job, 'cancelled'));
+      this._recordFailure(key);
       return;
     }
-    this._update(exchange, { ...exchange.job, message: 'Stopping…' });
+    this._setJob(key, job => ({ ...job, message: 'Stopping…' }));
     try {
       await cancelJob(jobId);
     } catch (error) {
@@ -301,10 +298,11 @@ export class NotebookSession implements IDisposable {
     }
     // The stream reports the end; if it is already gone, end here.
     window.setTimeout(() => {
-      if (!isFinished(exchange.job)) {
-        this._streams.get(exchange.key)?.dispose();
-        this._update(exchange, endJob(exchange.job, 'cancelled'));
-        this._recordFailure(exchange);
+      const current = this._exchanges.get(key);
+      if (current && !isFinished(current.job)) {
+        this._streams.get(key)?.dispose();
+        this._setJob(key, job => endJob(job, 'cancelled'));
+        this._recordFailure(key);
       }
     }, 5000);
   }
@@ -316,10 +314,10 @@ export class NotebookSession implements IDisposable {
     if (!exchange || !jobId || !exchange.job.waitingForKernel) {
       return;
     }
-    this._update(exchange, {
-      ...exchange.job,
+    this._setJob(exchange.key, job => ({
+      ...job,
       message: 'Answering from the notebook text…'
-    });
+    }));
     try {
       await answerWithoutKernel(jobId);
     } catch (error) {
@@ -329,21 +327,31 @@ export class NotebookSession implements IDisposable {
 
   /**
    * Ask the same question again, with the same strategy, about the same
-   * cell; a turn that edited a cell edits it again (while it exists).
+   * cell; a turn that edited a cell edits it again (while it exists), with
+   * the cell as it is now.
    */
-  retry(
-    intent: string,
-    strategy: string,
-    cellId?: string | null,
-    editCellId?: string | null
-  ): void {
-    const edit = !!editCellId && this.cellIndex(editCellId) >= 0;
-    const about = edit ? editCellId : cellId;
+  retry(request: IRetryRequest): void {
+    const strategy = request.strategy as Strategy;
+    const editCellId = request.editCellId ?? null;
+    const cell = this._cellJSON(editCellId);
+    if (editCellId && cell?.cell_type === 'code') {
+      // A turn stored without its kind: the question was the instruction.
+      const words = request.editKind
+        ? (request.instruction ?? '')
+        : request.intent;
+      void this.send({
+        intent: words,
+        strategy,
+        cellId: editCellId,
+        edit: request.editKind ?? editKindFor(cell, words)
+      });
+      return;
+    }
+    const about = request.cellId;
     void this.send({
-      intent,
-      strategy: strategy as Strategy,
-      cellId: about && this.cellIndex(about) >= 0 ? about : undefined,
-      editCell: edit
+      intent: request.intent,
+      strategy,
+      cellId: about && this.cellIndex(about) >= 0 ? about : undefined
     });
   }
 
@@ -400,7 +408,7 @@ export class NotebookSession implements IDisposable {
     for (const turnId of this.suggestions.pendingTurns) {
       this.suggestions.reject(turnId);
     }
-    this._exchanges = [];
+    this._exchanges.clear();
     const model = this.panel.model;
     if (model) {
       model.setMetadata(
@@ -416,12 +424,12 @@ export class NotebookSession implements IDisposable {
 
   /** Show candidate `index` in the panel and, if placed, in the notebook. */
   select(exchange: IExchange, index: number): void {
-    exchange.selected = index;
+    const current = this._exchanges.replace(exchange.key, { selected: index });
     if (
-      exchange.turnId &&
-      this.suggestions.suggestion(exchange.turnId)?.status === 'suggested'
+      current?.turnId &&
+      this.suggestions.suggestion(current.turnId)?.status === 'suggested'
     ) {
-      this.suggestions.select(exchange.turnId, index);
+      this.suggestions.select(current.turnId, index);
     }
     this._changed.emit();
   }
@@ -432,27 +440,25 @@ export class NotebookSession implements IDisposable {
     index: number,
     anchorCellId?: string | null
   ): boolean {
-    if (!exchange.turnId || !exchange.job.candidates.length) {
+    const current = this._exchanges.get(exchange.key);
+    if (!current?.turnId || !current.job.candidates.length) {
       return false;
     }
-    exchange.selected = index;
+    const turnId = current.turnId;
+    this._exchanges.replace(current.key, { selected: index });
     const ok = this.suggestions.insert({
-      turnId: exchange.turnId,
-      intent: exchange.intent,
-      candidates: exchange.job.candidates.map(toSuggestionCandidate),
+      turnId,
+      intent: current.intent,
+      candidates: current.job.candidates.map(toSuggestionCandidate),
       index,
       mode: this._settings().insertMode,
       anchorCellId:
         anchorCellId === undefined ? this._activeCellId() : anchorCellId,
-      replaceCellId: exchange.editCellId
+      replaceCellId: current.editCellId
     });
-    if (
-      ok &&
-      this.suggestions.suggestion(exchange.turnId)?.status === 'suggested'
-    ) {
+    if (ok && this.suggestions.suggestion(turnId)?.status === 'suggested') {
       // In a long notebook the suggestion may land out of sight: bring it
       // into view, without taking the keyboard from where it is.
-      const turnId = exchange.turnId;
       requestAnimationFrame(() => this.showInNotebook(turnId, false));
     }
     this._changed.emit();
@@ -486,36 +492,42 @@ export class NotebookSession implements IDisposable {
     return active.model.id;
   }
 
-  private _follow(exchange: IExchange, jobId: string): void {
+  private _follow(key: string, jobId: string): void {
     const stream = new JobStream({
       jobId,
       onEvent: event => {
-        const wasDone = exchange.job.status === 'done';
-        this._update(exchange, reduceJob(exchange.job, event));
-        if (!wasDone && exchange.job.status === 'done') {
-          this._finish(exchange);
+        const before = this._exchanges.get(key)?.job.status;
+        const after = this._setJob(key, job => reduceJob(job, event));
+        if (before !== 'done' && after?.job.status === 'done') {
+          this._finish(key);
         }
       },
       onEnd: (status, reason) => {
-        this._update(exchange, endJob(exchange.job, status, reason));
-        this._streams.delete(exchange.key);
-        this._recordFailure(exchange);
+        this._setJob(key, job => endJob(job, status, reason));
+        this._streams.delete(key);
+        this._recordFailure(key);
       }
     });
-    this._streams.set(exchange.key, stream);
+    this._streams.set(key, stream);
     stream.start();
   }
 
   /** The job is done: store the turn, and offer the preferred candidate. */
-  private _finish(exchange: IExchange): void {
-    const job = exchange.job;
-    exchange.turnId = job.turnId ?? newTurnId();
-    exchange.selected = preferredIndex(job);
+  private _finish(key: string): void {
+    const done = this._exchanges.get(key);
+    if (!done) {
+      return;
+    }
+    const job = done.job;
+    const exchange = this._exchanges.replace(key, {
+      turnId: job.turnId ?? newTurnId(),
+      selected: preferredIndex(job)
+    })!;
     if (!job.candidates.length || this.panel.isDisposed) {
       this._changed.emit();
       return;
     }
-    this.suggestions.recordTurn(this._turnOf(exchange));
+    this.suggestions.recordTurn(turnOfExchange(exchange));
     if (exchange.autoInsert) {
       const anchor =
         this.cellIndex(exchange.anchorCellId) >= 0
@@ -526,71 +538,50 @@ export class NotebookSession implements IDisposable {
     this._changed.emit();
   }
 
-  /** The turn to store for an exchange: candidates, previews, failure. */
-  private _turnOf(exchange: IExchange): ITurn {
-    const job = exchange.job;
-    const chosen = job.candidates[exchange.selected] ?? job.candidates[0];
-    const failed = job.status === 'error' || job.status === 'cancelled';
-    return {
-      turn_id: exchange.turnId ?? newTurnId(exchange.created),
-      intent: exchange.intent,
-      code: chosen?.code ?? '',
-      status: 'pending',
-      cell_ids: [],
-      candidates: job.candidates.map(c => c.code),
-      created: nowSeconds(exchange.created),
-      explanations: job.candidates.map(c => c.explanation),
-      strategy: exchange.strategy,
-      ...(job.confinement ? { confinement: job.confinement } : {}),
-      ...(job.candidates.length
-        ? {
-            previews: boundPreviews(
-              job.candidates.map(c =>
-                c.result ? previewOutputs(c.result) : null
-              )
-            )
-          }
-        : {}),
-      ...(failed
-        ? {
-            failure: {
-              status: job.status as 'error' | 'cancelled',
-              reason: job.error ?? ''
-            }
-          }
-        : {})
-    };
-  }
-
   /**
    * A stopped or failed request is stored too, so it keeps its place in
    * the conversation and its reason after a reload. One refused before it
    * was sent (an intent too long) is not: it never became a turn.
    */
-  private _recordFailure(exchange: IExchange): void {
-    const job = exchange.job;
+  private _recordFailure(key: string): void {
+    const current = this._exchanges.get(key);
+    const job = current?.job;
     if (
+      !current ||
+      !job ||
       (job.status !== 'error' && job.status !== 'cancelled') ||
-      exchange.turnId ||
+      current.turnId ||
       this.panel.isDisposed ||
       !this.panel.model
     ) {
       return;
     }
-    exchange.turnId = job.turnId ?? newTurnId(exchange.created);
-    this.suggestions.recordTurn(this._turnOf(exchange));
+    const exchange = this._exchanges.replace(key, {
+      turnId: job.turnId ?? newTurnId(current.created)
+    })!;
+    this.suggestions.recordTurn(turnOfExchange(exchange));
     this._changed.emit();
   }
 
-  private _update(exchange: IExchange, job: IJobView): void {
-    if (job === exchange.job) {
-      return;
+  /** A new job view for an exchange; nothing happens when it did not change. */
+  private _setJob(
+    key: string,
+    update: (job: IJobView) => IJobView
+  ): IExchange | null {
+    const current = this._exchanges.get(key);
+    if (!current) {
+      return null;
     }
-    exchange.job = job;
+    const job = update(current.job);
+    if (job === current.job) {
+      return current;
+    }
+    const next = this._exchanges.replace(key, { job });
     this._changed.emit();
+    return next;
   }
 
-  private _exchanges: IExchange[] = [];
+  private _exchanges = new ExchangeList();
   private _streams = new Map<string, JobStream>();
   private _pinned: string | null = null;
   private _changed = new Signal<this, void>(this);

@@ -18,52 +18,42 @@
  * turn's tag; accept writes the candidate into it; reject and undo put back
  * the source and tag it had, so one undo restores the original exactly.
  */
-import { ICellAgentMetadata, TurnStatus } from './metadata';
+import { TurnStatus } from './metadata';
+import {
+  CellChange,
+  IAnchor,
+  ICellSpec,
+  IReplaceTarget,
+  ISuggestionCandidate,
+  IdFactory,
+  InsertMode,
+  defaultIdFactory,
+  diffCells,
+  diffTarget,
+  layoutCells,
+  solutionCode,
+  tagFor
+} from './suggestioncells';
 
-export type InsertMode = 'single' | 'perStep';
+export type {
+  CellChange,
+  IAnchor,
+  ICellSpec,
+  IReplaceTarget,
+  ISuggestionCandidate,
+  ISuggestionStep,
+  IdFactory,
+  InsertMode
+} from './suggestioncells';
+export {
+  defaultIdFactory,
+  diffCells,
+  diffTarget,
+  layoutCells,
+  solutionCode
+} from './suggestioncells';
+
 export type SuggestionStatus = 'none' | 'suggested' | 'accepted' | 'rejected';
-
-export interface ISuggestionStep {
-  number: number;
-  explanation: string;
-  code: string;
-}
-
-export interface ISuggestionCandidate {
-  code: string;
-  explanation: string;
-  steps: ISuggestionStep[];
-}
-
-/** One cell this suggestion owns, as it should be in the notebook. */
-export interface ICellSpec {
-  id: string;
-  cell_type: 'code' | 'markdown';
-  source: string;
-  /** Written to cell.metadata.jupyter_data_agent (the Python side's pointer). */
-  tag: ICellAgentMetadata;
-}
-
-/** Where the first cell goes: after `afterId`, or at `index` if that cell is gone. */
-export interface IAnchor {
-  afterId: string | null;
-  index: number;
-}
-
-export type CellChange =
-  | { op: 'insert'; afterId: string | null; index: number; cell: ICellSpec }
-  | { op: 'remove'; id: string }
-  | { op: 'setSource'; id: string; source: string }
-  | { op: 'setTag'; id: string; tag: ICellAgentMetadata | null };
-
-/** The existing cell a replace-mode suggestion edits. */
-export interface IReplaceTarget {
-  id: string;
-  /** Its source while no suggestion is shown: what reject and undo restore. */
-  original: string;
-  /** The tag it carried before this turn (an earlier turn's), or none. */
-  tag: ICellAgentMetadata | null;
-}
 
 /**
  * Does this request edit the cell it is about (rather than add a new one)?
@@ -100,14 +90,6 @@ export interface ITransition {
   decision: TurnStatus | null;
 }
 
-export type IdFactory = () => string;
-
-/** nbformat 4.5 cell ids: 1-64 chars of [a-zA-Z0-9-_]. */
-export function defaultIdFactory(): string {
-  const random = () => Math.random().toString(16).slice(2, 10).padEnd(8, '0');
-  return `jda-${random()}${random()}`;
-}
-
 export function emptySuggestion(
   turnId: string,
   intent: string,
@@ -128,114 +110,12 @@ export function emptySuggestion(
   };
 }
 
-function tagFor(
-  state: { turnId: string; intent: string },
-  status: TurnStatus
-): ICellAgentMetadata {
-  return { turn_id: state.turnId, intent: state.intent, status };
-}
-
 function statusToTurn(status: SuggestionStatus): TurnStatus {
   return status === 'accepted'
     ? 'accepted'
     : status === 'rejected'
       ? 'rejected'
       : 'pending';
-}
-
-/**
- * The cells of one candidate. `single`: one code cell (its `# Step N:`
- * comments carry the explanation). `perStep`: a markdown cell per step
- * explanation followed by that step's code. Ids of `reuse` are kept, in
- * order, for cells of the same type, so cycling edits cells in place.
- */
-export function layoutCells(
-  state: { turnId: string; intent: string },
-  candidate: ISuggestionCandidate,
-  mode: InsertMode,
-  status: TurnStatus,
-  newId: IdFactory,
-  reuse: ICellSpec[] = []
-): ICellSpec[] {
-  const wanted: { cell_type: 'code' | 'markdown'; source: string }[] = [];
-  if (mode === 'perStep' && candidate.steps.some(s => s.code.trim())) {
-    for (const step of candidate.steps) {
-      if (step.explanation.trim()) {
-        wanted.push({
-          cell_type: 'markdown',
-          source: `**Step ${step.number}.** ${step.explanation.trim()}`
-        });
-      }
-      if (step.code.trim()) {
-        wanted.push({
-          cell_type: 'code',
-          source: step.code.replace(/\s+$/, '')
-        });
-      }
-    }
-  } else {
-    wanted.push({
-      cell_type: 'code',
-      source: candidate.code.replace(/\s+$/, '')
-    });
-  }
-  const tag = tagFor(state, status);
-  // Greedy in-order matching by type: a kept cell keeps its place and id.
-  let next = 0;
-  return wanted.map(cell => {
-    let id: string | null = null;
-    for (let k = next; k < reuse.length; k++) {
-      if (reuse[k].cell_type === cell.cell_type) {
-        id = reuse[k].id;
-        next = k + 1;
-        break;
-      }
-    }
-    return {
-      id: id ?? newId(),
-      cell_type: cell.cell_type,
-      source: cell.source,
-      tag: { ...tag }
-    };
-  });
-}
-
-function sameTag(
-  a: ICellAgentMetadata | null,
-  b: ICellAgentMetadata | null
-): boolean {
-  if (!a || !b) {
-    return a === b;
-  }
-  return (
-    a.turn_id === b.turn_id && a.intent === b.intent && a.status === b.status
-  );
-}
-
-/**
- * Replace mode's diff: the target cell always exists; with no cells in the
- * layout it holds the target's original source and tag.
- */
-export function diffTarget(
-  from: ICellSpec[],
-  to: ICellSpec[],
-  target: IReplaceTarget
-): CellChange[] {
-  const rest = { source: target.original, tag: target.tag };
-  const before = from[0] ?? rest;
-  const after = to[0] ?? rest;
-  const changes: CellChange[] = [];
-  if (before.source !== after.source) {
-    changes.push({ op: 'setSource', id: target.id, source: after.source });
-  }
-  if (!sameTag(before.tag, after.tag)) {
-    changes.push({
-      op: 'setTag',
-      id: target.id,
-      tag: after.tag ? { ...after.tag } : null
-    });
-  }
-  return changes;
 }
 
 /** The single cell of a replace-mode layout: the target, with `source`. */
@@ -256,44 +136,6 @@ function targetCell(
 /** The candidate's code as it goes into a cell. */
 function cellSource(candidate: ISuggestionCandidate): string {
   return candidate.code.replace(/\s+$/, '');
-}
-
-/**
- * The changes that turn `from` into `to` (both: this turn's cells in
- * notebook order). Removals first, then in-place edits, then insertions in
- * order, each placed after its predecessor in `to` (or the anchor).
- */
-export function diffCells(
-  from: ICellSpec[],
-  to: ICellSpec[],
-  anchor: IAnchor
-): CellChange[] {
-  const toIds = new Set(to.map(c => c.id));
-  const fromById = new Map(from.map(c => [c.id, c]));
-  const removals: CellChange[] = from
-    .filter(c => !toIds.has(c.id))
-    .map(c => ({ op: 'remove', id: c.id }));
-  const edits: CellChange[] = [];
-  const inserts: CellChange[] = [];
-  to.forEach((cell, i) => {
-    const old = fromById.get(cell.id);
-    if (old) {
-      if (old.source !== cell.source) {
-        edits.push({ op: 'setSource', id: cell.id, source: cell.source });
-      }
-      if (!sameTag(old.tag, cell.tag)) {
-        edits.push({ op: 'setTag', id: cell.id, tag: { ...cell.tag } });
-      }
-    } else {
-      inserts.push({
-        op: 'insert',
-        afterId: i === 0 ? anchor.afterId : to[i - 1].id,
-        index: anchor.index + i,
-        cell: { ...cell, tag: { ...cell.tag } }
-      });
-    }
-  });
-  return [...removals, ...edits, ...inserts];
 }
 
 function snapshot(state: ISuggestionState): ISnapshot {
@@ -637,14 +479,4 @@ export function restore(options: IRestoreOptions): ISuggestionState {
     })),
     history: []
   };
-}
-
-/** The code a turn ends up with: its code cells, in order. */
-export function solutionCode(
-  cells: { cell_type: string; source: string }[]
-): string {
-  return cells
-    .filter(c => c.cell_type === 'code')
-    .map(c => c.source)
-    .join('\n\n');
 }

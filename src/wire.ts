@@ -36,14 +36,14 @@ export interface TurnRequest {
   cells?: NotebookCell[];
   active_index?: number | null;
   kernel_id?: string | null;
-  intent: string;
+  intent?: string;
   strategy?: 'direct' | 'vote' | 'react' | 'mcts' | 'explain';
   options?: TurnOptions;
   metadata?: {
     [k: string]: unknown | undefined;
   };
   model?: string | null;
-  edit_cell?: boolean;
+  edit?: CellEdit | null;
 }
 /**
  * An nbformat v4 cell; only what the server reads is checked.
@@ -69,6 +69,32 @@ export interface TurnOptions {
   budget?: number | null;
   temperature?: number | null;
   use_live_state?: boolean;
+}
+/**
+ * Fix or Improve one cell: the cell itself, typed, not a sentence about it.
+ *
+ * As jupyter-ai's cell-with-error selection: the server writes the model's
+ * instruction from these fields (``prompts/edit.py``), and the answer
+ * replaces this cell, shown as a diff.
+ */
+export interface CellEdit {
+  kind: 'fix' | 'improve';
+  cell_id: string;
+  source: string;
+  error?: CellError | null;
+  output?: string;
+  instruction?: string;
+}
+/**
+ * The error a cell raised, as nbformat's ``error`` output has it.
+ */
+export interface CellError {
+  ename: string;
+  evalue?: string;
+  /**
+   * @maxItems 200
+   */
+  traceback?: string[];
 }
 /**
  * Reply of ``POST turns`` (202).
@@ -399,9 +425,7 @@ export interface AgentConfig {
   api_key_set: boolean;
   strategies: StrategyInfo[];
   capabilities: Capabilities;
-  limits: {
-    [k: string]: unknown | undefined;
-  };
+  limits: ServerLimits;
   price: ModelPrice | null;
   models: string[];
   [k: string]: unknown | undefined;
@@ -423,6 +447,17 @@ export interface Capabilities {
   events: 'websocket';
   inline_completion: boolean;
   [k: string]: unknown | undefined;
+}
+/**
+ * What this server accepts, for the sidebar's inputs: read from here, never hard-coded.
+ *
+ * Each comes from one trait (``c.DataAgent.max_samples``, ``max_budget``, ...).
+ */
+export interface ServerLimits {
+  max_samples: number;
+  max_budget: number;
+  max_intent_chars: number;
+  max_concurrent_jobs: number;
 }
 /**
  * USD per million tokens of the configured model (``c.DataAgent.prices``).

@@ -233,7 +233,12 @@ describe('configRows', () => {
       events: 'websocket',
       inline_completion: false
     },
-    limits: { max_samples: 32, max_concurrent_jobs: 4 },
+    limits: {
+      max_samples: 32,
+      max_budget: 500,
+      max_intent_chars: 20000,
+      max_concurrent_jobs: 4
+    },
     price: { input: 0.15, output: 0.6 },
     models: ['gpt-4o-mini', 'gpt-4o']
   };
@@ -247,7 +252,8 @@ describe('configRows', () => {
       Endpoint: 'https://api.example.com/v1',
       'API key': 'set on the server',
       Strategies: 'Direct',
-      Limits: 'max samples: 32, max concurrent jobs: 4',
+      Limits:
+        'max samples: 32, max budget: 500, max intent chars: 20000, max concurrent jobs: 4',
       'Inline completion': 'off',
       Price: '$0.15 input / $0.6 output per million tokens'
     });
@@ -260,7 +266,8 @@ describe('configRows', () => {
         model: '',
         base_url: null,
         api_key_set: false,
-        limits: {},
+        // An older server's reply, without limits.
+        limits: {} as AgentConfig['limits'],
         price: null,
         models: ['gpt-4o-mini']
       })

@@ -107,7 +107,8 @@ test('Fix shows a diff over the cell; Accept replaces it; undo restores it', asy
   const stored = await notebookAgentMetadata(page);
   const turn = stored.turns[stored.turns.length - 1];
   expect(turn).toMatchObject({
-    intent: 'Fix the error in this cell',
+    intent: 'Fix the error in cell 2',
+    edit_kind: 'fix',
     status: 'accepted',
     edits_cell: before[1].id,
     code: cells[1].source

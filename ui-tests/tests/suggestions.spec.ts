@@ -258,7 +258,17 @@ test('fix the error in a cell, stop, and find the conversation after a reload', 
     .click();
   await expect.poll(() => server.bodies.length).toBe(1);
   const body = server.bodies[0];
-  expect(body.intent).toBe('Fix the error in this cell');
+  // A typed edit: the cell and its error, no sentence about it.
+  expect(body.intent).toBe('');
+  expect(body.edit).toMatchObject({
+    kind: 'fix',
+    cell_id: body.cells[1].id,
+    source: 'df["late"].mean()',
+    error: { ename: 'KeyError' },
+    output: '',
+    instruction: ''
+  });
+  expect(body.edit.error.traceback.length).toBeGreaterThan(0);
   expect(body.active_index).toBe(1);
   expect(
     body.cells[1].outputs.some((o: any) => o.output_type === 'error')
@@ -317,7 +327,7 @@ test('fix the error in a cell, stop, and find the conversation after a reload', 
   const turns = panel(page).locator('.jp-DataAgent-exchange');
   // The stopped request is stored too, after the first, with its reason.
   await expect(turns).toHaveCount(2);
-  await expect(turns.first()).toContainText('Fix the error in this cell');
+  await expect(turns.first()).toContainText('Fix the error in cell 2');
   await expect(
     turns.first().locator('.jp-DataAgent-chip.jp-mod-accepted')
   ).toBeVisible();
@@ -329,7 +339,7 @@ test('fix the error in a cell, stop, and find the conversation after a reload', 
   await expect(input).toHaveValue('Plot the delays');
   await input.evaluate((el: HTMLTextAreaElement) => el.setSelectionRange(0, 0));
   await input.press('ArrowUp');
-  await expect(input).toHaveValue('Fix the error in this cell');
+  await expect(input).toHaveValue('Fix the error in cell 2');
   await page.screenshot({ path: screenshotPath('mocked-after-reload.png') });
 });
 

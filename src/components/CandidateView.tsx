@@ -1,0 +1,164 @@
+/**
+ * One candidate of a turn: its result badge and facts (chosen, score, the
+ * vote), its explanation or steps, its code and the output it printed.
+ */
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import * as React from 'react';
+
+import type { Candidate, Confinement } from '../wire';
+import { CodeBlock, MarkdownBlock, OutputPreview } from './blocks';
+
+function resultBadge(candidate: Candidate, executed: boolean): string {
+  const result = candidate.result;
+  if (!result || !executed) {
+    return '';
+  }
+  const time = result.duration_s ? ` in ${result.duration_s.toFixed(2)} s` : '';
+  switch (result.status) {
+    case 'ok':
+      return `ran${time}`;
+    case 'error':
+      return `error${result.ename ? `: ${result.ename}` : ''}`;
+    case 'timeout':
+      return 'timed out';
+    case 'died':
+      return `stopped${result.limit ? ` (${result.limit} limit)` : ''}`;
+  }
+  return '';
+}
+
+/** What the vote says about one candidate: a short text and its explanation. */
+export interface IVoteSummary {
+  text: string;
+  title: string;
+}
+
+/**
+ * The vote as words, e.g. "3 of 5 agree (classes 3 · 1 · 1)": `support` is
+ * the size of the candidate's answer class, `classes` the sizes of all the
+ * classes that voted (largest first, from the turn's stats). Null when
+ * nothing voted; the class sizes only when there was more than one class.
+ */
+export function voteSummary(
+  support: number,
+  classes: readonly number[]
+): IVoteSummary | null {
+  const total = classes.reduce((sum, size) => sum + size, 0);
+  if (!classes.length || total <= 0) {
+    return null;
+  }
+  const split = classes.length > 1;
+  const samples = total === 1 ? 'sample' : 'samples';
+  return {
+    text:
+      `${support} of ${total} agree` +
+      (split ? ` (classes ${classes.join(' · ')})` : ''),
+    title:
+      'Samples whose outputs were the same answer: ' +
+      `${support} of the ${total} ${samples} that voted gave this one` +
+      (split
+        ? `; the answer classes, largest first, hold ${classes.join(', ')}.`
+        : '.')
+  };
+}
+
+export function CandidateView(props: {
+  candidate: Candidate;
+  index: number;
+  total: number;
+  chosen: boolean;
+  /** Sizes of the turn's answer classes that voted; empty: no vote. */
+  classes: readonly number[];
+  rendermime: IRenderMimeRegistry;
+  confinement: Confinement | null;
+  /** Place this candidate in the notebook; absent when it cannot be. */
+  onInsert?: () => void;
+}) {
+  const { candidate, rendermime, confinement } = props;
+  const executed = !confinement || confinement.execute;
+  const steps = candidate.steps.filter(s => s.explanation);
+  const facts: { text: string; title?: string }[] = [];
+  if (props.chosen && props.total > 1) {
+    facts.push({ text: 'chosen' });
+  }
+  if (candidate.score !== null) {
+    facts.push({ text: `score ${candidate.score.toFixed(2)}` });
+  }
+  // A support above 1 means the candidate voted; the chosen one won the vote.
+  const vote =
+    props.chosen || candidate.support > 1
+      ? voteSummary(candidate.support, props.classes)
+      : null;
+  if (vote) {
+    facts.push(vote);
+  } else if (candidate.support > 1) {
+    facts.push({ text: `support ${candidate.support}` });
+  }
+  if (candidate.repaired) {
+    facts.push({ text: 'repaired' });
+  }
+  const badge = resultBadge(candidate, executed);
+  const resultStatus = executed ? (candidate.result?.status ?? 'none') : 'none';
+  return (
+    <div className="jp-DataAgent-candidate" data-index={props.index}>
+      <div className="jp-DataAgent-candidateHead">
+        <span className={`jp-DataAgent-status jp-mod-${resultStatus}`}>
+          {badge || 'not run'}
+        </span>
+        {facts.length > 0 && (
+          <span className="jp-DataAgent-facts">
+            {facts.map((fact, i) => (
+              <React.Fragment key={i}>
+                {i > 0 && ' · '}
+                {fact.title ? (
+                  <span className="jp-DataAgent-vote" title={fact.title}>
+                    {fact.text}
+                  </span>
+                ) : (
+                  fact.text
+                )}
+              </React.Fragment>
+            ))}
+          </span>
+        )}
+      </div>
+      {steps.length > 0 ? (
+        <ol className="jp-DataAgent-steps">
+          {steps.map(s => (
+            <li key={s.number} value={s.number}>
+              <MarkdownBlock
+                source={s.explanation}
+                rendermime={rendermime}
+                className="jp-DataAgent-stepText"
+              />
+            </li>
+          ))}
+        </ol>
+      ) : (
+        candidate.explanation && (
+          <MarkdownBlock
+            source={candidate.explanation}
+            rendermime={rendermime}
+            className="jp-DataAgent-explanation"
+          />
+        )
+      )}
+      {typeof candidate.meta?.not_repaired === 'string' && (
+        <p className="jp-DataAgent-note jp-DataAgent-notRepaired">
+          {candidate.meta.not_repaired}
+        </p>
+      )}
+      <CodeBlock
+        code={candidate.code}
+        rendermime={rendermime}
+        onInsert={props.onInsert}
+        insertTitle="Insert below the active cell as a suggestion"
+      />
+      <OutputPreview
+        candidate={candidate}
+        rendermime={rendermime}
+        confinement={confinement}
+      />
+    </div>
+  );
+}

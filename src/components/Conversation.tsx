@@ -1,0 +1,81 @@
+/**
+ * The conversation of the current notebook: its stored turns and live
+ * requests, in order, scrolled to the newest.
+ */
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import * as React from 'react';
+
+import type { NotebookSession } from '../session';
+import type { ModelPrice } from '../wire';
+import { IServerStrategies } from './common';
+import { ExchangeView } from './ExchangeView';
+import { StoredTurnView } from './StoredTurnView';
+
+export function Conversation(props: {
+  session: NotebookSession;
+  rendermime: IRenderMimeRegistry;
+  strategies: IServerStrategies | null;
+  price: ModelPrice | null;
+}) {
+  const { session, rendermime, strategies, price } = props;
+  const items = session.timeline();
+  const busy = !!session.running;
+  const end = React.useRef<HTMLDivElement>(null);
+  const last = items[items.length - 1];
+  const lastKey = `${items.length}:${last?.exchange?.job.lastSeq ?? ''}:${last?.exchange?.job.status ?? ''}`;
+  React.useEffect(() => {
+    end.current?.scrollIntoView?.({ block: 'end' });
+  }, [lastKey]);
+  if (!items.length) {
+    return (
+      <div className="jp-DataAgent-empty">
+        Ask a question about this notebook. The agent reads its cells, outputs
+        and DataFrames, runs candidate code in a copy of the kernel, and offers
+        the result as a suggested cell.
+      </div>
+    );
+  }
+  return (
+    <div className="jp-DataAgent-conversation">
+      {items.map(({ turn, exchange }) =>
+        exchange ? (
+          // Values only (no stored turn object, read afresh each time): the
+          // memoized view re-renders when one of them changed.
+          <ExchangeView
+            key={exchange.key}
+            session={session}
+            exchange={exchange}
+            rendermime={rendermime}
+            strategies={strategies}
+            price={price}
+            suggestion={
+              exchange.turnId
+                ? session.suggestions.suggestion(exchange.turnId)
+                : null
+            }
+            turnStatus={turn?.status ?? null}
+            storedConfinement={
+              exchange.job.confinement ? null : (turn?.confinement ?? null)
+            }
+            editCellIndex={session.cellIndex(exchange.editCellId)}
+            turnCells={
+              exchange.turnId ? session.turnCellIds(exchange.turnId).length : 0
+            }
+            busy={busy}
+          />
+        ) : (
+          turn && (
+            <StoredTurnView
+              key={turn.turn_id}
+              turn={turn}
+              session={session}
+              rendermime={rendermime}
+              strategies={strategies}
+            />
+          )
+        )
+      )}
+      <div ref={end} />
+    </div>
+  );
+}

@@ -1,0 +1,239 @@
+/**
+ * One request of the conversation while the panel follows it: the
+ * question, its progress, the candidates (tabs, status, Insert, Accept and
+ * Reject) and what it cost.
+ *
+ * Memoized: exchanges are immutable (a change makes a new one) and every
+ * prop is a value that changes only when what it shows changes, so an event
+ * of one request re-renders that request alone.
+ */
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import * as React from 'react';
+
+import { isFinished } from '../events';
+import type { IExchange } from '../exchange';
+import type { TurnStatus } from '../metadata';
+import { EXPLAIN } from '../models';
+import type { NotebookSession } from '../session';
+import type { ISuggestionState } from '../suggestions';
+import { usageOf } from '../usage';
+import type { Confinement, ModelPrice } from '../wire';
+import { MarkdownBlock } from './blocks';
+import { CandidateView } from './CandidateView';
+import { IServerStrategies, StatusChip, strategyLabel } from './common';
+import { ConfinementBadge } from './ConfinementBadge';
+import { Progress } from './Progress';
+import { TurnActions } from './TurnActions';
+import { UsageLine } from './UsageLine';
+
+export interface IExchangeViewProps {
+  session: NotebookSession;
+  exchange: IExchange;
+  rendermime: IRenderMimeRegistry;
+  strategies: IServerStrategies | null;
+  price: ModelPrice | null;
+  /** Its suggestion in the notebook (states are immutable too); null: none. */
+  suggestion: ISuggestionState | null;
+  /** The decision stored for its turn; null: not stored. */
+  turnStatus: TurnStatus | null;
+  /** The stored verdict on kernel copies, where the job has none. */
+  storedConfinement: Confinement | null;
+  /** The position of the cell it edits; -1: none (or gone). */
+  editCellIndex: number;
+  /** How many of the notebook's cells hold its code. */
+  turnCells: number;
+  /** A request is running (this one or another). */
+  busy: boolean;
+}
+
+function ExchangeViewImpl(props: IExchangeViewProps) {
+  const {
+    session,
+    exchange,
+    rendermime,
+    strategies,
+    price,
+    suggestion,
+    editCellIndex,
+    turnCells,
+    busy
+  } = props;
+  const job = exchange.job;
+  const candidates = job.candidates;
+  // The panel shows what the notebook shows once the candidate is placed.
+  const shown =
+    suggestion &&
+    (suggestion.status === 'suggested' || suggestion.status === 'accepted')
+      ? suggestion.index
+      : exchange.selected;
+  const selected = Math.min(shown, Math.max(0, candidates.length - 1));
+  const placed = suggestion?.status === 'suggested';
+  const status = placed ? 'suggested' : (props.turnStatus ?? undefined);
+  // An explanation runs no code: no verdict on kernel copies to show.
+  const confinement =
+    exchange.strategy === EXPLAIN
+      ? null
+      : (job.confinement ?? props.storedConfinement ?? null);
+  return (
+    <div className="jp-DataAgent-exchange" data-turn-id={exchange.turnId ?? ''}>
+      <div className="jp-DataAgent-intent">
+        <span className="jp-DataAgent-intentText">{exchange.intent}</span>
+        <span className="jp-DataAgent-chip">
+          {strategyLabel(strategies, exchange.strategy)}
+        </span>
+        {exchange.editCellId && editCellIndex >= 0 && (
+          <span
+            className="jp-DataAgent-chip jp-DataAgent-editsCell"
+            title="The suggestion replaces this cell, shown as a diff over it"
+          >
+            edits cell {editCellIndex + 1}
+          </span>
+        )}
+        {confinement && <ConfinementBadge confinement={confinement} />}
+      </div>
+      <Progress
+        job={job}
+        rendermime={rendermime}
+        onAnswerNow={() => void session.answerFromText()}
+      />
+      {job.result?.stats.estimator && (
+        <div
+          className="jp-DataAgent-note jp-DataAgent-estimator"
+          title="What valued the search's steps: the execution heuristic, or a value model trained from your decisions"
+        >
+          Search guided by {job.result.stats.estimator}
+        </div>
+      )}
+      {job.status === 'error' && (
+        <div className="jp-DataAgent-error">{job.error}</div>
+      )}
+      {job.status === 'cancelled' && (
+        <div className="jp-DataAgent-note">Stopped.</div>
+      )}
+      {job.result?.answer &&
+        (job.result.strategy === EXPLAIN ? (
+          // Prose about the cell: read here, nothing goes into the notebook.
+          <MarkdownBlock
+            source={job.result.answer}
+            rendermime={rendermime}
+            className="jp-DataAgent-prose"
+          />
+        ) : (
+          <div className="jp-DataAgent-answer">
+            Answer: <strong>{job.result.answer}</strong>
+          </div>
+        ))}
+      {isFinished(job) &&
+        job.status === 'done' &&
+        !candidates.length &&
+        !job.result?.answer && (
+          <div className="jp-DataAgent-note">No candidate came back.</div>
+        )}
+      {candidates.length > 0 && (
+        <div className="jp-DataAgent-candidates">
+          <div
+            className="jp-DataAgent-candidateBar"
+            role="tablist"
+            aria-label="Candidates"
+          >
+            {candidates.length > 1 &&
+              candidates.map((c, i) => (
+                <button
+                  key={i}
+                  role="tab"
+                  aria-selected={i === selected}
+                  className={`jp-DataAgent-tab${i === selected ? ' jp-mod-selected' : ''}${
+                    c.result && c.result.status !== 'ok' ? ' jp-mod-failed' : ''
+                  }`}
+                  onClick={() => session.select(exchange, i)}
+                  title={`Candidate ${i + 1}`}
+                >
+                  {i + 1}
+                </button>
+              ))}
+            <span className="jp-DataAgent-spacer" />
+            {status && <StatusChip status={status} />}
+            {isFinished(job) &&
+              exchange.turnId &&
+              !placed &&
+              status !== 'accepted' &&
+              status !== 'edited' && (
+                <button
+                  className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-insert"
+                  onClick={() => session.insert(exchange, selected)}
+                  title={
+                    exchange.editCellId
+                      ? 'Show as a diff over the cell it edits'
+                      : 'Insert below the active cell as a suggestion'
+                  }
+                >
+                  {exchange.editCellId ? 'Show diff' : 'Insert'}
+                </button>
+              )}
+            {placed && (
+              <>
+                <button
+                  className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-panelAccept"
+                  onClick={() => session.suggestions.accept(exchange.turnId)}
+                >
+                  Accept
+                </button>
+                <button
+                  className="jp-Button jp-mod-styled jp-mod-small jp-mod-reject jp-DataAgent-panelReject"
+                  onClick={() => session.suggestions.reject(exchange.turnId)}
+                >
+                  Reject
+                </button>
+              </>
+            )}
+          </div>
+          <CandidateView
+            candidate={candidates[selected]}
+            index={selected}
+            total={candidates.length}
+            chosen={job.chosen === selected}
+            classes={job.result?.stats.classes ?? []}
+            rendermime={rendermime}
+            confinement={confinement}
+            onInsert={
+              isFinished(job) &&
+              exchange.turnId &&
+              !placed &&
+              status !== 'accepted' &&
+              status !== 'edited'
+                ? () => session.insert(exchange, selected)
+                : undefined
+            }
+          />
+        </div>
+      )}
+      {job.result && (
+        <UsageLine
+          className="jp-DataAgent-usage"
+          usage={usageOf(job.result.stats)}
+          price={price}
+          context={job.result.stats.context ?? null}
+        />
+      )}
+      {isFinished(job) && (
+        <TurnActions
+          session={session}
+          retry={{
+            intent: exchange.intent,
+            strategy: exchange.strategy,
+            cellId: exchange.anchorCellId,
+            editCellId: exchange.editCellId,
+            editKind: exchange.editKind,
+            instruction: exchange.instruction
+          }}
+          turnId={exchange.turnId}
+          cells={turnCells}
+          busy={busy}
+        />
+      )}
+    </div>
+  );
+}
+
+export const ExchangeView = React.memo(ExchangeViewImpl);
+ExchangeView.displayName = 'ExchangeView';

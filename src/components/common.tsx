@@ -1,0 +1,38 @@
+/**
+ * Small pieces shared by the panel's views: what the server offers, and the
+ * chip that says where a turn's suggestion stands.
+ */
+import * as React from 'react';
+
+import type { StrategyInfo } from '../wire';
+
+/** What the server offers (`GET config`); null until it answered. */
+export interface IServerStrategies {
+  /** Every strategy the server knows, in the order to offer them. */
+  catalog: StrategyInfo[];
+  /** The ones it can run now. */
+  available: string[];
+}
+
+/** A strategy's name in words, from the server's catalog. */
+export function strategyLabel(
+  strategies: IServerStrategies | null,
+  name: string
+): string {
+  return strategies?.catalog.find(s => s.name === name)?.label ?? name;
+}
+
+export function StatusChip(props: { status: string }) {
+  const labels: Record<string, string> = {
+    pending: 'not decided',
+    suggested: 'suggested',
+    accepted: 'accepted',
+    rejected: 'rejected',
+    edited: 'accepted, then edited'
+  };
+  return (
+    <span className={`jp-DataAgent-chip jp-mod-${props.status}`}>
+      {labels[props.status] ?? props.status}
+    </span>
+  );
+}

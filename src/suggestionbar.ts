@@ -1,0 +1,230 @@
+/**
+ * The suggestion bar: the small toolbar on the first cell of a suggestion
+ * (its label, the candidate count, its explanation and the buttons: Accept,
+ * Accept & Run, Reject, previous and next candidate), and the marks on the
+ * notebook's cells that go with it (the suggestion class, the diff over a
+ * cell an edit replaces). Plain DOM; the controller (notebook.ts) renders
+ * them from the suggestions' states.
+ */
+import { Cell } from '@jupyterlab/cells';
+import { IDisposable } from '@lumino/disposable';
+import { PanelLayout, Widget } from '@lumino/widgets';
+
+import { CellDiffView, REPLACING_CLASS, cellLanguage } from './celldiff';
+import { readCellTag } from './metadata';
+import { ISuggestionState } from './suggestions';
+
+export const SUGGESTION_CLASS = 'jp-DataAgent-suggestion';
+const BAR_CLASS = 'jp-DataAgent-suggestionBar';
+
+/** What the cell toolbar asks the controller to do. */
+export type SuggestionAction =
+  'accept' | 'acceptAndRun' | 'reject' | 'next' | 'previous';
+
+/** The small toolbar on the first cell of a suggestion. */
+export class SuggestionBar extends Widget {
+  constructor(private _onAction: (action: SuggestionAction) => void) {
+    super();
+    this.addClass(BAR_CLASS);
+    this.node.setAttribute('role', 'toolbar');
+    this.node.setAttribute('aria-label', 'Data Agent suggestion');
+    const head = document.createElement('div');
+    head.className = 'jp-DataAgent-suggestionHead';
+    const label = document.createElement('span');
+    label.className = 'jp-DataAgent-suggestionLabel';
+    label.textContent = 'Suggested by Data Agent';
+    this._label = label;
+    this._count = document.createElement('span');
+    this._count.className = 'jp-DataAgent-suggestionCount';
+    const buttons = document.createElement('span');
+    buttons.className = 'jp-DataAgent-suggestionButtons';
+    const make = (
+      action: SuggestionAction,
+      text: string,
+      title: string,
+      cls = ''
+    ) => {
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.className = `jp-Button jp-mod-styled jp-mod-small jp-DataAgent-${action} ${cls}`;
+      button.textContent = text;
+      button.title = title;
+      button.dataset.action = action;
+      // Keep the notebook from treating the click as a cell selection drag.
+      button.addEventListener('mousedown', event => event.stopPropagation());
+      button.addEventListener('click', event => {
+        event.preventDefault();
+        event.stopPropagation();
+        this._onAction(action);
+      });
+      buttons.appendChild(button);
+      return button;
+    };
+    this._prev = make('previous', '‹', 'Previous candidate (Alt+P)');
+    this._next = make('next', '›', 'Next candidate (Alt+N)');
+    make(
+      'accept',
+      'Accept',
+      'Keep this code (Ctrl+Shift+Enter)',
+      'jp-mod-accept'
+    );
+    make(
+      'acceptAndRun',
+      'Accept & Run',
+      'Keep and run it (Alt+Shift+Enter)',
+      'jp-mod-accept'
+    );
+    this._reject = make(
+      'reject',
+      'Reject',
+      'Remove the suggestion (Ctrl+Shift+Backspace)',
+      'jp-mod-reject'
+    );
+    head.append(label, this._count, buttons);
+    this._explanation = document.createElement('div');
+    this._explanation.className = 'jp-DataAgent-suggestionExplanation';
+    this.node.append(head, this._explanation);
+  }
+
+  render(state: ISuggestionState): void {
+    const n = state.candidates.length;
+    this._count.textContent = n > 1 ? `${state.index + 1} / ${n}` : '';
+    this._prev.disabled = n < 2;
+    this._next.disabled = n < 2;
+    const candidate = state.candidates[state.index];
+    const text =
+      candidate?.explanation ||
+      (candidate?.steps ?? [])
+        .filter(s => s.explanation)
+        .map(s => `Step ${s.number}: ${s.explanation}`)
+        .join('\n');
+    this._explanation.textContent = text || state.intent;
+    this.node.dataset.turnId = state.turnId;
+    const edit = !!state.target;
+    this.toggleClass('jp-mod-edit', edit);
+    this._label.textContent = edit
+      ? 'Suggested edit of this cell'
+      : 'Suggested by Data Agent';
+    this._reject.title = edit
+      ? 'Keep the cell as it is (Ctrl+Shift+Backspace)'
+      : 'Remove the suggestion (Ctrl+Shift+Backspace)';
+  }
+
+  private _label: HTMLElement;
+  private _reject: HTMLButtonElement;
+  private _count: HTMLElement;
+  private _prev: HTMLButtonElement;
+  private _next: HTMLButtonElement;
+  private _explanation: HTMLElement;
+}
+
+/** The toolbars and diffs on one notebook's suggestion cells. */
+export class SuggestionDecorations implements IDisposable {
+  constructor(
+    private _onAction: (turnId: string, action: SuggestionAction) => void
+  ) {}
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  /**
+   * Mark pending suggestion cells (of `cells`, the notebook's) and give the
+   * first one of each suggestion its toolbar; an edit's cell shows its diff.
+   * `present`: whether a cell id is still in the notebook.
+   */
+  decorate(
+    cells: readonly Cell[],
+    states: ReadonlyMap<string, ISuggestionState>,
+    present: (id: string) => boolean
+  ): void {
+    const firstOf = new Map<string, string>();
+    for (const state of states.values()) {
+      if (state.status === 'suggested') {
+        const first = state.cells.find(c => present(c.id));
+        if (first) {
+          firstOf.set(state.turnId, first.id);
+        }
+      }
+    }
+    const seen = new Set<Cell>();
+    for (const cell of cells) {
+      const tag = readCellTag(cell.model.metadata);
+      const state = tag ? states.get(tag.turn_id) : undefined;
+      const pending =
+        !!tag && tag.status === 'pending' && state?.status === 'suggested';
+      cell.toggleClass(SUGGESTION_CLASS, pending);
+      const replacing =
+        pending && state?.target?.id === cell.model.id ? state : null;
+      cell.toggleClass(REPLACING_CLASS, !!replacing);
+      if (replacing) {
+        this._showDiff(cell, replacing);
+      }
+      if (pending && firstOf.get(tag!.turn_id) === cell.model.id) {
+        let bar = this._bars.get(cell);
+        if (!bar || bar.isDisposed) {
+          const turnId = tag!.turn_id;
+          // Owned by this._bars: disposed when its suggestion goes.
+          // eslint-disable-next-line jupyter/require-disposable-ownership
+          bar = new SuggestionBar(action => this._onAction(turnId, action));
+          (cell.layout as PanelLayout).insertWidget(0, bar);
+          this._bars.set(cell, bar);
+        }
+        bar.render(state!);
+        seen.add(cell);
+      }
+    }
+    for (const [cell, bar] of [...this._bars.entries()]) {
+      if (!seen.has(cell)) {
+        bar.dispose();
+        this._bars.delete(cell);
+      }
+    }
+    for (const [cell, diff] of [...this._diffs.entries()]) {
+      if (!cell.hasClass(REPLACING_CLASS) || cell.isDisposed) {
+        diff.dispose();
+        this._diffs.delete(cell);
+      }
+    }
+  }
+
+  /** The candidate as a diff against the cell's source, below the toolbar. */
+  private _showDiff(cell: Cell, state: ISuggestionState): void {
+    let diff = this._diffs.get(cell);
+    if (!diff || diff.isDisposed) {
+      // Owned by this._diffs: disposed when the cell stops being replaced.
+      // eslint-disable-next-line jupyter/require-disposable-ownership
+      diff = new CellDiffView();
+      const layout = cell.layout as PanelLayout;
+      const bar = this._bars.get(cell);
+      const at = bar ? layout.widgets.indexOf(bar) + 1 : 0;
+      layout.insertWidget(at, diff);
+      this._diffs.set(cell, diff);
+    }
+    const candidate = state.candidates[state.index]?.code ?? '';
+    diff.render(
+      cell.model.sharedModel.getSource(),
+      candidate.replace(/\s+$/, ''),
+      cellLanguage(cell)
+    );
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    for (const bar of this._bars.values()) {
+      bar.dispose();
+    }
+    this._bars.clear();
+    for (const diff of this._diffs.values()) {
+      diff.dispose();
+    }
+    this._diffs.clear();
+  }
+
+  private _bars = new Map<Cell, SuggestionBar>();
+  private _diffs = new Map<Cell, CellDiffView>();
+  private _disposed = false;
+}
