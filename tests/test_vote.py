@@ -21,10 +21,9 @@ from jupyter_data_agent.kernel.results import ExecResult, Limits, OutputItem, Va
 from jupyter_data_agent.kernel.snapshot import SnapshotTree
 from jupyter_data_agent.prompts.parse import Step
 from jupyter_data_agent.search.base import Candidate, RunContext, SearchStats, TurnRequest
-from jupyter_data_agent.search.equivalence import same_answer
+from jupyter_data_agent.search.equivalence import exec_output, same_answer
 from jupyter_data_agent.search.generate import sampling
 from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy
-from jupyter_data_agent.search.equivalence import exec_output
 from jupyter_data_agent.search.vote import VoteStrategy, vote
 from tests.scripted_backend import ScriptedBackend
 
