@@ -66,7 +66,7 @@ def _lie_about_pid(pid: int) -> str:
     """The next copy forked from this one says it is ``pid``."""
     return textwrap.dedent(f"""
         import sys
-        fs = sys.modules['_jda_kernel.fork_server']
+        fs = sys.modules['_jda_kernel.copy_server']
         honest = fs._hello_reply
         fs._hello_reply = lambda rid, state, kind='hello': {{**honest(rid, state, kind), 'pid': {pid}}}
     """)

@@ -133,7 +133,7 @@ def _scalar(x: Any) -> dict | None:
         return None
     try:
         text = repr(x)
-    except Exception as e:  # a broken __repr__ must not break the reply
+    except Exception as e:  # noqa: BLE001 - a broken __repr__ (the user's code) must not break the reply
         text = f"<unrepresentable: {type(e).__name__}>"
     return {"k": "scalar", "t": "other", "v": text[:10_000], "type": type(x).__qualname__}
 

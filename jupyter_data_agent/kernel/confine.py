@@ -121,14 +121,14 @@ def landlock_abi() -> int:
         import landlock  # the PyPI package; only for detection
 
         return int(landlock.landlock_abi_version())
-    except Exception:
+    except (ImportError, OSError, AttributeError):  # not installed, or no Landlock: ask the kernel
         pass
     try:
         libc = _get_libc()
         ret = libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
                            ctypes.c_uint32(_CREATE_RULESET_VERSION))
         return max(int(ret), 0)
-    except Exception:
+    except (OSError, AttributeError, ctypes.ArgumentError):
         return 0
 
 
@@ -404,7 +404,7 @@ def credential_paths() -> list[str]:
         from jupyter_core.paths import jupyter_config_dir
 
         paths.append(jupyter_config_dir())
-    except Exception:  # noqa: BLE001 -- jupyter_core missing in the kernel's environment
+    except Exception:  # noqa: BLE001, S110 - jupyter_core missing, or failing, in the kernel's environment
         pass
     home = os.path.expanduser("~")
     paths += [os.path.join(home, name) for name in CREDENTIALS]
@@ -425,8 +425,8 @@ def runtime_paths(processes: list[str] | None = None) -> list[str]:
         from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 
         paths += [jupyter_runtime_dir(), os.path.join(jupyter_data_dir(), "runtime")]
-    except Exception:
-        pass
+    except Exception:  # noqa: BLE001, S110 - jupyter_core missing, or failing, in the kernel's environment
+        pass  # (the running Jupyter processes' folders are still found below)
     cf = harden.connection_file()
     if cf:
         paths.append(cf)

@@ -14,6 +14,7 @@ Kernel-side module: standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -196,7 +197,7 @@ def _kernel_session():
         from IPython import get_ipython
 
         return getattr(getattr(get_ipython(), "kernel", None), "session", None)
-    except Exception:
+    except ImportError:
         return None
 
 
@@ -225,7 +226,7 @@ def _kernel_app():
         return None
     try:
         return mod.IPKernelApp.instance() if mod.IPKernelApp.initialized() else None
-    except Exception:
+    except Exception:  # noqa: BLE001 - traitlets' singleton in any state (another class's instance...)
         return None
 
 
@@ -237,7 +238,7 @@ def connection_file() -> str | None:
             from jupyter_core.paths import jupyter_runtime_dir
 
             path = os.path.join(jupyter_runtime_dir(), path)
-        except Exception:
+        except Exception:  # noqa: BLE001 - jupyter_core missing, or failing, in the kernel's environment
             return None
     return path or None
 
@@ -296,15 +297,11 @@ def _disarm_sessions() -> None:
     session = _kernel_session()
     if session is None:
         return
-    try:
+    with contextlib.suppress(AttributeError, TypeError):  # not a traitlets Session
         session.__dict__["auth"] = None
         session.__dict__["_key"] = b""
-    except Exception:
-        pass
-    try:
+    with contextlib.suppress(AttributeError, TypeError, ValueError):  # a key it does not let go
         session.key = b""
-    except Exception:
-        pass
 
 
 def wipe_memory(values: list[bytes]) -> int:

@@ -8,7 +8,7 @@ our interpreter and venv; a named spec of another environment runs there.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 from collections.abc import Mapping
 
@@ -18,6 +18,9 @@ from jupyter_client.manager import start_new_kernel
 #: no BLAS thread pool per kernel (copies share the machine with the model).
 KERNEL_ENV = {"MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "MKL_NUM_THREADS": "1"}
+
+
+log = logging.getLogger(__name__)
 
 
 class KernelStartError(RuntimeError):
@@ -41,7 +44,11 @@ def start_kernel(env: Mapping[str, str] | None = None, cwd: str | os.PathLike | 
 
 def stop_kernel(km, kc) -> None:
     """Close the client's channels and kill the kernel (never raises)."""
-    with contextlib.suppress(Exception):
+    try:
         kc.stop_channels()
-    with contextlib.suppress(Exception):
+    except Exception:  # a cleanup: whatever jupyter_client or zmq raise is only logged
+        log.debug("stopping a kernel client's channels failed", exc_info=True)
+    try:
         km.shutdown_kernel(now=True)
+    except Exception:  # a cleanup: whatever jupyter_client or zmq raise is only logged
+        log.warning("shutting down a private kernel failed", exc_info=True)

@@ -26,8 +26,11 @@ from typing import Literal, Sequence
 
 from . import launch, procs, rpc
 from . import tree as _tree
+from .bootstrap import direct_call, kernel_call
+from .copy_process import uss
 from .results import ExecResult, Limits, Protections
-from .snapshot import CapacityError, SnapshotClosed, SnapshotError, _failure, _uss, direct_call, kernel_call
+from .snapshot_node import exec_failure
+from .tree import CapacityError, SnapshotClosed, SnapshotError
 
 
 class ReplayNode(_tree.CopyNode):
@@ -72,7 +75,7 @@ class ReplayNode(_tree.CopyNode):
             self._kill("closed")
 
     def memory(self) -> int | None:
-        return _uss(self.pid) if self.is_live else None
+        return uss(self.pid) if self.is_live else None
 
     # ------------------------------------------------------------- internals
 
@@ -126,12 +129,12 @@ class ReplayNode(_tree.CopyNode):
                                                    timeout or None))
         except TimeoutError:
             self._kill("dead")
-            return _failure(f"cell exceeded the {timeout:g} s wall-clock timeout; "
-                            f"its replay kernel was killed", t0, None, timeout=True)
+            return exec_failure(f"cell exceeded the {timeout:g} s wall-clock timeout; "
+                                f"its replay kernel was killed", t0, None, timeout=True)
         except SnapshotError as e:
             if self.km is not None and not self.km.is_alive():
                 self._kill("dead")
-                return _failure(f"the replay kernel died: {e}", t0, None)
+                return exec_failure(f"the replay kernel died: {e}", t0, None)
             raise
 
     def _kill(self, state: str) -> None:

@@ -1,9 +1,10 @@
 """Client side of the fork snapshot tree.
 
-A ``SnapshotTree`` is one search's set of kernel copies; each ``Snapshot`` is
-one process forked (directly or through its ancestors) from the user's
-kernel. ``exec`` runs a cell in that copy, ``fork`` makes a child copy of its
-current state, ``close`` ends it and its subtree.
+A ``SnapshotTree`` is one search's set of kernel copies; each ``Snapshot``
+(``snapshot_node``) is one process forked (directly or through its
+ancestors) from the user's kernel. ``exec`` runs a cell in that copy,
+``fork`` makes a child copy of its current state, ``close`` ends it and its
+subtree.
 
 The API is synchronous (blocking sockets, one lock per snapshot so different
 snapshots run concurrently from different threads); the Jupyter server calls
@@ -14,9 +15,9 @@ believed. A copy's pid is the one the kernel attaches to its first frame
 (``SO_PASSCRED``), checked to be a child of its parent copy (or, for the
 root, of the kernel), and held as a pidfd from then on: every signal goes
 through that pidfd, so no pid a copy names can reach a process outside the
-turn. Replies are bounded in bytes before they are read, must answer the
-request just sent, and are bounded and scrubbed again once parsed
-(``tree.received``); a frame that breaks the protocol ends the copy.
+turn (``copy_process``). Replies are bounded in bytes before they are read,
+must answer the request just sent, and are bounded and scrubbed again once
+parsed (``tree.received``); a frame that breaks the protocol ends the copy.
 
 Resources: a cap on live processes per tree and per client process, and a
 memory budget on the sum of the snapshots' unique set sizes; when either is
@@ -29,16 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import hashlib
 import itertools
 import json
+import logging
 import os
 import signal
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import ClassVar, Literal
 
 import psutil
@@ -46,496 +45,22 @@ import psutil
 from . import procs as _procs
 from . import rpc
 from . import tree as _tree
-from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, pass_credentials, recv_frame, send_frame
-from .results import ExecResult, Limits, OutputItem, Protections
-
-
-class SnapshotError(RuntimeError):
-    """A snapshot operation failed."""
-
-
-class ForkUnavailable(SnapshotError):
-    """Fork copies cannot be made for this kernel: use the replay sandbox."""
-
-
-class CapacityError(SnapshotError):
-    """No room for another snapshot process and nothing can be evicted."""
-
-
-class SnapshotClosed(SnapshotError):
-    """The snapshot (or its whole tree) was closed."""
-
-
-# The largest reply to anything but ``exec`` (hello, ready, ping, fork, child_status).
-_SMALL_REPLY = 256 << 10
-
-
-class _Channel:
-    """One socket to one snapshot process; requests and replies carry ids."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self._ids = itertools.count(1)
-
-    def request(self, op: str, *, timeout: float | None, fds=(), max_bytes: int = _SMALL_REPLY,
-                senders: set[int] | None = None, **fields) -> dict:
-        """Send one request and read its reply: the next frame, at most ``max_bytes``,
-        answering this request's id, or ``ProtocolError``."""
-        rid = next(self._ids)
-        self.sock.settimeout(timeout)
-        send_frame(self.sock, {"id": rid, "op": op, **fields}, fds)
-        msg, _ = recv_frame(self.sock, max_bytes=max_bytes, senders=senders)
-        if msg.get("id") != rid:
-            raise ProtocolError(f"a reply to request {msg.get('id')!r} came for {op} #{rid}")
-        return msg
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
-def _uss(pid: int | None) -> int | None:
-    if pid is None:
-        return None
-    try:
-        return psutil.Process(pid).memory_full_info().uss
-    except (psutil.Error, OSError):
-        return None
-
-
-def _capture_for(limits: Limits) -> list[int]:
-    """Sealed memfds for one exec's C-level output, made here: a copy may not make
-    memfds (``fork_server.sealed_capture``); none where the system has none."""
-    from .fork_server import sealed_capture
-
-    try:
-        return sealed_capture(limits.max_capture_bytes)
-    except OSError:
-        return []
-
-
-def _sender(senders: set[int], what: str) -> int:
-    """The one process that wrote a frame, as the kernel saw it."""
-    if len(senders) != 1 or 0 in senders:
-        raise ProtocolError(f"{what}: its sender is not one known process ({sorted(senders)})")
-    return next(iter(senders))
-
-
-def _open_verified(pid: int, parent_pid: int | None) -> int | None:
-    """A pidfd of ``pid`` once it is known to be ``parent_pid``'s child.
-
-    The pidfd is opened first and the process checked alive through it after
-    reading its parent, so the check cannot be about a reused pid. Returns None
-    where pidfds do not exist (the psutil start-time check stands in).
-    """
-    fd = None
-    if hasattr(os, "pidfd_open"):
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError as e:
-            raise ProtocolError(f"process {pid} is not there: {e.strerror}") from None
-    try:
-        if parent_pid is not None:
-            try:
-                ppid = psutil.Process(pid).ppid()
-            except psutil.Error:
-                ppid = None
-            if ppid != parent_pid:
-                raise ProtocolError(f"process {pid} is not a child of {parent_pid}")
-        if fd is not None:
-            signal.pidfd_send_signal(fd, 0)  # still the same process
-    except BaseException:
-        if fd is not None:
-            os.close(fd)
-        raise
-    return fd
-
-
-def _gone(pid: int, live_pids: set[int]) -> bool:
-    """True once ``pid`` no longer runs and its parent (if ours) reaped it."""
-    try:
-        p = psutil.Process(pid)
-        if p.status() == psutil.STATUS_ZOMBIE:
-            # reaped by a live parent's reaper soon; an orphan belongs to init
-            return p.ppid() not in live_pids
-        return False
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.Error:
-        return False
-
-
-def _describe_wait_status(st: int | None) -> str:
-    if st is None:
-        return "the snapshot process died"
-    if os.WIFSIGNALED(st):
-        sig = os.WTERMSIG(st)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = str(sig)
-        hint = " (CPU hard limit or out of memory)" if sig == signal.SIGKILL else ""
-        return f"the snapshot process was killed by {name}{hint}"
-    if os.WIFEXITED(st):
-        return f"the snapshot process exited with status {os.WEXITSTATUS(st)}"
-    return "the snapshot process died"
-
-
-class Snapshot(_tree.CopyNode):
-    """One kernel copy: a process whose memory is the kernel's state plus the
-    cells executed on the path to it."""
-
-    tree: "SnapshotTree"
-    parent: "Snapshot | None"
-    children: "list[Snapshot]"
-
-    def __init__(self, tree: "SnapshotTree", parent: "Snapshot | None", node_id: str,
-                 parent_len: int = 0) -> None:
-        super().__init__(tree, parent, node_id, parent_len)
-        self.pid: int | None = None  # the kernel's word for it (never the copy's)
-        self.uss: int | None = None
-        self.death: str | None = None
-        self._chan: _Channel | None = None
-        self._proc = None
-        self._pidfd: int | None = None
-
-    def __repr__(self) -> str:
-        return f"<Snapshot {self.id} {self.state} pid={self.pid} depth={self.depth}>"
-
-    # ------------------------------------------------------------- sync API
-
-    def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        res = super().exec(code, timeout=timeout)
-        tree = self.tree  # then the memory budget, at most every memory_check_interval
-        if time.monotonic() - tree._last_mem_check >= tree.memory_check_interval:
-            tree.check_memory()
-        return res
-
-    def fork(self) -> "Snapshot":
-        """A child copy of this snapshot's current state (a new process)."""
-        if self.tree.closed:
-            raise SnapshotClosed("the snapshot tree is closed")
-        self.tree._reserve_slot(protect=self)
-        try:
-            with self._lock:
-                self._ensure_live()
-                pid, chan, pidfd = self._fork_locked()
-                parent_len = len(self.cells)
-            child = self._new_child(parent_len)
-            child._attach(pid, chan, pidfd)
-        finally:
-            self.tree._release_slot()
-        if self.tree.closed:  # closed while we were forking
-            child._kill("closed")
-            raise SnapshotClosed("the snapshot tree was closed")
-        return child
-
-    def close(self) -> None:
-        """End this snapshot and every descendant (processes are killed)."""
-        self.tree._close_subtree(self)
-
-    def ping(self, timeout: float = 10.0) -> bool:
-        with self._lock:
-            if not self.is_live:
-                return False
-            try:
-                return bool(self._chan.request("ping", timeout=timeout).get("ok"))
-            except (OSError, ProtocolError):
-                self._mark_dead("the snapshot process did not answer")
-                return False
-
-    def interrupt(self) -> None:
-        """SIGINT: the running cell ends with KeyboardInterrupt, the copy lives on."""
-        if self.is_live:
-            self._signal(signal.SIGINT)
-
-    def memory(self) -> int | None:
-        """Unique set size (bytes) of this copy and the processes a candidate
-        started from it: what it really costs."""
-        if not self.is_live:
-            self.uss = None
-            return None
-        total = _uss(self.pid)
-        if total is not None:
-            with contextlib.suppress(psutil.Error):
-                for p in psutil.Process(self.pid).children(recursive=True):
-                    if p.pid not in self.tree._live:  # child copies count for themselves
-                        total += _uss(p.pid) or 0
-        self.uss = total
-        return total
-
-    # ------------------------------------------------------------ internals
-
-    def _attach(self, pid: int, chan: _Channel, pidfd: int | None) -> None:
-        self.pid, self._chan, self._pidfd = pid, chan, pidfd
-        try:  # remembers the start time: a later kill never hits a reused pid
-            self._proc = psutil.Process(pid)
-        except psutil.Error:
-            self._proc = None
-        self.state = "live"
-        self.death = None
-        self.last_used = time.monotonic()
-        self.tree._set_live(self, True)
-
-    def _detach(self, state: str) -> None:
-        if self._chan is not None:
-            self._chan.close()
-        self._chan = None
-        if self._pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._pidfd)
-            self._pidfd = None
-        if self.pid is not None:
-            self.tree._set_live(self, False)
-        if self.state != "closed":
-            self.state = state
-
-    def _signal(self, sig: int) -> bool:
-        """Send ``sig`` to this copy's own process only; False once it is gone."""
-        try:
-            if self._pidfd is not None:
-                signal.pidfd_send_signal(self._pidfd, sig)
-            elif self._proc is not None and self._proc.is_running():  # same start time
-                self._proc.send_signal(sig)
-            else:
-                return False
-            return True
-        except (OSError, psutil.Error):
-            return False
-
-    def _signal_kill(self) -> None:
-        """Kill this copy and every process a candidate started from it."""
-        if not self._signal(signal.SIGSTOP):  # gone (or never ours): nothing to reach
-            return
-        with contextlib.suppress(OSError, psutil.Error):
-            _procs.kill_subtree(self.pid)  # its descendants: the copy is stopped, so still them
-        self._signal(signal.SIGKILL)
-
-    def _kill(self, state: str) -> None:
-        if self.pid is not None and self.is_live:
-            self._signal_kill()
-        self._detach(state)
-        # Killing a process takes its subtree with it (PDEATHSIG); kill them
-        # explicitly too in case PDEATHSIG could not be set.
-        for c in self.subtree():  # self is no longer live
-            if c.is_live:
-                c._signal_kill()
-                c._detach("dead")
-                c.death = "an ancestor snapshot was killed"
-
-    def _mark_dead(self, why: str) -> None:
-        self.death = why
-        self._kill("dead")
-
-    def _death_reason(self) -> str:
-        pid = self.pid
-        if pid is None:
-            return "the snapshot process died"
-        st = None
-        parent = self.parent
-        for _ in range(20):
-            if parent is None:  # the root is a child of this process only in the magic
-                from . import fork_server
-
-                st = fork_server._REAPER.exit_status(pid) if self.tree.in_process else None
-            elif parent.is_live and parent._lock.acquire(timeout=0.5):
-                try:
-                    st = parent._chan.request("child_status", timeout=5, pid=pid).get("status")
-                except (OSError, ProtocolError):
-                    st = None
-                finally:
-                    parent._lock.release()
-            else:
-                break
-            if st is not None:
-                break
-            time.sleep(0.025)
-        return _describe_wait_status(st)
-
-    def _exec_locked(self, code: str, timeout: float | None) -> ExecResult:
-        timeout = self.tree.limits.timeout_s if timeout is None else timeout
-        self.last_used = time.monotonic()
-        t0 = time.perf_counter()
-        pid = self.pid
-        try:
-            capture = _capture_for(self.tree.limits)
-            try:
-                reply = self._chan.request("exec", timeout=timeout, code=code, fds=capture,
-                                           max_bytes=self.tree.limits.reply_bytes())
-            finally:
-                for fd in capture:
-                    os.close(fd)
-            if reply.get("ok"):
-                result = ExecResult.from_json(reply["data"])
-        except socket.timeout:
-            self._mark_dead(f"killed after the {timeout:g} s wall-clock timeout")
-            return _failure(f"cell exceeded the {timeout:g} s wall-clock timeout; "
-                            f"its kernel copy was killed", t0, pid, timeout=True)
-        except (ProtocolError, KeyError, TypeError, ValueError, AttributeError) as e:
-            if isinstance(e, PeerClosed):  # it died (a limit, os._exit...): say why
-                why = self._death_reason()
-                self._mark_dead(why)
-                return _failure(why + " while running the cell", t0, pid)
-            why = f"the copy broke the protocol ({e}); it was ended"
-            self._mark_dead(why)
-            return _failure(why, t0, pid)
-        except OSError:
-            why = self._death_reason()
-            self._mark_dead(why)
-            return _failure(why + " while running the cell", t0, pid)
-        except BaseException:
-            # e.g. KeyboardInterrupt in the magic: the reply would desync the channel
-            self._mark_dead("interrupted while running a cell")
-            raise
-        if not reply.get("ok"):
-            raise SnapshotError(f"exec failed in snapshot {self.id}: {reply.get('error')}")
-        result.pid = pid  # the copy's word for its pid is not kept either
-        return result
-
-    def _fork_locked(self) -> tuple[int, _Channel, int | None]:
-        """A child of this copy: (its pid as the kernel tells it, its channel, its pidfd)."""
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        timeout = self.tree.limits.fork_timeout_s
-        try:
-            pass_credentials(mine)  # before the child can write anything
-            try:
-                reply = self._chan.request("fork", timeout=timeout, fds=[theirs.fileno()])
-            finally:
-                theirs.close()
-            if not reply.get("ok"):
-                raise SnapshotError(f"fork of {self.id} failed: {reply.get('error')}")
-            mine.settimeout(timeout)
-            senders: set[int] = set()
-            ready, _ = recv_frame(mine, max_bytes=_SMALL_REPLY, senders=senders)
-            if not ready.get("ok") or ready.get("type") != "ready":
-                raise SnapshotError(f"forked snapshot did not start: {ready.get('error')}")
-        except (OSError, ProtocolError) as e:
-            mine.close()
-            if isinstance(e, socket.timeout) or not self.ping_unlocked():
-                self._mark_dead(f"fork failed: {e}")
-            raise SnapshotError(f"fork of {self.id} failed: {e}") from e
-        except BaseException:
-            mine.close()
-            raise
-        try:
-            pid = _sender(senders, "the new copy's first frame")
-            if ready.get("pid") != pid:
-                raise ProtocolError(f"the new copy says it is process {ready.get('pid')!r}, "
-                                    f"the kernel says {pid}")
-            pidfd = _open_verified(pid, self.pid)
-        except ProtocolError as e:
-            # A copy that lies about the copies it makes runs forged code: end it.
-            mine.close()
-            self._mark_dead(f"the copy broke the protocol ({e}); it was ended")
-            raise SnapshotError(f"fork of {self.id} refused: {e}") from e
-        return pid, _Channel(mine), pidfd
-
-    def ping_unlocked(self) -> bool:
-        try:
-            return bool(self._chan.request("ping", timeout=5).get("ok"))
-        except (OSError, ProtocolError, AttributeError):
-            return False
-
-    def _ensure_live(self) -> None:
-        """Make this node's process exist, replaying its cells if it was evicted."""
-        if self.state == "live":
-            return
-        if self.state == "closed" or self.tree.closed:
-            raise SnapshotClosed(f"snapshot {self.id} is closed")
-        # Base: the nearest live ancestor still in the state it had when the
-        # path below it was forked; replay every cell from there down.
-        n, limit = self.parent, self.parent_len
-        while n is not None and not (n.is_live and len(n.cells) == limit):
-            if n.state == "closed":
-                raise SnapshotClosed(f"snapshot {n.id} is closed")
-            limit, n = n.parent_len, n.parent
-        if n is None:
-            raise SnapshotError(f"cannot rebuild {self.id}: no live ancestor is still in the "
-                                f"state it was forked from")
-        self.tree._reserve_slot(protect=n)
-        try:
-            with n._lock:
-                if not (n.is_live and len(n.cells) == limit):
-                    raise SnapshotError(f"cannot rebuild {self.id}: {n.id} changed meanwhile")
-                pid, chan, pidfd = n._fork_locked()
-                done = len(n.lineage())  # the cells the new process already ran
-            self._attach(pid, chan, pidfd)
-        finally:
-            self.tree._release_slot()
-        for code in self.lineage()[done:]:
-            res = self._exec_locked(code, None)
-            if res.status not in ("ok", "error"):
-                raise SnapshotError(f"rebuilding {self.id} failed: {res.evalue}")
-        self.rebuilds += 1
-
-
-def _failure(evalue: str, t0: float, pid: int | None, timeout: bool = False) -> ExecResult:
-    """A cell whose copy was killed at its ``timeout`` or died under it (since ``t0``)."""
-    status, ename = ("timeout", "TimeoutError") if timeout else ("died", "SnapshotDied")
-    return ExecResult(status=status, ename=ename, evalue=evalue, pid=pid,
-                      duration_s=time.perf_counter() - t0, limit="timeout" if timeout else None,
-                      outputs=[OutputItem(output_type="error", ename=ename, evalue=evalue)])
-
-
-@functools.lru_cache(maxsize=1)
-def _bootstrap_source() -> tuple[str, str]:
-    """Code that installs the kernel-side modules as package ``_jda_kernel``.
-
-    Injected through the execute request so kernels running in another
-    environment (without jupyter_data_agent installed) can still be forked,
-    and always with the client's own protocol version.
-    """
-    here = Path(__file__).parent
-    names = ["answer_form", "results", "protocol", "confine", "harden", "procs", "syscall_filter", "plots",
-             "fork_server"]
-    srcs = {n: (here / f"{n}.py").read_text(encoding="utf-8") for n in names}
-    try:  # the seccomp binding, for kernels whose environment lacks it
-        import pyseccomp
-
-        srcs = {"pyseccomp": Path(pyseccomp.__file__).read_text(encoding="utf-8"), **srcs}
-    except (ImportError, OSError, RuntimeError):
-        pass
-    digest = hashlib.sha256(json.dumps(srcs, sort_keys=True).encode()).hexdigest()[:16]
-    return digest, (
-        "import sys, types\n"
-        f"_srcs = {srcs!r}\n"
-        "_p = sys.modules.get('_jda_kernel')\n"
-        f"if getattr(_p, '__digest__', None) != {digest!r}:\n"
-        "    _p = types.ModuleType('_jda_kernel')\n"
-        "    _p.__path__ = []\n"
-        f"    _p.__digest__ = {digest!r}\n"
-        "    sys.modules['_jda_kernel'] = _p\n"
-        "    for _n, _s in _srcs.items():\n"
-        "        _m = types.ModuleType('_jda_kernel.' + _n)\n"
-        "        _m.__package__ = '_jda_kernel'\n"
-        "        _m.__file__ = '<jda:' + _n + '>'\n"
-        "        sys.modules[_m.__name__] = _m\n"
-        "        try:\n"
-        "            exec(compile(_s, _m.__file__, 'exec'), _m.__dict__)\n"
-        "        except Exception:\n"
-        "            if _n != 'pyseccomp':\n"
-        "                raise\n"
-        "            del sys.modules[_m.__name__]\n"
-        "            continue\n"
-        "        setattr(_p, _n, _m)\n"
-    )
-
-
-def direct_call(call: str) -> str:
-    """``_jda_kernel.fork_server.<call>`` in a kernel whose modules are installed."""
-    return f"__import__('sys').modules['_jda_kernel.fork_server'].{call}"
-
-
-def kernel_call(call: str) -> str:
-    """A user expression calling ``_jda_kernel.fork_server.<call>`` in a kernel,
-    installing the modules first unless this exact version is already there."""
-    digest, boot = _bootstrap_source()
-    target = direct_call(call)
-    return (f"({target} if getattr(__import__('sys').modules.get('_jda_kernel'), "
-            f"'__digest__', None) == {digest!r} else "
-            f"(exec(compile({boot!r}, '<jda-bootstrap>', 'exec'), {{}}) or {target}))")
+from .bootstrap import direct_call as direct_call
+from .bootstrap import kernel_call
+from .copy_process import Channel, gone, open_verified, sender, trusted_cgroup, uss
+from .protocol import PROTOCOL_VERSION, ProtocolError, pass_credentials
+from .results import Limits, Protections
+from .snapshot_node import Snapshot, exec_failure
+from .tree import CapacityError, ForkUnavailable
+from .tree import SnapshotClosed as SnapshotClosed
+from .tree import SnapshotError as SnapshotError
+
+# Names other modules and tests import from here.
+_uss = uss
+_failure = exec_failure
+_trusted_cgroup = trusted_cgroup
+
+log = logging.getLogger(__name__)
 
 
 def _root_expression(notebook_dir: str | None, scratch: str | None, limits: Limits) -> str:
@@ -556,25 +81,6 @@ def _fork_request(timeout: float):
         raise ForkUnavailable(f"cannot fork this kernel: {e}") from e
 
 
-def _trusted_cgroup(claimed: str | None, root_pid: int, kernel_pid: int | None) -> str | None:
-    """The tree's cgroup, once the system confirms what the root copy claims.
-
-    ``close`` kills every process in it, so it must be the root's own cgroup,
-    named for this kernel (``procs.owner_tag``), inside the kernel's cgroup.
-    """
-    if not claimed:
-        return None
-    cgroup_of = _procs.own_cgroup
-    path = os.path.normpath(claimed)
-    name = os.path.basename(path)
-    ok = (cgroup_of(root_pid) == path and name.startswith(_procs.CGROUP_PREFIX)
-          and (kernel_pid is None or (name.startswith(f"{_procs.CGROUP_PREFIX}k{kernel_pid}-")
-                                      and cgroup_of(kernel_pid) == os.path.dirname(path))))
-    if not ok:
-        raise ProtocolError(f"the root copy claims the cgroup {claimed!r}, which is not its own")
-    return path
-
-
 _SWEPT: dict[str, float] = {}
 
 
@@ -583,8 +89,10 @@ def _sweep_once(every_s: float = 60.0) -> None:
     now = time.monotonic()
     if now - _SWEPT.get("at", -every_s) >= every_s:
         _SWEPT["at"] = now
-        with contextlib.suppress(Exception):
+        try:
             _procs.sweep()
+        except (OSError, ValueError, OverflowError):  # housekeeping: never stops a search
+            log.debug("sweeping what dead kernels left failed", exc_info=True)
 
 
 class SnapshotTree(_tree.Closing):
@@ -703,7 +211,7 @@ class SnapshotTree(_tree.Closing):
 
     def _handshake(self, pid: int, sock: socket.socket, token: str | None) -> None:
         """Greet the root copy the kernel forked as ``pid`` (the kernel's word, not the copy's)."""
-        chan = _Channel(sock)
+        chan = Channel(sock)
         senders: set[int] = set()
         pidfd = None
         try:
@@ -712,12 +220,12 @@ class SnapshotTree(_tree.Closing):
                                  version=PROTOCOL_VERSION, senders=senders)
             if not hello.get("ok"):
                 raise ForkUnavailable(f"root snapshot failed: {hello.get('error')}")
-            if _sender(senders, "the root copy's hello") != pid:
+            if sender(senders, "the root copy's hello") != pid:
                 raise ProtocolError(f"the hello came from process {sorted(senders)}, "
                                     f"not the root copy {pid}")
-            pidfd = _open_verified(pid, self.kernel_pid)
+            pidfd = open_verified(pid, self.kernel_pid)
             protections = Protections.from_json(hello.get("protections", {}))
-            protections.cgroup = _trusted_cgroup(protections.cgroup, pid, self.kernel_pid)
+            protections.cgroup = trusted_cgroup(protections.cgroup, pid, self.kernel_pid)
         except (OSError, ProtocolError, ValueError, TypeError) as e:
             chan.close()
             if pidfd is not None:
@@ -847,7 +355,7 @@ class SnapshotTree(_tree.Closing):
             deadline = time.monotonic() + 5.0
             pending = list(pids)
             while pending and time.monotonic() < deadline:
-                pending = [p for p in pending if not _gone(p, others)]
+                pending = [p for p in pending if not gone(p, others)]
                 if pending:
                     time.sleep(0.002)
         for n in subtree:

@@ -17,6 +17,7 @@ environment lacks it).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import importlib
 import sys
@@ -87,7 +88,7 @@ def load_binding():
 def _number(sc, name: str) -> int | None:
     try:
         nr = sc.resolve_syscall(sc.Arch.NATIVE, name)
-    except Exception:
+    except (ValueError, TypeError, AttributeError, OSError, ctypes.ArgumentError):  # unknown here
         nr = -1
     if nr is not None and nr >= 0:
         return int(nr)

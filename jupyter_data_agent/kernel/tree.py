@@ -5,7 +5,8 @@ forked from the user's kernel) or a replay tree (``replay.ReplayTree``:
 private kernels that re-run the notebook's cells, where fork is unavailable).
 Both cap their live copies at ``max_live`` and, at the cap, evict the least
 useful idle copy; a node remembers the cells run since its parent, so an
-evicted copy is rebuilt by replaying them when it is used again.
+evicted copy is rebuilt by replaying them when it is used again. Both
+raise the same errors (``SnapshotError`` and its kinds).
 """
 
 from __future__ import annotations
@@ -16,6 +17,22 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .results import ExecResult, Protections
+
+
+class SnapshotError(RuntimeError):
+    """A snapshot operation failed."""
+
+
+class ForkUnavailable(SnapshotError):
+    """Fork copies cannot be made for this kernel: use the replay sandbox."""
+
+
+class CapacityError(SnapshotError):
+    """No room for another snapshot process and nothing can be evicted."""
+
+
+class SnapshotClosed(SnapshotError):
+    """The snapshot (or its whole tree) was closed."""
 
 
 @runtime_checkable
