@@ -191,7 +191,7 @@ def test_output_is_bounded(tree):
     r = c.exec("print('x' * 300000)\nfor i in range(300): display(i)")
     limit = tree.limits.max_output_chars
     assert r.truncated
-    assert len(r.stream()) < limit + 200 and "output truncated" in r.stream()
+    assert len(r.stream()) < limit + 200 and "more chars truncated]" in r.stream()
     assert len(r.outputs) <= tree.limits.max_outputs + 2
     c.close()
 

@@ -20,7 +20,7 @@ import tempfile
 
 from . import confine as _confine
 from . import procs as _procs
-from .results import Limits, OutputItem, truncate_text
+from .results import Limits, OutputItem, cut_note, truncate_text
 
 #: ``Sink.value`` before the cell produced a result.
 NOVALUE = object()
@@ -146,7 +146,7 @@ class Sink:
         for name, n in self._stream_dropped.items():
             if n:
                 self.truncated = True
-                marker = f"\n... [output truncated: {n} more characters]"
+                marker = "\n" + cut_note(n)
                 streams = [i for i in self.items if i.output_type == "stream" and i.name == name]
                 if streams:
                     streams[-1].text = (streams[-1].text or "") + marker

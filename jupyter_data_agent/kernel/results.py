@@ -45,7 +45,12 @@ def truncate_text(text: str, limit: int | None, *, tail: bool = False) -> tuple[
         if text[cut - 1] != "\n" and "\n" in kept:
             kept = kept[kept.index("\n") + 1 :]  # whole lines: a half frame misleads
         return f"...[{len(text) - len(kept)} earlier chars truncated]\n{kept.lstrip()}", True
-    return f"{text[:limit].rstrip()}\n...[{cut} more chars truncated]", True
+    return f"{text[:limit].rstrip()}\n{cut_note(cut)}", True
+
+
+def cut_note(n: int) -> str:
+    """What replaces ``n`` characters that were left out, wherever output is cut."""
+    return f"...[{n} more chars truncated]"
 
 
 _F = TypeVar("_F", bound="JSONFields")
