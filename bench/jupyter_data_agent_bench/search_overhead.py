@@ -1,6 +1,6 @@
 """Search framework overhead: what MCTS costs besides the model and the user's code.
 
-    python -m jupyter_data_agent.bench.search_overhead [--iterations 40] [--k 3] [--repeats 3]
+    python -m jupyter_data_agent_bench.search_overhead [--iterations 40] [--k 3] [--repeats 3]
         [--model-iterations 2] [--model-k 2] [--max-tokens 64] [--no-model] [--json F]
 
 1. Scripted generator (zero model time): a real kernel, a real snapshot tree,
@@ -27,14 +27,15 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from ..context.model import NotebookContext
-from ..kernel.snapshot import SnapshotTree
-from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
-from ..prompts import UnparsableOutput
-from ..search.base import RunContext, TurnRequest
-from ..search.mcts import MCTSSearch, MCTSStrategy
-from ..search.options import MCTSOptions, SamplingPolicy, TaskInfo
-from ..turn.spec import CopyPolicy
+from jupyter_data_agent.context.model import NotebookContext
+from jupyter_data_agent.kernel.snapshot import SnapshotTree
+from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from jupyter_data_agent.prompts import UnparsableOutput
+from jupyter_data_agent.search.base import RunContext, TurnRequest
+from jupyter_data_agent.search.mcts import MCTSSearch, MCTSStrategy
+from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy, TaskInfo
+from jupyter_data_agent.turn.spec import CopyPolicy
+
 from .runner_common import Workspace, load_backend
 
 SETUP = ("import pandas as pd, numpy as np\n"
@@ -141,7 +142,7 @@ def measure_overhead(tree: SnapshotTree, iterations: int, k: int) -> OverheadRep
 
 def measure_model_share(tree: SnapshotTree, iterations: int, k: int,
                         max_tokens: int) -> ModelShareReport:
-    from ..config import Settings
+    from jupyter_data_agent.config import Settings
 
     backend = load_backend(Settings(backend="transformers"))  # loading is not search time
     strategy = MCTSStrategy()
