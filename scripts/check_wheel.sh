@@ -9,6 +9,9 @@
 # dependencies from the package index (no extras: the base install must not
 # need torch), then checks that the package imports, its CLI starts, and both
 # the server extension and the prebuilt lab extension are enabled and OK.
+# The runtime wheel holds no benchmark code: the benchmarks are a distribution
+# of their own (bench/), whose wheel is built too, checked for its package data
+# (the ARCADE notebooks) and installed on top; its command must start.
 # Set KEEP_WHEEL_CHECK=1 to keep the temporary folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +47,30 @@ need = ["share/jupyter/labextensions/jupyter-data-agent/package.json",
 missing = [n for n in need if not any(x.endswith(n) for x in names)]
 assert not missing, f"missing from the wheel: {missing}"
 assert not any("/node_modules/" in n for n in names), "node_modules inside the wheel"
-print(f"{len(names)} files, shared data and version file present")
+bench = [n for n in names if "bench" in n.lower()]
+assert not bench, f"benchmark code in the runtime wheel (it belongs to bench/): {bench[:10]}"
+top = {n.split("/")[0] for n in names}
+other = sorted(t for t in top if t != "jupyter_data_agent" and not t.endswith((".dist-info", ".data")))
+assert not other, f"top-level entries besides the package in the runtime wheel: {other}"
+py = [n for n in names if n.startswith("jupyter_data_agent/") and n.endswith(".py")]
+lines = sum(zipfile.ZipFile(sys.argv[1]).read(n).count(b"\n") for n in py)
+print(f"{len(names)} files, shared data and version file present, no benchmark code; "
+      f"{len(py)} Python files, {lines} lines")
+EOF
+
+echo "-- building the benchmarks' wheel (bench/)"
+python -m pip wheel -q --no-deps -w "$WORK/bench-dist" ./bench 2>&1 | quiet_pip
+BENCH_WHEEL=$(ls "$WORK"/bench-dist/jupyter_data_agent_bench-*.whl)
+echo "$BENCH_WHEEL"
+python - "$BENCH_WHEEL" <<'EOF'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+notebooks = [n for n in names if n.startswith("jupyter_data_agent_bench/notebooks/") and n.endswith(".ipynb")]
+assert len(notebooks) >= 6, f"the ARCADE notebooks are missing from the bench wheel: {notebooks}"
+for need in ("jupyter_data_agent_bench/cli.py", "jupyter_data_agent_bench/openai_server.py"):
+    assert need in names, f"missing from the bench wheel: {need}"
+assert not any(n.startswith("jupyter_data_agent/") for n in names), "runtime files in the bench wheel"
+print(f"{len(names)} files, {len(notebooks)} notebooks")
 EOF
 
 echo "-- a PATH without Node"
@@ -101,10 +127,24 @@ assert m.__version__ != '0.0.0.dev0', 'no _version.py in the wheel'
 assert m.__file__.startswith(sys.prefix), m.__file__
 print('jupyter_data_agent', m.__version__, 'from', m.__file__)"
 clean jupyter-data-agent --help > /dev/null
+if clean python -c "import jupyter_data_agent_bench" 2>/dev/null; then
+  echo "the runtime wheel installed the benchmarks" >&2
+  exit 1
+fi
 clean jupyter server extension list 2>&1 | tee "$WORK/server-ext.txt"
 grep -qE "jupyter_data_agent.*enabled" "$WORK/server-ext.txt"
 grep -qE "jupyter_data_agent .*OK" "$WORK/server-ext.txt"
 clean jupyter labextension list 2>&1 | tee "$WORK/lab-ext.txt"
 grep -qE "jupyter-data-agent .*enabled.*OK" "$WORK/lab-ext.txt"
 grep -q "$VENV/share/jupyter/labextensions" "$WORK/lab-ext.txt"
+
+echo "-- the benchmarks' wheel on top"
+clean python -m pip install -q "$BENCH_WHEEL" 2>&1 | quiet_pip
+clean jupyter-data-agent-bench --help > /dev/null
+clean python -c "
+import sys, jupyter_data_agent_bench.arcade as a
+assert a.__file__.startswith(sys.prefix), a.__file__
+n = len(a.load_suite())
+assert n >= 6, n
+print('jupyter_data_agent_bench: the built-in ARCADE suite,', n, 'notebooks')"
 echo "wheel check passed"

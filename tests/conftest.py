@@ -1,6 +1,18 @@
 """Fixtures shared by several test modules."""
 
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
 import pytest
+
+# The benchmarks are a distribution of their own (bench/, `pip install -e ./bench`). Where it
+# is not installed, the tests use the checkout's, and so do their kernels and subprocesses.
+if importlib.util.find_spec("jupyter_data_agent_bench") is None:
+    _BENCH = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, _BENCH)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_BENCH, os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,17 @@
-"""The tests' OpenAI-protocol server lives in the package (``bench loop`` serves its policy
-through it); ``python -m tests.openai_server`` and ``from tests.openai_server import ...`` stay."""
+"""The tests' OpenAI-protocol server is the benchmarks' (``jupyter-data-agent-bench loop``
+serves its policy through it): one implementation, in the bench distribution (``bench/``).
+``python -m tests.openai_server`` and ``from tests.openai_server import ...`` stay, and work
+from a checkout where the bench is not installed (``pip install -e ./bench``)."""
 
-from jupyter_data_agent.bench.openai_server import OpenAITestServer, RecordedRequest, main, tokenize
+import sys
+from pathlib import Path
+
+try:
+    import jupyter_data_agent_bench  # noqa: F401
+except ModuleNotFoundError:  # the checkout's bench/, as tests/conftest.py does for the tests
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from jupyter_data_agent_bench.openai_server import OpenAITestServer, RecordedRequest, main, tokenize  # noqa: E402
 
 __all__ = ["OpenAITestServer", "RecordedRequest", "main", "tokenize"]
 

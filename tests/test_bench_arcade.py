@@ -10,9 +10,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from jupyter_data_agent.bench import arcade
 from jupyter_data_agent.config import Settings
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from jupyter_data_agent_bench import arcade
 
 # The full DABench set is not vendored (tests/data/dabench holds 3 tasks, not the tables the
 # built-in notebooks read): where DABENCH_DATA names it, their file names are checked against it.

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_data_agent.bench import dabench
 from jupyter_data_agent.config import Settings
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 from jupyter_data_agent.search.base import Candidate, SearchResult
 from jupyter_data_agent.turn import resolve
+from jupyter_data_agent_bench import dabench
 
 DATA = Path(__file__).parent / "data" / "dabench"  # 3 real dev tasks, vendored (see its README)
 RIGHT, WRONG, SILENT = 683, 18, 24  # real dev ids (easy, small tables): the fixture's three

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jupyter_data_agent.bench import equivalence as bench
-from jupyter_data_agent.bench import equivalence_cases as cases
+from jupyter_data_agent_bench import equivalence as bench
+from jupyter_data_agent_bench import equivalence_cases as cases
 
 pytestmark = pytest.mark.timeout(120)
 

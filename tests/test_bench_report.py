@@ -1,11 +1,13 @@
-"""``bench report``: a side-by-side table and a plot from result folders; CLI wiring."""
+"""``jupyter-data-agent-bench report``: a side-by-side table and a plot from result folders; CLI wiring."""
 
 from __future__ import annotations
 
 import json
 
-from jupyter_data_agent import cli
-from jupyter_data_agent.bench import report
+import pytest
+
+from jupyter_data_agent import cli as runtime_cli
+from jupyter_data_agent_bench import cli, report
 
 
 def _write(path, data):
@@ -39,7 +41,7 @@ def test_report_table_and_plot_from_two_runs(tmp_path, capsys):
     assert "react-sweep/budget-4" in lines[3] and "75.00" in lines[3] and "| 9.0 |" in lines[3]
 
     out = tmp_path / "rep"
-    rc = cli.main(["bench", "report", str(tmp_path / "direct"), str(sweep), "--out", str(out)])
+    rc = cli.main(["report", str(tmp_path / "direct"), str(sweep), "--out", str(out)])
     assert rc == 0
     assert (out / "report.png").stat().st_size > 1000
     assert (out / "report.md").read_text() == md
@@ -47,9 +49,16 @@ def test_report_table_and_plot_from_two_runs(tmp_path, capsys):
 
 
 def test_cli_help_lists_bench_commands(capsys):
-    try:
-        cli.main(["bench", "--help"])
-    except SystemExit as e:
-        assert e.code == 0
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
     text = capsys.readouterr().out
-    assert "dabench" in text and "arcade" in text and "report" in text
+    assert all(name in text for name in ("dabench", "arcade", "report", "lab", "loop", "inline"))
+
+
+def test_runtime_cli_points_to_the_bench_distribution(capsys):
+    """The runtime's command has no benchmarks; ``jupyter-data-agent bench`` says where they went."""
+    assert runtime_cli.main(["bench", "dabench", "--data", "x"]) == 2
+    assert "pip install -e ./bench" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # not one of its commands
+        runtime_cli.build_parser(with_train=False).parse_args(["bench", "dabench"])

@@ -1,6 +1,6 @@
 import pytest
 
-from jupyter_data_agent.bench.dabench_score import (
+from jupyter_data_agent_bench.dabench_score import (
     QuestionScore,
     SubScore,
     Summary,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_data_agent.bench import lab
-from jupyter_data_agent.bench.policy import PolicyConfig, SimulatedPolicy, table_columns, wrong_steps
-from jupyter_data_agent.bench.references import RefStep, load_references, verify
 from jupyter_data_agent.llm.base import ChatMessage, Prompt, SamplingParams
 from jupyter_data_agent.prompts.react import SYSTEM
+from jupyter_data_agent_bench import lab
+from jupyter_data_agent_bench.policy import PolicyConfig, SimulatedPolicy, table_columns, wrong_steps
+from jupyter_data_agent_bench.references import RefStep, load_references, verify
 
 DATA = Path(__file__).parent / "data" / "dabench"
 REFS = DATA / "references.jsonl"
@@ -81,10 +81,10 @@ def test_the_lab_tells_right_from_wrong(tmp_path, p, expected):
 
 
 def test_collect_writes_every_node_with_the_tasks_reward(tmp_path):
-    from jupyter_data_agent.bench.dabench import load_tasks
-    from jupyter_data_agent.bench.dabench_score import dabench_reward
     from jupyter_data_agent.search.trajectories import read_jsonl
     from jupyter_data_agent.train.value_net import examples_from_records
+    from jupyter_data_agent_bench.dabench import load_tasks
+    from jupyter_data_agent_bench.dabench_score import dabench_reward
 
     traj = tmp_path / "traj.jsonl"
     args = lab_args(tmp_path, "--p", "0.5", "--strategies", "mcts", "--budget-calls", "60", "--collect", str(traj))

@@ -157,7 +157,7 @@ async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, 
 def test_bench_loop_records_trains_and_serves(tiny_model_dir, tmp_path, monkeypatch, capsys):
     from pathlib import Path
 
-    from jupyter_data_agent.bench import loop
+    from jupyter_data_agent_bench import loop
 
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "untouched"))  # the loop uses its own data dir
     data = Path(__file__).parent / "data" / "dabench"
@@ -183,7 +183,7 @@ def test_bench_loop_records_trains_and_serves(tiny_model_dir, tmp_path, monkeypa
 
 
 def test_auc_counts_ties_as_half():
-    from jupyter_data_agent.bench.loop import auc
+    from jupyter_data_agent_bench.loop import auc
 
     assert auc([0.9, 0.8], [0.1, 0.2]) == 1.0
     assert auc([0.1], [0.9]) == 0.0

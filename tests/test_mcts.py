@@ -26,12 +26,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jupyter_data_agent.bench.dabench_score import dabench_reward
 from jupyter_data_agent.context.model import NotebookContext
 from jupyter_data_agent.search import Cancelled, RunContext, TurnRequest, get_strategy
 from jupyter_data_agent.search.mcts import MCTSStrategy, group_answers, priors
 from jupyter_data_agent.search.options import MCTSOptions, PromptPolicy, SamplingPolicy, TaskInfo
 from jupyter_data_agent.search.trajectories import read_jsonl
+from jupyter_data_agent_bench.dabench_score import dabench_reward
 from tests.scripted_backend import ScriptedBackend, TableValue, action, final, start_tree, stop_tree
 
 pytestmark = pytest.mark.timeout(300)

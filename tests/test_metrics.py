@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from jupyter_data_agent.bench.metrics import pass_at_k
+from jupyter_data_agent_bench.metrics import pass_at_k
 
 
 def test_pass_at_k_known_values():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_data_agent.bench.dabench_score import dabench_reward
 from jupyter_data_agent.context.model import Cell, NotebookContext, Output
 from jupyter_data_agent.kernel.results import ExecResult, OutputItem
 from jupyter_data_agent.prompts.answers import same_text_answer, well_formed
@@ -22,6 +21,7 @@ from jupyter_data_agent.search.generate import jupiter_task
 from jupyter_data_agent.search.options import PromptPolicy, ReactOptions, TaskInfo
 from jupyter_data_agent.search.react import ReactStrategy
 from jupyter_data_agent.search.trajectories import read_jsonl
+from jupyter_data_agent_bench.dabench_score import dabench_reward
 from tests.scripted_backend import ScriptedBackend, action, final, start_tree, stop_tree
 
 pytestmark = pytest.mark.timeout(240)

@@ -1,6 +1,6 @@
 """Answer equivalence: does ``same_answer`` tell a right answer from a wrong one?
 
-    python -m jupyter_data_agent.bench.equivalence --data ../shared/bench/dabench [--quick] [--json out.json]
+    python -m jupyter_data_agent_bench.equivalence --data ../shared/bench/dabench [--quick] [--json out.json]
 
 Voting and scoring decide whether two cell outputs are one answer. This
 benchmark measures that decision on answers a notebook really produces:
@@ -102,7 +102,7 @@ class RefSource:
     def kernel_code(self) -> str:
         """The kernel's setup cell: the same references bound to ``REFS``."""
         return ("import warnings\nwarnings.simplefilter('ignore')\n"
-                "from jupyter_data_agent.bench.equivalence_cases import build_references as _build, "
+                "from jupyter_data_agent_bench.equivalence_cases import build_references as _build, "
                 "variant as _variant\n"
                 f"REFS = _build({self.table_dir!r}, {list(self.specs)!r}, arcade={self.arcade!r}, "
                 f"tables={dict(self.tables)!r})\n")
@@ -124,7 +124,7 @@ def _verdict(fn: Callable[[Any, Any], bool], a: Any, b: Any, case: Case) -> bool
 
 def judge_in_process(refs: Mapping[str, Any], cases: Iterable[Case]) -> float:
     """``same_answer``/``covers`` on the Python values; returns seconds spent."""
-    from ..search.equivalence import covers, same_answer
+    from jupyter_data_agent.search.equivalence import covers, same_answer
 
     t0 = time.perf_counter()
     for c in cases:
@@ -152,7 +152,7 @@ def _kernel_run(kc, code: str, timeout: float = 600) -> None:
 
 
 def _cell_form(copy, code: str, failed: list[str]) -> Any:
-    from ..search.equivalence import exec_output
+    from jupyter_data_agent.search.equivalence import exec_output
 
     r = copy.exec(code)
     if not r.ok:
@@ -162,9 +162,9 @@ def _cell_form(copy, code: str, failed: list[str]) -> Any:
 
 def round_trip(source: RefSource, cases: Sequence[Case], log: Callable[[str], None] = lambda m: None) -> RoundTrip:
     """Forms of every reference and variant as a fork copy of a real kernel reports them."""
-    from ..kernel.launch import start_kernel, stop_kernel
-    from ..kernel.results import Limits
-    from ..kernel.snapshot import SnapshotTree
+    from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+    from jupyter_data_agent.kernel.results import Limits
+    from jupyter_data_agent.kernel.snapshot import SnapshotTree
 
     by_ref: dict[str, list[Case]] = defaultdict(list)
     for c in cases:
@@ -198,7 +198,7 @@ def round_trip(source: RefSource, cases: Sequence[Case], log: Callable[[str], No
 
 
 def judge_round_trip(rt: RoundTrip, cases: Iterable[Case]) -> None:
-    from ..search.equivalence import covers, same_answer
+    from jupyter_data_agent.search.equivalence import covers, same_answer
 
     for c in cases:
         ref = rt.ref_forms.get(c.ref)
@@ -212,7 +212,7 @@ def judge_round_trip(rt: RoundTrip, cases: Iterable[Case]) -> None:
 
 def forms_agree(refs: Mapping[str, Any], rt: RoundTrip) -> tuple[int, list[str]]:
     """References whose in-process form has the kernel's key: (agreeing, names that differ)."""
-    from ..search.equivalence import answer_key, as_form
+    from jupyter_data_agent.search.equivalence import answer_key, as_form
 
     differ = [n for n, v in refs.items() if n in rt.ref_forms
               and answer_key(as_form(v)) != answer_key(rt.ref_forms[n])]
@@ -367,7 +367,7 @@ def _wrong_values(ref: Any, cases: Sequence[Case], rng: np.random.Generator) -> 
 def vote_pools(refs: Mapping[str, Any], cases: Sequence[Case], rt: RoundTrip | None,
                seed: int = 0) -> tuple[list[VotePool], str]:
     """A pool per reference (forms from the round trip where there is one); and where forms came from."""
-    from ..search.equivalence import as_form
+    from jupyter_data_agent.search.equivalence import as_form
 
     rng = np.random.default_rng(seed)
     by_ref: dict[str, list[Case]] = defaultdict(list)
@@ -403,7 +403,7 @@ def cross_merges(pools: Sequence[VotePool]) -> tuple[int, int, Counter]:
     """Right and wrong pool members that ``same_answer`` joins (it is not transitive: a renamed right frame
     equals a frame whose columns were swapped); such pairs put wrong votes in the right cluster or the reverse.
     Returns (pairs joined, pairs compared, joined pairs by kind)."""
-    from ..search.equivalence import same_answer
+    from jupyter_data_agent.search.equivalence import same_answer
 
     joined, total, kinds = 0, 0, Counter[str]()
     for pool in pools:
@@ -446,7 +446,7 @@ class VoteRow:
 def simulate_votes(pools: Sequence[VotePool], ps: Sequence[float] = PS, ns: Sequence[int] = NS,
                    trials: int = 2000, seed: int = 0) -> list[VoteRow]:
     """Pick accuracy of ``majority`` + ``same_answer`` against the ideal, per (p, n)."""
-    from ..search.equivalence import majority, same_answer
+    from jupyter_data_agent.search.equivalence import majority, same_answer
 
     rows = []
     for p in ps:
@@ -528,7 +528,7 @@ def _median_timed(repeats: int, fn: Callable[..., Any], *args: Any) -> tuple[Any
 
 def speed_lines(pairs: Sequence[tuple[str, Any, Any, bool]], repeats: int = 3) -> list[SpeedRow]:
     """Median of ``repeats`` timings of each step."""
-    from ..search.equivalence import as_form, covers, same_answer
+    from jupyter_data_agent.search.equivalence import as_form, covers, same_answer
 
     out = []
     for name, a, b, expected in pairs:

@@ -1,6 +1,6 @@
 """InfiAgent-DABench runner: every task in its own fresh kernel, scored closed-form.
 
-``jupyter-data-agent bench dabench --data DIR --strategy S --out results/NAME``
+``jupyter-data-agent-bench dabench --data DIR --strategy S --out results/NAME``
 
 Per task (in full: docs/benchmarks.md, "How a task runs"):
 
@@ -35,9 +35,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..kernel.results import OutputItem, strip_ansi, truncate_text
-from ..llm.base import Backend
-from ..search.options import STRATEGIES
+from jupyter_data_agent.kernel.results import OutputItem, strip_ansi, truncate_text
+from jupyter_data_agent.llm.base import Backend
+from jupyter_data_agent.search.options import STRATEGIES
+
 from .dabench_score import Summary, extract_answers, score_question, summarize, summary_markdown
 from .runner_common import (
     Meter,
@@ -149,8 +150,8 @@ def task_ask(task: dict, strategy: str, *, budget: int | None,
     ones the question, with constraints, format and files as ``TaskInfo``.
     ``budget`` is the number of samples for ``vote``, the search budget else.
     """
-    from ..search.options import TaskInfo
-    from ..turn import TurnAsk
+    from jupyter_data_agent.search.options import TaskInfo
+    from jupyter_data_agent.turn import TurnAsk
 
     one_cell = strategy in ONE_CELL_STRATEGIES
     text = task_text(task)
@@ -261,8 +262,8 @@ def run_task(
     ``strategy`` replaces the named one (``turn.run_turn``): trajectory
     collection passes an ``MCTSStrategy`` with the task's reward.
     """
-    from ..context.model import NotebookContext
-    from ..turn import resolve, run_turn
+    from jupyter_data_agent.context.model import NotebookContext
+    from jupyter_data_agent.turn import resolve, run_turn
 
     meter = Meter(backend)
     ask = task_ask(task, strategy_name, budget=budget, temperature=temperature, options=options)
@@ -500,7 +501,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..turn import resolve
+    from jupyter_data_agent.turn import resolve
 
     questions, labels = load_tasks(args.data)
     tasks = select_tasks(questions, ids=parse_csv_list(args.ids), levels=parse_csv_list(args.levels),

@@ -1,8 +1,8 @@
 """ARCADE-style evaluation: multi-turn notebooks, fuzzy output matching, pass@k.
 
-``jupyter-data-agent bench arcade --data DIR --samples N --out results/NAME``
+``jupyter-data-agent-bench arcade --data DIR --samples N --out results/NAME``
 
-Notebook format (``.ipynb``, nbformat 4; see ``jupyter_data_agent/bench/notebooks``
+Notebook format (``.ipynb``, nbformat 4; see ``bench/jupyter_data_agent_bench/notebooks``
 and docs/benchmarks.md): ``metadata.jupyter_data_agent.files`` lists the data
 files the notebook reads by bare name, copied at run time from ``--data/tables/``
 (then ``--data/``); a *turn* is a code cell whose ``metadata.jupyter_data_agent``
@@ -35,10 +35,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..context.notebook import short_repr
-from ..kernel.results import truncate_text
-from ..search.equivalence import exec_output
-from ..turn.copies import Copies
+from jupyter_data_agent.context.notebook import short_repr
+from jupyter_data_agent.kernel.results import truncate_text
+from jupyter_data_agent.search.equivalence import exec_output
+from jupyter_data_agent.turn.copies import Copies
+
 from .metrics import pass_at_k
 from .runner_common import (
     Meter,
@@ -148,7 +149,7 @@ def resolve_file(name: str, data_dir: str | os.PathLike) -> Path:
 
 def probe_schema(state) -> str:
     """The ``# Schema of Dataframes:`` block of a state, inspected in a throwaway fork."""
-    from ..kernel.schema import FrameSchema, inspection_request_code, schema_block
+    from jupyter_data_agent.kernel.schema import FrameSchema, inspection_request_code, schema_block
 
     child = state.fork()
     try:
@@ -168,7 +169,7 @@ def notebook_states(notebooks: Sequence[ArcadeNotebook], data_dir: str | os.Path
                     cell_timeout: float, prefix: str) -> Iterator[tuple[ArcadeNotebook, Copies]]:
     """Each notebook with its own *state*: a fork of one fresh kernel holding every
     notebook's files, as the ``root`` of the kernel copies (the product's copy policy)."""
-    from ..turn import TurnAsk, resolve
+    from jupyter_data_agent.turn import TurnAsk, resolve
 
     if not notebooks:  # nothing left to run: no kernel
         return
@@ -195,7 +196,7 @@ def score_samples(outputs: Sequence[Any], oks: Sequence[bool], reference: Any, n
                   ks: Sequence[int], pick: int | None) -> dict:
     """Correctness per sample, pass@k (n requested samples), and whether the
     product's own pick (``SearchResult.chosen``, index ``pick``) is right."""
-    from ..search.equivalence import covers
+    from jupyter_data_agent.search.equivalence import covers
 
     correct = [bool(ok) and o is not None and covers(o, reference)
                for o, ok in zip(outputs, oks)]
@@ -219,7 +220,7 @@ def run_turn(nb: ArcadeNotebook, cell: NbCell, copies: Copies, context, *, strat
              repair: bool) -> dict:
     """Generate and score one turn through the product's pipeline; ``copies.root``
     is the notebook's state, advanced by the reference. Returns the turn's record."""
-    from ..turn import TurnAsk, resolve, run_turn
+    from jupyter_data_agent.turn import TurnAsk, resolve, run_turn
 
     meter = Meter(backend)
     state = copies.root
@@ -343,7 +344,7 @@ def run_suite(
     notebooks_label: str = "",
 ) -> dict:
     """Run (or resume) the suite into ``out``; returns the summary dict."""
-    from ..context.model import Cell, NotebookContext, Turn
+    from jupyter_data_agent.context.model import Cell, NotebookContext, Turn
 
     n = samples if strategy != "direct" else 1
     folder = RunFolder(out, "turns.jsonl", "key")
@@ -384,7 +385,7 @@ def verify_references(notebooks: Sequence[ArcadeNotebook], data_dir: str | os.Pa
                       cell_timeout: float = 60.0) -> list[dict]:
     """Run every notebook's context and reference cells; one row per turn with
     whether the reference ran and produced an output."""
-    from ..config import resolve_settings
+    from jupyter_data_agent.config import resolve_settings
 
     rows = []
     states = notebook_states(notebooks, data_dir, resolve_settings(), cell_timeout, "arcade-verify-")

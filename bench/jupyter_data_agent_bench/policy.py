@@ -25,8 +25,9 @@ import random
 import re
 from dataclasses import dataclass
 
-from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
-from ..prompts.react import SYSTEM as REACT_SYSTEM
+from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from jupyter_data_agent.prompts.react import SYSTEM as REACT_SYSTEM
+
 from .references import Reference, RefStep
 
 

@@ -1,6 +1,6 @@
 """The strategy lab: every strategy against a simulated policy of known per-step accuracy.
 
-``jupyter-data-agent bench lab --data DIR --p 0.3,0.5,0.7 --strategies
+``jupyter-data-agent-bench lab --data DIR --p 0.3,0.5,0.7 --strategies
 direct,vote:8,react,mcts:heuristic --budget-calls 16`` runs each strategy
 through the product's pipeline (``bench.dabench.run_task``: a fresh kernel,
 ``turn.resolve``, ``turn.run_turn``) with :class:`~.policy.SimulatedPolicy`
@@ -130,7 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..config import Settings
+    from jupyter_data_agent.config import Settings
 
     data = Path(args.data)
     tasks, labels = load_tasks(data)
@@ -157,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
                                      table_columns(data / "tables" / task["file_name"]))
             strategy, opts = None, dict(options)
             if args.collect:
-                from ..search.mcts import MCTSStrategy
+                from jupyter_data_agent.search.mcts import MCTSStrategy
 
                 strategy = MCTSStrategy(reward_fn=dabench_reward(labels[task["id"]], task["id"]))
                 opts["trajectory_path"] = str(Path(args.collect).absolute())

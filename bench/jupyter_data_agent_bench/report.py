@@ -1,6 +1,6 @@
 """Compare benchmark runs side by side: a Markdown table and a PNG plot.
 
-``jupyter-data-agent bench report results/* [--out DIR]``
+``jupyter-data-agent-bench report results/* [--out DIR]``
 
 Each argument is a result folder written by ``bench dabench`` or
 ``bench arcade`` (one with ``summary.json``); a folder holding several such

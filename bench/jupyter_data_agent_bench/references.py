@@ -7,7 +7,7 @@ format: 3-8 steps, each a thought and a code cell; the last prints every
 (``bench-data/dabench-references.jsonl`` in the repository, or any file given
 with ``--references``), never in the package.
 
-``python -m jupyter_data_agent.bench.references verify --data DIR --file F``
+``python -m jupyter_data_agent_bench.references verify --data DIR --file F``
 runs each reference in a fresh Python process in a private copy of its table
 (the steps in one namespace, as cells in one kernel) and scores what the
 last step printed with the benchmark's own scorer; ``--keep OUT`` writes the

@@ -1,4 +1,4 @@
-"""The accept/reject -> store -> train -> served loop, measured: ``jupyter-data-agent bench loop``.
+"""The accept/reject -> store -> train -> served loop, measured: ``jupyter-data-agent-bench loop``.
 
 1. **Serve**: the simulated policy (``bench.policy``, one per task, per-step
    accuracy ``p``) behind the OpenAI protocol (``bench.openai_server``), and a
@@ -26,6 +26,7 @@ Measurement only; the lab (``bench lab --value-model before=DIR
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -40,8 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..llm.base import ChatMessage, Prompt, SamplingParams
-from ..store.value_models import newest_value_model
+from jupyter_data_agent.llm.base import ChatMessage, Prompt, SamplingParams
+from jupyter_data_agent.store.value_models import newest_value_model
+
 from .dabench import load_tasks, task_text
 from .dabench_score import dabench_reward
 from .lab import MCTS_K, split_of
@@ -172,10 +174,8 @@ class JupyterServer:
             return {"turn_id": accepted["turn_id"], "status": last["type"], "done": last.get("data") or {},
                     "message": last.get("message", ""), "candidates": [candidates[i] for i in sorted(candidates)]}
         finally:
-            try:
+            with contextlib.suppress(urllib.error.URLError, ConnectionError):  # the server may be gone
                 self.call("DELETE", f"api/kernels/{kernel['id']}")
-            except (urllib.error.URLError, ConnectionError):
-                pass
 
 
 # ------------------------------------------------------------------ the loop
@@ -191,7 +191,7 @@ def _candidate_rows(task: dict, labels, turn: dict) -> list[dict]:
 def _scores(model_dir: str | None, rows: list[dict]) -> list[float] | None:
     if not model_dir:
         return None
-    from ..search.value_net import ValueModel
+    from jupyter_data_agent.search.value_net import ValueModel
 
     return ValueModel.load(model_dir).predict([r["messages"] for r in rows])
 
@@ -219,7 +219,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..train import cli as train_cli
+    from jupyter_data_agent.train import cli as train_cli
 
     data, out = Path(args.data), Path(args.out)
     shutil.rmtree(out, ignore_errors=True)

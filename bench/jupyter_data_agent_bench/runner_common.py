@@ -27,10 +27,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import BACKENDS
-from ..llm.base import Backend, Completion, Prompt, SamplingParams, WrappedBackend
-from ..turn.copies import Copies
-from ..turn.spec import CopyPolicy
+from jupyter_data_agent.config import BACKENDS
+from jupyter_data_agent.llm.base import Backend, Completion, Prompt, SamplingParams, WrappedBackend
+from jupyter_data_agent.turn.copies import Copies
+from jupyter_data_agent.turn.spec import CopyPolicy
 
 # --------------------------------------------------------------------------
 # settings and backend
@@ -65,7 +65,7 @@ def add_common_arguments(parser) -> None:
 def settings_from_args(args):
     """``resolve_settings()`` with the CLI overrides applied (``--base-url`` implies openai;
     ``--torch-threads`` is the transformers backend's ``threads`` setting)."""
-    from ..config import resolve_settings
+    from jupyter_data_agent.config import resolve_settings
 
     over: dict[str, Any] = {k: getattr(args, k) for k in _MODEL_FLAGS if getattr(args, k, None)}
     if "base_url" in over:
@@ -86,7 +86,7 @@ def bench_settings(settings, cell_timeout: float, **limits: Any):
 
 def load_backend(settings) -> Backend:
     """The backend for ``settings``, with its weights loaded now (not in task 1's time)."""
-    from ..llm.factory import create_backend
+    from jupyter_data_agent.llm.factory import create_backend
 
     backend = create_backend(settings)
     load = getattr(backend, "load", None)
@@ -222,9 +222,9 @@ class Workspace:
             shutil.copy2(f, os.path.join(self.dir, os.path.basename(os.fspath(f))))
 
     def start(self) -> "Workspace":
-        from ..kernel.launch import start_kernel
-        from ..kernel.snapshot import SnapshotTree
-        from ..turn import open_copies
+        from jupyter_data_agent.kernel.launch import start_kernel
+        from jupyter_data_agent.kernel.snapshot import SnapshotTree
+        from jupyter_data_agent.turn import open_copies
 
         try:
             self.km, kc = start_kernel({"PYTHONWARNINGS": "ignore"}, self.dir, timeout=120)
@@ -256,7 +256,7 @@ class Workspace:
                 self.copies.close()
             self.copies = None
         if self.km is not None:
-            from ..kernel.launch import stop_kernel
+            from jupyter_data_agent.kernel.launch import stop_kernel
 
             stop_kernel(self.km, self.kc)
             self.km = self.kc = None

@@ -1,6 +1,6 @@
 """Kernel copies: fork snapshot vs replay sandbox, side by side.
 
-    python -m jupyter_data_agent.bench.kernel_copy [--sizes 10MB,200MB,1GB] [--repeats N]
+    python -m jupyter_data_agent_bench.kernel_copy [--sizes 10MB,200MB,1GB] [--repeats N]
 
 For each size a real kernel builds its state the way a notebook would: read a
 CSV with pandas, transform it, concat copies until the DataFrames hold about

@@ -1,8 +1,8 @@
 """Inline completion: latency to the first ghost text and acceptance on the ARCADE suite.
 
-``jupyter-data-agent bench inline --data DIR [--only 01_titanic] [--lines N]``
+``jupyter-data-agent-bench inline --data DIR [--only 01_titanic] [--lines N]``
 
-For every reference solution line of the ARCADE notebooks (``bench/notebooks``),
+For every reference solution line of the ARCADE notebooks (this package's ``notebooks/``),
 the cell is "typed" up to the line's first few characters (:func:`typed_prefix`)
 and completed exactly as the server completes it: the same prompt builder
 (:func:`jupyter_data_agent.server.complete.inline_prompt`: the cells above,
@@ -34,8 +34,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..config import resolve_settings
-from ..context.notebook import from_notebook
+from jupyter_data_agent.config import resolve_settings
+from jupyter_data_agent.context.notebook import from_notebook
+
 from .arcade import ArcadeNotebook, load_suite, resolve_file
 
 #: Characters of a line typed before asking (at most half the line).
@@ -118,7 +119,7 @@ def _cells_json(cells) -> list[dict]:
 
 
 def _schema(ns: dict) -> str:
-    from ..kernel.schema import inspect_namespace, schema_block
+    from jupyter_data_agent.kernel.schema import inspect_namespace, schema_block
 
     frames = inspect_namespace(ns)
     return schema_block(frames) if frames else ""
@@ -136,12 +137,12 @@ def _in_dir(path: Path):
 
 def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=None,
         log=print) -> InlineBench:
-    from ..llm.factory import create_backend
-    from ..server.complete import generate_inline, inline_prompt
+    from jupyter_data_agent.llm.factory import create_backend
+    from jupyter_data_agent.server.complete import generate_inline, inline_prompt
 
     settings = settings or resolve_settings()
     backend = create_backend(settings)
-    from ..llm.llamacpp_backend import physical_cores
+    from jupyter_data_agent.llm.llamacpp_backend import physical_cores
 
     threads = settings.threads or (physical_cores() if settings.backend == "llamacpp" else 0)
     bench = InlineBench(model=backend.model, backend=settings.backend, threads=threads)
@@ -184,7 +185,7 @@ def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=Non
                 with _in_dir(workdir), contextlib.redirect_stdout(None):
                     try:
                         exec(compile(cell.source, f"<{nb.name}>", "exec"), ns)  # noqa: S102 -- the suite's own cells
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 -- a notebook cell may raise anything; said, and the run goes on
                         log(f"{nb.name}: a cell failed ({type(exc).__name__}: {exc}); its state is left as is")
         if len(bench.lines) >= max_lines:
             break
@@ -226,7 +227,9 @@ def main(args: argparse.Namespace) -> int:
     summary["wall_s"] = round(time.perf_counter() - started, 1)
     summary["notebooks"] = sorted({r.notebook for r in bench.lines})
     print(json.dumps(summary, indent=2))
-    print(markdown(summary, "jupyter-data-agent bench inline " + " ".join(sys.argv[3:])))
+    command = getattr(args, "command_line", None) or " ".join(["python -m jupyter_data_agent_bench.inline",
+                                                                *sys.argv[1:]])
+    print(markdown(summary, command))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"summary": summary, "lines": [asdict(r) for r in bench.lines]}, f, indent=2)
@@ -234,7 +237,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m jupyter_data_agent.bench.inline", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m jupyter_data_agent_bench.inline", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     raise SystemExit(main(parser.parse_args()))

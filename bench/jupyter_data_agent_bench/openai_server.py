@@ -10,7 +10,7 @@ It implements ``POST /v1/chat/completions``, ``POST /v1/completions``
 
 In-process use::
 
-    from jupyter_data_agent.bench.openai_server import OpenAITestServer
+    from jupyter_data_agent_bench.openai_server import OpenAITestServer
 
     with OpenAITestServer(reply=lambda req: "df.head()") as srv:
         settings = Settings(backend="openai", base_url=srv.base_url, model="test-model")
@@ -27,7 +27,7 @@ generation response (for timeouts); ``api_key`` makes the server demand
 
 As a separate process (UI tests)::
 
-    python -m jupyter_data_agent.bench.openai_server --port 0 --reply-file replies.json --log requests.jsonl
+    python -m jupyter_data_agent_bench.openai_server --port 0 --reply-file replies.json --log requests.jsonl
 
 prints ``OPENAI_TEST_SERVER_READY <base_url>`` once listening. The reply file
 is re-read on every request, so a test may rewrite it between turns: plain
@@ -396,7 +396,7 @@ def _make_handler(server: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 choices = server._choice_texts(req)
-            except Exception as exc:  # a broken reply function is a test bug: make it visible
+            except Exception as exc:  # noqa: BLE001 -- a broken reply function is a test bug: made visible as a 500
                 self._error(500, f"reply function failed: {exc!r}")
                 return
             if req.stream:

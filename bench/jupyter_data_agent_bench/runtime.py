@@ -1,6 +1,6 @@
 """Model runtime: the embedded GGUF through llama.cpp and through transformers, side by side.
 
-    python -m jupyter_data_agent.bench.runtime [--runtimes llamacpp,transformers]
+    python -m jupyter_data_agent_bench.runtime [--runtimes llamacpp,transformers]
         [--new-tokens 128] [--prefill-tokens 2000] [--steps 5] [--threads N] [--json F]
         [--mcts] [--data DIR] [--task 683] [--rss]
 
@@ -49,10 +49,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..config import Settings, llamacpp_available
-from ..context.model import NotebookContext
-from ..llm.base import Backend, Prompt, SamplingParams
-from ..prompts.arcade import build_prompt
+from jupyter_data_agent.config import Settings, llamacpp_available
+from jupyter_data_agent.context.model import NotebookContext
+from jupyter_data_agent.llm.base import Backend, Prompt, SamplingParams
+from jupyter_data_agent.prompts.arcade import build_prompt
 
 INTENT = "What is the mean temperature per city, sorted from the warmest?"
 FILLER_CELL = (
@@ -93,7 +93,7 @@ class RuntimeResult:
 
 
 def physical_threads(requested: int | None) -> int:
-    from ..llm.llamacpp_backend import physical_cores
+    from jupyter_data_agent.llm.llamacpp_backend import physical_cores
 
     return requested if requested and requested > 0 else physical_cores()
 
@@ -117,11 +117,11 @@ def long_prompt(count_tokens, base: str, target: int) -> str:
 def build_backend(runtime: str, threads: int) -> Backend:
     settings = Settings(backend=runtime, threads=threads, device="cpu", max_new_tokens=512)
     if runtime == "llamacpp":
-        from ..llm.llamacpp_backend import LlamaCppBackend, clear_model_cache
+        from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend, clear_model_cache
 
         clear_model_cache()
         return LlamaCppBackend(settings, load=True)
-    from ..llm import transformers_backend as tb
+    from jupyter_data_agent.llm import transformers_backend as tb
 
     tb.clear_model_cache()
     return tb.TransformersBackend(settings, load=True)
@@ -160,7 +160,7 @@ def measure(runtime: str, args: argparse.Namespace, base: str, prompts: dict) ->
         start = time.perf_counter()
         backend = build_backend(runtime, threads)
         result.load_s = time.perf_counter() - start
-    except Exception as exc:  # not installed, weights missing: reported, not fatal
+    except Exception as exc:  # noqa: BLE001 -- not installed, weights missing: reported, not fatal
         result.available, result.error = False, f"{type(exc).__name__}: {exc}"
         return result
     count = backend.count_tokens
@@ -337,8 +337,8 @@ def _ask(kc, code: str, timeout: float = 300.0) -> str:
 
 def measure_rss(threads: int) -> list[tuple[str, float, str]]:
     """(process, RSS MiB, note) with 3 notebooks on one model service, and one kernel without it."""
-    from ..kernel.launch import start_kernel, stop_kernel
-    from ..llm.remote_backend import ENV_SOCKET, ENV_TOKEN
+    from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+    from jupyter_data_agent.llm.remote_backend import ENV_SOCKET, ENV_TOKEN
 
     env = {**os.environ, "JUPYTER_DATA_AGENT_THREADS": str(threads)}
     service = subprocess.Popen([sys.executable, "-c", SERVICE_SCRIPT], stdin=subprocess.PIPE,
@@ -391,7 +391,7 @@ def rss_table(rows: list[tuple[str, float, str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_data_agent.bench.runtime", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m jupyter_data_agent_bench.runtime", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runtimes", default="llamacpp,transformers",
                         help="comma-separated: llamacpp, transformers (default: both)")

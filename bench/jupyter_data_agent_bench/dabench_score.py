@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..prompts.answers import extract_answers, is_equal
+from jupyter_data_agent.prompts.answers import extract_answers, is_equal
 
 __all__ = [
     "SubScore",

@@ -1,6 +1,6 @@
 """Search framework overhead: what MCTS costs besides the model and the user's code.
 
-    python -m jupyter_data_agent.bench.search_overhead [--iterations 40] [--k 3] [--repeats 3]
+    python -m jupyter_data_agent_bench.search_overhead [--iterations 40] [--k 3] [--repeats 3]
         [--model-iterations 2] [--model-k 2] [--max-tokens 64] [--no-model] [--json F]
 
 1. Scripted generator (zero model time): a real kernel, a real snapshot tree,
@@ -21,20 +21,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
 
-from ..context.model import NotebookContext
-from ..kernel.snapshot import SnapshotTree
-from ..llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
-from ..prompts import UnparsableOutput
-from ..search.base import RunContext, TurnRequest
-from ..search.mcts import MCTSSearch, MCTSStrategy
-from ..search.options import MCTSOptions, SamplingPolicy, TaskInfo
-from ..turn.spec import CopyPolicy
+from jupyter_data_agent.context.model import NotebookContext
+from jupyter_data_agent.kernel.snapshot import SnapshotTree
+from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from jupyter_data_agent.prompts import UnparsableOutput
+from jupyter_data_agent.search.base import RunContext, TurnRequest
+from jupyter_data_agent.search.mcts import MCTSSearch, MCTSStrategy
+from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy, TaskInfo
+from jupyter_data_agent.turn.spec import CopyPolicy
+
 from .runner_common import Workspace, load_backend
 
 SETUP = ("import pandas as pd, numpy as np\n"
@@ -141,7 +143,7 @@ def measure_overhead(tree: SnapshotTree, iterations: int, k: int) -> OverheadRep
 
 def measure_model_share(tree: SnapshotTree, iterations: int, k: int,
                         max_tokens: int) -> ModelShareReport:
-    from ..config import Settings
+    from jupyter_data_agent.config import Settings
 
     backend = load_backend(Settings(backend="transformers"))  # loading is not search time
     strategy = MCTSStrategy()
@@ -149,10 +151,8 @@ def measure_model_share(tree: SnapshotTree, iterations: int, k: int,
                           options=MCTSOptions(iterations=iterations, k=k, early_stop=False),
                           sampling=SamplingPolicy(max_new_tokens=max_tokens, seed=0))
     t0 = time.perf_counter()
-    try:
+    with contextlib.suppress(UnparsableOutput):  # a tiny model may write no code at all: the time was still spent
         strategy.run(request, RunContext(backend=backend, executor=tree.root))
-    except UnparsableOutput:  # a tiny model may write no code at all: the time was still spent
-        pass
     wall = time.perf_counter() - t0
     search = strategy.last_search
     stats = search.stats
