@@ -86,14 +86,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jupyter-data-agent: {BENCH_MOVED}", file=sys.stderr)
         return 2
     parser = build_parser(with_train=_needs_train(argv))
-    args = parser.parse_args(argv)
+    return dispatch(parser.parse_args(argv), "jupyter-data-agent")
+
+
+def dispatch(args: argparse.Namespace, prog: str, interrupted: str = "interrupted.") -> int:
+    """Run the chosen command: a bad path or value is one line of error, Ctrl-C exit code 130."""
     try:
         rc = args.func(args)
     except KeyboardInterrupt:
-        print("interrupted.", file=sys.stderr)
+        print(interrupted, file=sys.stderr)
         return 130
     except (FileNotFoundError, ValueError) as e:
-        print(f"jupyter-data-agent: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     return int(rc or 0)
 

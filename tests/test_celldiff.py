@@ -55,11 +55,14 @@ FIX = {"kind": "fix", "cell_id": "c2", "source": BROKEN["source"],
 
 def test_the_model_reads_an_instruction_written_from_the_typed_cell():
     text = edit_intent("fix", ename="KeyError", evalue="'colum'")
-    assert text.startswith("Fix the error in this cell.") and "It raised KeyError: 'colum'." in text
+    assert text.startswith("Fix the error in this cell.") and "The cell raised KeyError: 'colum'." in text
     assert text.endswith(EDIT_CELL_NOTE)
     assert "no error output" in edit_intent("fix")
+    assert edit_intent("improve").startswith("Improve this cell.")
+    # The user's own words lead; a fix still names the error.
     improve = edit_intent("improve", instruction=" make it faster ")
-    assert "Improve this cell." in improve and "The user adds: make it faster" in improve
+    assert improve.startswith("make it faster\n") and "Improve this cell" not in improve
+    assert "The cell raised KeyError" in edit_intent("fix", instruction="why?", ename="KeyError", evalue="'x'")
     assert edit_question("improve") == "Improve this cell" and edit_question("fix", "why?") == "why?"
 
 
@@ -93,7 +96,7 @@ async def test_an_edit_turn_asks_for_the_whole_cell(jp_fetch, jp_ws_fetch, model
     # The broken cell, its error; and for an edit turn the typed instruction and the note.
     assert "total = 1" in prompt and "KeyError" in prompt
     assert ("Fix the error in this cell" in prompt) is edit
-    assert ("It raised KeyError: 'colum'" in prompt) is edit
+    assert ("The cell raised KeyError: 'colum'" in prompt) is edit
     assert (EDIT_CELL_NOTE in prompt) is edit
 
 

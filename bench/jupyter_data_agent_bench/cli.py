@@ -19,6 +19,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from jupyter_data_agent.cli import dispatch
+
 PROG = "jupyter-data-agent-bench"
 
 #: (name, module under this package, one-line help)
@@ -55,15 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.command_line = " ".join([PROG, *argv])
-    try:
-        rc = args.func(args)
-    except KeyboardInterrupt:
-        print("interrupted; finished tasks are saved and a rerun resumes.", file=sys.stderr)
-        return 130
-    except (FileNotFoundError, ValueError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    return int(rc or 0)
+    return dispatch(args, PROG, "interrupted; finished tasks are saved and a rerun resumes.")
 
 
 if __name__ == "__main__":  # pragma: no cover

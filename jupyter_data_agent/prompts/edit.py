@@ -30,12 +30,11 @@ def edit_question(kind: EditKind, instruction: str = "") -> str:
 
 
 def edit_intent(kind: EditKind, *, instruction: str = "", ename: str = "", evalue: str = "") -> str:
-    """The intent as the model reads it: what to do, the error named, and the rewrite note."""
-    lines = [QUESTIONS[kind] + "."]
+    """The intent as the model reads it: the user's words (else what the button says), the
+    error named for a fix, and the rewrite note."""
+    lines = [instruction.strip() or QUESTIONS[kind] + "."]
     if kind == "fix":
-        lines.append(f"It raised {ename}: {evalue}".rstrip(": ") + "." if ename
-                     else "It shows no error output; fix what is wrong with it.")
-    if instruction.strip():
-        lines.append(f"The user adds: {instruction.strip()}")
+        lines.append(f"The cell raised {ename}: {evalue}".rstrip(": ") + "." if ename
+                     else "The cell shows no error output; fix what is wrong with it.")
     lines.append(EDIT_CELL_NOTE)
     return "\n".join(lines)
