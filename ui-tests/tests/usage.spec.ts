@@ -22,7 +22,7 @@ import {
 const INTENT = 'How many flights are in the table? (usage footer)';
 const REPLIES = path.resolve(__dirname, '..', 'fixtures', 'replies.json');
 
-/** The test server's tokens: words with their leading whitespace (bench/openai_server.py). */
+/** The test server's tokens: words with their leading whitespace (jupyter_data_agent_bench/openai_server/request.py). */
 function tokenize(text: string): string[] {
   return text.match(/\s*\S+|\s+$/g) ?? [];
 }
