@@ -1,9 +1,9 @@
 /**
  * The conversation stored in notebook metadata under `jupyter_data_agent`.
  *
- * Mirrors jupyter_data_agent/context/turns.py so a notebook written by the
- * front end is read by the prompt builder (prior turns) and the trainer
- * (decisions), and the other way round.
+ * The front end is the one writer; jupyter_data_agent/context/turns.py reads
+ * it for the prompt builder (prior turns). tests/data/turns.golden.ipynb is
+ * the format both sides are tested against (jest golden.spec.ts, pytest).
  */
 import { parseConfinement } from './models';
 import type { Confinement } from './wire';
@@ -388,9 +388,8 @@ export function updateTurn(
 }
 
 /**
- * The value to store under METADATA_KEY: like the Python side's
- * write_turns, keys we do not know are kept and a newer version is not
- * downgraded.
+ * The value to store under METADATA_KEY: store-level keys we do not know
+ * are kept and a newer version is not downgraded.
  */
 export function conversationValue(
   previous: unknown,

@@ -5,7 +5,7 @@ summary says what a reader of the chart would: its title, each axes' labels,
 limits and scale, and per series its kind, label, number of points and x/y
 ranges (bars: count and height range; categorical ticks: the first labels),
 plus the legend. It is made where the figure lives: in a kernel copy right
-after a candidate ran (``fork_server`` writes it as the figure output's
+after a candidate ran (``cell_exec`` writes it as the figure output's
 ``text/plain``) and, for the active cell, in the live kernel from figures its
 variables hold (:func:`inspection_request_code`, one silent request that only
 reads artists).

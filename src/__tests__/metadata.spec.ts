@@ -132,7 +132,7 @@ describe('front-end extras of the conversation format', () => {
     expect(conversation.turns[0].strategy).toBe('vote');
   });
 
-  it('writes like write_turns: unknown keys kept, newer version kept', () => {
+  it('keeps unknown store keys and a newer version when it writes', () => {
     const value = conversationValue(
       { version: 2, exported: true, turns: [] },
       { version: 1, turns: [turn('a', 'q')] }
