@@ -311,3 +311,34 @@ async def test_the_server_scrubs_copies_results_off_its_event_loop(
     assert "***" in prompts[-1]
     big = [name for name, size in scrubbed_on if size > 80_000]
     assert big and loop_thread not in big, scrubbed_on
+
+
+def test_an_unreachable_root_is_ended_only_if_it_is_the_kernels_child(tmp_path):
+    """A kernel on another host (a gateway) reports the pids of its own machine: when its
+    snapshot socket cannot be reached, no process is signalled here unless it really is a
+    child of the kernel's pid (an unrelated process with that number is left alone)."""
+    import json as _json
+
+    from jupyter_data_agent.kernel.protocol import PROTOCOL_VERSION
+    from jupyter_data_agent.kernel.results import Limits
+    from jupyter_data_agent.kernel.snapshot import ForkUnavailable, SnapshotTree
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        def reply(kernel_pid: int) -> str:
+            return _json.dumps({"version": PROTOCOL_VERSION, "path": str(tmp_path / "no-such.sock"),
+                                "pid": bystander.pid, "kernel_pid": kernel_pid, "token": "t",
+                                "scratch": str(tmp_path)})
+
+        for other in (1, bystander.pid + 100_000):  # not its parent: named, not signalled
+            with pytest.raises(ForkUnavailable, match="remote kernel"):
+                SnapshotTree._connect(reply(other), None, None, Limits(), 4, 1 << 30)
+            with pytest.raises(subprocess.TimeoutExpired):  # still running a second later
+                bystander.wait(timeout=1)
+        # Its real parent (this process, standing in for a local kernel): ended.
+        with pytest.raises(ForkUnavailable):
+            SnapshotTree._connect(reply(os.getpid()), None, None, Limits(), 4, 1 << 30)
+        assert bystander.wait(timeout=10) == -9
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -201,3 +201,16 @@ def test_the_front_ends_channel_carries_comms_and_silent_requests(deployment, ke
                         and m["parent_header"].get("msg_id") == msg_id, 20)
     assert got[-1]["content"]["user_expressions"]["r"]["data"]["text/plain"] == "3"
     assert {m["msg_type"] for m in got[:-1] if m["parent_header"].get("msg_id") == msg_id} <= {"status"}
+
+
+@pytest.mark.timeout(120)
+def test_variables_of_a_gateway_kernel_answer_in_words(deployment, kernel):
+    """``GET variables`` (the @-mention popup): the frames, or why not; never a 500."""
+    mode, _, server = deployment
+    kernel_id, _ = kernel
+    reply = server.call("GET", f"jupyter-data-agent/variables?kernel_id={kernel_id}")
+    if reply.get("available", True):
+        assert [v["name"] for v in reply["variables"]] == ["df"]
+    else:  # a gateway that wants a token the client's websocket does not send (jupyter_server 2.21)
+        assert mode == "token" and reply["reason"].startswith("Could not reach the kernel")
+    assert "AssertionError" not in server.log_text()

@@ -95,6 +95,30 @@ def _sweep_once(every_s: float = 60.0) -> None:
             log.debug("sweeping what dead kernels left failed", exc_info=True)
 
 
+def _end_unreached_root(info: dict) -> None:
+    """End the root copy a kernel forked but this server cannot reach, if it is here at all.
+
+    Only a process verified (through a pidfd) to be a child of the kernel's
+    pid is signalled: a kernel on another host (a gateway) names pids of its
+    own machine, which here may be any unrelated process.
+    """
+    kernel_pid, pid = info.get("kernel_pid"), info.get("pid")
+    if not isinstance(kernel_pid, int) or not isinstance(pid, int):
+        return
+    try:
+        fd = open_verified(pid, kernel_pid)
+    except (ProtocolError, OSError):
+        return
+    if fd is None:  # no pidfds here: a pid alone is not signalled
+        return
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
+        pass  # gone meanwhile
+    finally:
+        os.close(fd)
+
+
 class SnapshotTree(_tree.Closing):
     """All kernel copies of one search; closing it ends every process."""
 
@@ -198,8 +222,7 @@ class SnapshotTree(_tree.Closing):
             sock.connect(info["path"])
         except OSError as e:
             sock.close()
-            with contextlib.suppress(OSError):
-                os.kill(int(info["pid"]), signal.SIGKILL)
+            _end_unreached_root(info)
             raise ForkUnavailable(f"cannot reach the kernel's snapshot socket "
                                   f"(remote kernel?): {e}") from e
         tree = cls(limits=limits, protections=Protections(), scratch=info["scratch"],

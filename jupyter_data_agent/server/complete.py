@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,8 @@ from ..llm.base import Backend, BackendError, Completion, SamplingParams, Stream
 from ..prompts.inline import MAX_TOKENS, InlinePrompt, InlineText, build_inline_prompt
 from .handlers import AgentAPIHandler
 from .models import InlineCompletionChunk, InlineCompletionRequest
+
+log = logging.getLogger(__name__)
 
 #: Seconds a kernel's schema block is reused before it is read again.
 SCHEMA_TTL_S = 10.0
@@ -81,12 +84,16 @@ class SchemaCache:
         return await asyncio.shield(pending)
 
     async def _read(self, kernel_id: str, km: Any, stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
-        from ..kernel.client import own_client
+        from ..kernel.client import open_client
         from ..kernel.schema import SchemaInspectionError, inspect_kernel, schema_block
 
         self.reads += 1
-        kc = own_client(km)
-        kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+        try:
+            kc = await open_client(km)
+        except Exception:  # noqa: BLE001 -- a kernel that cannot be reached (a gateway's handshake): no schema
+            log.debug("could not open a client on kernel %s", kernel_id, exc_info=True)
+            old = self.entries.get(kernel_id)
+            return (old.block, old.frames) if old else ("", [])
         try:
             frames = await inspect_kernel(kc, timeout=self.timeout, time_limit=1.0)
         except SchemaInspectionError:

@@ -27,7 +27,7 @@ from tornado import web
 
 from ..config import Settings
 from ..context.model import NotebookContext
-from ..kernel.client import own_client
+from ..kernel.client import first_line, on_another_host, open_client
 from ..llm.base import BackendError
 from ..store.decisions import TurnOutcome
 from ..turn import Copies, TurnAsk, resolve, secrets_scrubber
@@ -379,18 +379,14 @@ class JobManager:
                          "no output previews).", state="no_kernel")
             return ""
 
-        remote = _on_another_host(km)
+        remote = on_another_host(km)
         if remote:  # its fork server listens on a Unix socket of that host: nothing to fork here
             job.no_copy_reason = ("copies are not available: the kernel runs on another host (a kernel "
                                   "gateway), whose fork server this server cannot reach")
-        kc = own_client(km)
-        # Replies come on the shell channel; IOPub would only pile up unread. A gateway's
-        # client (a coroutine to start) routes every channel through one websocket and
-        # stops routing at the first IOPub message it has no queue for.
         try:
-            await ensure_async(kc.start_channels(shell=True, iopub=remote, stdin=False, hb=False, control=False))
+            kc = await open_client(km)
         except Exception as exc:  # noqa: BLE001 -- whatever the client raised (a gateway's websocket handshake), said
-            job.progress(f"Could not reach the notebook's kernel ({type(exc).__name__}: {_first_part(exc)}): "
+            job.progress(f"Could not reach the notebook's kernel ({type(exc).__name__}: {first_line(exc)}): "
                          "the turn uses the notebook text alone (no DataFrame schemas, no output previews).",
                          state="no_kernel")
             return ""
@@ -510,20 +506,6 @@ class JobManager:
         if isinstance(exc, (BackendError, UnparsableOutput)):
             return str(exc)
         return f"The turn failed: {type(exc).__name__}: {exc}"
-
-
-def _on_another_host(km: Any) -> bool:
-    """Whether ``km`` is a kernel a Jupyter (Enterprise) Kernel Gateway runs (``--gateway-url``)."""
-    try:
-        from jupyter_server.gateway.managers import GatewayKernelManager
-    except ImportError:  # pragma: no cover - jupyter_server without the gateway
-        return False
-    return isinstance(km, GatewayKernelManager)
-
-
-def _first_part(exc: BaseException) -> str:
-    """An error's message without what follows its first line (websocket-client appends the headers)."""
-    return str(exc).split(" -+-+- ")[0].splitlines()[0] if str(exc) else ""
 
 
 def _close_everything(tree: Any) -> None:

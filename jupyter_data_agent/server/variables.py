@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernel.client import own_client
+from ..kernel.client import first_line, open_client
 from ..kernel.schema import FrameSchema, KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
 from .models import VariableInfo, VariablesReply
 
@@ -27,8 +27,11 @@ def variable_info(frame: FrameSchema) -> VariableInfo:
 
 async def kernel_variables(km: Any, kernel_id: str, timeout: float = REPLY_TIMEOUT_S) -> VariablesReply:
     """The frames in ``km``'s kernel, or ``available=False`` with the reason."""
-    kc = own_client(km)
-    kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+    try:
+        kc = await open_client(km)
+    except Exception as exc:  # noqa: BLE001 -- a kernel that cannot be reached (a gateway's handshake): said
+        return VariablesReply(kernel_id=kernel_id, available=False,
+                              reason=f"Could not reach the kernel: {type(exc).__name__}: {first_line(exc)}")
     try:
         frames = await inspect_kernel(kc, timeout=timeout, max_frames=MAX_VARIABLES,
                                       max_columns=COLUMNS_SHOWN, max_value_chars=40, time_limit=1.0)
