@@ -141,6 +141,19 @@ def test_a_strategy_refuses_another_strategys_options():
         VoteStrategy().run(request, RunContext(backend=ScriptedBackend(lambda call: ["x"])))
 
 
+def test_without_a_copy_no_candidate_is_said_to_run():
+    """A turn with no kernel copy (a gateway kernel, --no-exec) says "not run", never "ran"."""
+    from jupyter_data_agent.search.options import VoteOptions
+
+    said = []
+    request = TurnRequest(intent="Sum a?", context=NotebookContext(), options=VoteOptions(samples=2))
+    reply = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
+    VoteStrategy().run(request, RunContext(backend=ScriptedBackend(lambda call: [reply, reply]),
+                                           events=lambda e: said.append(e.message)))
+    assert "candidate 1 (not run)" in said and "candidate 2 (not run)" in said
+    assert not [m for m in said if "ran" in m.split() or "in a kernel copy" in m]
+
+
 def test_sampling_follows_the_policy():
     request = TurnRequest(intent="x?", context=NotebookContext(),
                           sampling=SamplingPolicy(temperature=0.1, sample_temperature=0.9,

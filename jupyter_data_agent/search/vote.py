@@ -38,11 +38,14 @@ class VoteStrategy:
         stats = SearchStats()
         plan = plan_prompt(request, ctx)
         candidates, unparsable = sample_candidates(request, ctx, plan, opts.samples, stats)
+        runs = ctx.executor is not None  # without a copy nothing runs, and nothing says it did
         for i, candidate in enumerate(list(candidates)):
-            ctx.progress(f"running candidate {i + 1} of {len(candidates)} in a kernel copy",
-                         candidate=i)
+            if runs:
+                ctx.progress(f"running candidate {i + 1} of {len(candidates)} in a kernel copy",
+                             candidate=i)
             result = execute(candidate, ctx, stats)
-            ctx.events(Event("candidate", f"candidate {i + 1} ran", {"index": i, "candidate": candidate}))
+            said = f"candidate {i + 1} ran" if runs else f"candidate {i + 1} (not run)"
+            ctx.events(Event("candidate", said, {"index": i, "candidate": candidate}))
             if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
                 fixed = repair(candidate, request, ctx, plan, stats)
                 if fixed is not None:
