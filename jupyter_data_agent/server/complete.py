@@ -92,18 +92,21 @@ class SchemaCache:
             kc = await open_client(km)
         except Exception:  # noqa: BLE001 -- a kernel that cannot be reached (a gateway's handshake): no schema
             log.debug("could not open a client on kernel %s", kernel_id, exc_info=True)
-            old = self.entries.get(kernel_id)
-            return (old.block, old.frames) if old else ("", [])
+            return self._last(kernel_id)
         try:
             frames = await inspect_kernel(kc, timeout=self.timeout, time_limit=1.0)
         except SchemaInspectionError:
-            old = self.entries.get(kernel_id)
-            return (old.block, old.frames) if old else ("", [])
+            return self._last(kernel_id)
         finally:
             kc.stop_channels()
         entry = _Entry(time.monotonic(), schema_block(frames) if frames else "", [f.name for f in frames], stamp)
         self.entries[kernel_id] = entry
         return entry.block, entry.frames
+
+    def _last(self, kernel_id: str) -> tuple[str, list[str]]:
+        """What was read last from this kernel (nothing if never): kept when a new read fails."""
+        old = self.entries.get(kernel_id)
+        return (old.block, old.frames) if old else ("", [])
 
     def forget(self, kernel_id: str) -> None:
         self.entries.pop(kernel_id, None)
