@@ -82,6 +82,10 @@ def test_fix_and_improve_are_typed_not_free_text():
     alone = TurnRequestModel.model_validate(turn_body(cells=[], active_index=None, intent="", edit=FIX))
     assert alone.active_index == 0 and alone.cells[0].source == BROKEN["source"]
     assert alone.cells[0].outputs[0]["ename"] == "KeyError"
+    # An Improve's typed output is what the lone cell shows (the prompt reads cell outputs).
+    improve = {"kind": "improve", "cell_id": "c9", "source": "df.describe()", "output": "count 3.0"}
+    shown = TurnRequestModel.model_validate(turn_body(cells=[], active_index=None, intent="", edit=improve))
+    assert shown.cells[0].outputs == [{"output_type": "stream", "name": "stdout", "text": "count 3.0"}]
 
 
 @pytest.mark.parametrize("edit", [True, False])

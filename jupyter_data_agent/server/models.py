@@ -155,8 +155,11 @@ class TurnRequestModel(BaseModel):
         """An intent, or a cell to fix or improve; an edit's cell becomes the active one."""
         if not self.intent and self.edit is None:
             raise ValueError("the intent is empty")
-        if self.edit is not None and not self.cells:  # the cell alone is the notebook
-            outputs = [] if self.edit.error is None else [{"output_type": "error", **self.edit.error.model_dump()}]
+        if self.edit is not None and not self.cells:  # the cell alone is the notebook, with what it showed
+            edit = self.edit
+            outputs = ([{"output_type": "error", **edit.error.model_dump()}] if edit.error is not None
+                       else [{"output_type": "stream", "name": "stdout", "text": edit.output}] if edit.output
+                       else [])
             self.cells = [NotebookCell(cell_type="code", id=self.edit.cell_id, source=self.edit.source,
                                        outputs=outputs)]
         if self.edit is not None:
