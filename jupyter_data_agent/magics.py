@@ -148,9 +148,9 @@ class AgentMagics(Magics):
     # -- cell magic --------------------------------------------------------
     def _cell(self, args, cell: str) -> None:
         from .context.notebook import from_history
-        from .kernel.schema import inspect_namespace, mentions, schema_block, schema_cuts
+        from .kernel.handle import NamespaceHandle
         from .llm.factory import create_backend
-        from .turn import TurnAsk, open_copies, replay_cells, resolve, run_turn, secrets_scrubber
+        from .turn import TurnAsk, prepare, resolve, run_turn, secrets_scrubber
 
         intent = cell.strip()
         if not intent:
@@ -171,8 +171,6 @@ class AgentMagics(Magics):
         shell = self.shell
         ns = shell.user_ns
         context = from_history(ns.get("In", []), ns.get("Out", {}), -1, errors=CELL_ERRORS)
-        frames = inspect_namespace(ns, full=mentions(intent))  # "@df" in the cell: df in full, first
-        schema = schema_block(frames)
 
         status = display(_status("loading the model"), raw=True, display_id=True)
 
@@ -183,13 +181,16 @@ class AgentMagics(Magics):
         with quiet_loading():
             backend = create_backend(settings)
         scrub = secrets_scrubber(settings.api_key)
-        copies = open_copies(spec.copies, fork=self._fork(settings), replay=replay_cells(context),
-                             notebook_dir=os.getcwd(), redact=scrub.json)
+        # "@df" in the cell: df in full, first; copies forked from this kernel, the API key wiped.
+        handle = NamespaceHandle(ns, notebook_dir=os.getcwd(), wipe=[settings.api_key], limits=self.limits)
+        inputs = prepare(spec, context, handle, redact=scrub.json)
+        copies = inputs.copies
         try:
-            result = run_turn(spec, context, backend, schema=schema, schema_cuts=schema_cuts(frames),
-                              copies=copies, events=progress)
+            result = run_turn(spec, inputs.context, backend, schema=inputs.schema,
+                              schema_cuts=inputs.schema_cuts, copies=copies, events=progress)
         finally:
             copies.close()
+        result.stats.transport = inputs.transport
         # Everything below is shown as escaped text: step explanations and the
         # answer are model-written, like the candidate's code and output; and
         # scrubbed like every event the server sends.
@@ -230,15 +231,3 @@ class AgentMagics(Magics):
         if s.context is not None:
             parts.append(s.context.line())
         return " · ".join(parts)
-
-    def _fork(self, settings):
-        """How this kernel forks itself into copies (the API key wiped from them)."""
-
-        def fork(limits):
-            from .kernel.snapshot import SnapshotTree
-
-            return SnapshotTree.from_current_kernel(
-                notebook_dir=os.getcwd(), limits=self.limits if self.limits is not None else limits,
-                wipe=[settings.api_key])
-
-        return fork

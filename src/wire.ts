@@ -136,6 +136,7 @@ export interface ProgressData {
   strategy?: string | null;
   frames?: string[] | null;
   protections?: Protections | null;
+  transport?: ('' | 'local' | 'kernel channel' | 'in process' | 'replay' | 'none') | null;
   confinement?: Confinement | null;
   samples?: number | null;
   candidate?: number | null;
@@ -185,6 +186,7 @@ export interface Confinement {
   message: string;
   layers: Layer[];
   missing: string[];
+  transport: '' | 'local' | 'kernel channel' | 'in process' | 'replay' | 'none';
 }
 /**
  * One confinement layer: on or off, with what it does or why it is off.
@@ -361,6 +363,7 @@ export interface SearchStats {
   classes: number[];
   estimator: string;
   context: ContextReport | null;
+  transport: '' | 'local' | 'kernel channel' | 'in process' | 'replay' | 'none';
 }
 /**
  * ``context.report.ContextReport``: how full the prompt was, what was cut.

@@ -7,23 +7,24 @@ extension, which stands in for the other host. Everything goes through the serve
 from JupyterLab: ``POST /api/kernels`` (the kernel starts on the gateway), the kernel's
 websocket, ``POST turns``, ``GET jobs/<id>``.
 
-What holds today (and what these tests pin):
+What these tests pin:
 
-* The server cannot fork such a kernel: the fork server's socket is a path on the kernel's
-  host. A turn says so in words ("copies are not available: the kernel runs on another
-  host...") and answers without running candidates; it never asks the remote kernel to fork
-  (which would leave the server holding a process id of another host to kill).
-* The server's own kernel client on a gateway kernel is jupyter_server's
-  ``GatewayKernelClient``: a websocket to the gateway. Through it, with an open gateway, the
-  turn reads the DataFrame schemas (a silent execute request). With a gateway that asks for
-  a token it cannot connect (jupyter_server 2.x opens that websocket without
-  ``GatewayClient``'s headers: 401), and the turn says so and answers from the notebook text.
+* The server cannot reach such a kernel's sockets, so its copies travel over the kernel's own
+  channels (``kernel.channel``/``kernel.relay``): the copies' client runs in the kernel, on its
+  host, with the local client's checks; the server sends fork/exec/close as comm messages
+  through its websocket to the gateway. A vote turn and a search turn run their candidates
+  in confined copies of the gateway kernel, say "over the kernel channel" in their stats,
+  progress and confinement badge, and leave the live kernel's namespace as it was.
+* A gateway that asks for a token: jupyter_server 2.x's ``GatewayKernelClient`` opens its
+  websocket without the gateway's headers (401); the server's own client sends them
+  (``kernel.client._gateway_client``), so both deployments behave the same.
+* Attacks from a copy of a gateway kernel (a signed execute request to the live kernel's
+  shell port; the Jupyter server's and the gateway's REST APIs with their tokens) fail.
 * The front end's path (``/api/kernels/<id>/channels``, proxied by jupyter_server to the
   gateway with its token) carries comm_open/comm_msg both ways and silent execute requests.
 
-Before the fix in ``server/jobs.py`` (``_live_state``) a vote turn here ended with "The
-turn failed: AssertionError: " (the gateway client's ``start_channels`` is a coroutine; it
-was never awaited, and its channels assert on a websocket that was never opened).
+Before issue 24 a vote turn here ended with "The turn failed: AssertionError: " (the gateway
+client's ``start_channels`` is a coroutine; it was never awaited).
 """
 
 from __future__ import annotations
@@ -38,14 +39,39 @@ import pytest
 
 from tests.gateway_helpers import KernelChannel, gateway_server, gateway_unavailable, kernel_gateway
 from tests.openai_server import OpenAITestServer
+from tests.test_escape import ZMQ_ATTACK
 
 pytestmark = pytest.mark.gateway
 
 DF_CELL = "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3], 'city': ['Oslo', 'Lima', 'Pune']})"
 VOTE_INTENT = "What is the sum of a?"
 SEARCH_INTENT = "How many rows have a above 1?"
+INJECT_INTENT = "Run PWNED in the live kernel"
+TOKEN_INTENT = "Use the server's API"
 ANSWER = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
-COPIES_UNAVAILABLE = "copies are not available: the kernel runs on another host"
+OVER_THE_CHANNEL = "kernel channel"
+STATE = "(sorted(k for k in globals() if not k.startswith('_')), get_ipython().execution_count)"
+
+#: A signed execute request to the live kernel's shell port, with the key and port a copy
+#: inherits in memory (``tests/test_escape.py``'s ZMQ attack, from inside a gateway copy).
+INJECT = ZMQ_ATTACK + """
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.connect((app.ip, app.shell_port))
+talk(s, get_ipython().kernel.session.key, 'PWNED_FROM_COPY = 1')
+"""
+
+
+def attack_code(urls: list[str]) -> str:
+    """Requests to REST APIs with their tokens (the Jupyter server's, the gateway's)."""
+    lines = ["import urllib.request", "errors = []"]
+    for url in urls:
+        lines += ["try:", f"    urllib.request.urlopen({url!r}, timeout=5)",
+                  "except Exception as e:", "    errors.append(type(e).__name__ + ': ' + str(e))",
+                  "else:", f"    raise SystemExit('reached ' + {url.split('?')[0]!r})"]
+    lines.append("raise PermissionError(' | '.join(errors))")
+    return "\n".join(lines)
 
 
 def replies(request) -> str:
@@ -53,7 +79,13 @@ def replies(request) -> str:
         if "Observation:\n2" in request.prompt:
             return "Thought: two rows qualify.\nFinal Answer: 2"
         return "Thought: count the rows.\nAction:\n```python\nbig = df[df['a'] > 1]\nlen(big)\n```"
+    for marker, code in ATTACKS.items():
+        if marker in request.prompt:
+            return f"```python\n{code}\n```"
     return ANSWER
+
+
+ATTACKS: dict[str, str] = {}  # intent -> the candidate's code (set by the attack test)
 
 
 @pytest.fixture(scope="module")
@@ -105,25 +137,37 @@ def messages(events: list[dict], state: str) -> list[str]:
     return [e["message"] for e in events if (e.get("data") or {}).get("state") == state]
 
 
-def assert_no_copies_and_why(mode: str, events: list[dict], server) -> None:
-    """Copies unavailable, and why, in words; the live state read where the server's client can."""
+def assert_over_the_channel(events: list[dict], server) -> dict:
+    """Copies made over the kernel channel, confined, said in the progress, badge and stats."""
     said = [f"{e['type']}: {e['message']}" for e in events]
-    assert any(COPIES_UNAVAILABLE in m for m in messages(events, "no_kernel_copy")), said
+    ready = [e for e in events if (e.get("data") or {}).get("state") == "kernel_copy_ready"]
+    assert ready and ready[0]["data"]["transport"] == OVER_THE_CHANNEL, said
+    assert "over the kernel channel" in ready[0]["message"], said
     confinement = [e["data"]["confinement"] for e in events if (e.get("data") or {}).get("state") == "confinement"]
-    assert confinement and confinement[-1]["status"] == "not_executed" and not confinement[-1]["execute"], said
-    assert COPIES_UNAVAILABLE in confinement[-1]["message"], said
-    assert not messages(events, "kernel_copy_ready") and not messages(events, "replay_fallback"), said
-    if mode == "open":  # through the gateway's websocket: a silent execute request
-        schema = [e["data"] for e in events if (e.get("data") or {}).get("state") == "schema_ready"]
-        assert schema and schema[-1]["frames"] == ["df"], said
-    else:
-        unreachable = messages(events, "no_kernel")
-        # jupyter_server 2.x's GatewayKernelClient sends no token: 401. Should it learn to,
-        # the schemas come through as with the open gateway; either way, no bare failure.
-        assert messages(events, "schema_ready") or (
-            unreachable and "Could not reach the notebook's kernel" in unreachable[-1]
-            and "the notebook text alone" in unreachable[-1]), said
+    assert confinement and confinement[-1]["transport"] == OVER_THE_CHANNEL, said
+    assert confinement[-1]["status"] == "confined" and confinement[-1]["execute"], confinement[-1]
+    assert not messages(events, "replay_fallback") and not messages(events, "no_kernel_copy"), said
+    schema = [e["data"] for e in events if (e.get("data") or {}).get("state") == "schema_ready"]
+    assert schema and schema[-1]["frames"] == ["df"], said
     assert "AssertionError" not in server.log_text()
+    if events[-1]["type"] == "done":
+        stats = events[-1]["data"]["result"]["stats"]
+        assert stats["transport"] == OVER_THE_CHANNEL and stats["executions"] >= 1, stats
+        assert events[-1]["data"]["confinement"]["transport"] == OVER_THE_CHANNEL
+    return confinement[-1]
+
+
+def live_state(channel) -> tuple:
+    """The live kernel's names and execution count, read by a silent request (changes neither)."""
+    reply = channel.execute("", silent=True, store_history=False, user_expressions={"r": STATE})
+    return reply["content"]["user_expressions"]["r"]["data"]["text/plain"]
+
+
+def copies_left(channel) -> str:
+    """The live kernel's child processes (its copies, had any been left)."""
+    reply = channel.execute("", silent=True, store_history=False, user_expressions={
+        "r": "len([p for p in __import__('psutil').Process().children(recursive=True) if p.status() != 'zombie'])"})
+    return reply["content"]["user_expressions"]["r"]["data"]["text/plain"]
 
 
 def test_the_kernel_runs_on_the_gateway_out_of_sight(deployment, kernel):
@@ -141,33 +185,70 @@ def test_the_kernel_runs_on_the_gateway_out_of_sight(deployment, kernel):
 
 
 @pytest.mark.timeout(180)
-def test_vote_turn_answers_without_copies(deployment, kernel):
+def test_vote_turn_runs_in_copies_over_the_kernel_channel(deployment, kernel):
     mode, _, server = deployment
-    kernel_id, _ = kernel
+    kernel_id, channel = kernel
+    before, children = live_state(channel), copies_left(channel)
     t0 = time.monotonic()
     _, events, status = server.turn(turn_body(kernel_id, VOTE_INTENT, "vote", samples=3))
     print(f"[{mode}] vote turn in {time.monotonic() - t0:.1f} s")
     said = [f"{e['type']}: {e['message']}" for e in events]
     assert status == "done" and events[-1]["type"] == "done", (said, server.log_text()[-4000:])
-    assert_no_copies_and_why(mode, events, server)
+    assert_over_the_channel(events, server)
     candidates = [e["data"]["candidate"] for e in events if e["type"] == "candidate"]
     assert candidates and {c["code"] for c in candidates} == {"# Step 1: Sum a.\ndf['a'].sum()"}
-    assert all(c["result"] is None for c in candidates)  # not run: there is no copy to run them in
-    assert events[-1]["data"]["result"]["stats"]["executions"] == 0
+    # run in copies of the gateway kernel: its df, the answer the live kernel would give
+    assert all(c["result"]["status"] == "ok" for c in candidates), candidates[0]["result"]
+    live = channel.execute("", silent=True, store_history=False, user_expressions={"r": "int(df['a'].sum())"})
+    assert {c["result"]["value"]["value"] for c in candidates} == {
+        int(live["content"]["user_expressions"]["r"]["data"]["text/plain"])}
+    assert live_state(channel) == before  # the user's namespace and execution count
+    deadline = time.monotonic() + 20
+    while copies_left(channel) != children and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert copies_left(channel) == children  # every copy ended with the turn
 
 
 @pytest.mark.timeout(180)
-def test_search_turn_needs_copies_and_says_so(deployment, kernel):
-    """Search (mcts) runs every step in a copy: today it ends in words, after saying why none."""
+def test_search_turn_runs_every_step_in_copies_over_the_kernel_channel(deployment, kernel):
     mode, _, server = deployment
-    kernel_id, _ = kernel
+    kernel_id, channel = kernel
+    before = live_state(channel)
     t0 = time.monotonic()
     _, events, status = server.turn(turn_body(kernel_id, SEARCH_INTENT, "mcts", budget=3))
     print(f"[{mode}] search turn in {time.monotonic() - t0:.1f} s")
-    assert status == "error" and events[-1]["type"] == "error", [e["message"] for e in events]
-    assert "The mcts strategy runs every step in a kernel copy" in events[-1]["message"]
-    assert not [e for e in events if e["type"] == "candidate"]
-    assert_no_copies_and_why(mode, events, server)
+    said = [f"{e['type']}: {e['message']}" for e in events]
+    assert status == "done" and events[-1]["type"] == "done", (said, server.log_text()[-4000:])
+    assert_over_the_channel(events, server)
+    assert str(events[-1]["data"]["result"]["answer"]) == "2", events[-1]["data"]["result"]
+    assert live_state(channel) == before  # `big` was bound in copies only
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("deployment", ["token"], indirect=True)
+def test_attacks_from_a_copy_of_a_gateway_kernel_fail(deployment, kernel):
+    """The escape tests' kernel-injection and server-token cases, from a gateway kernel's copy."""
+    _, gateway, server = deployment
+    kernel_id, channel = kernel
+    ATTACKS[INJECT_INTENT] = INJECT
+    ATTACKS[TOKEN_INTENT] = attack_code([
+        f"{server.url}/api/contents?token={server.token}",
+        f"{gateway.url}/api/kernels?token={gateway.token}"])
+    try:
+        for intent, needle in ((INJECT_INTENT, "PermissionError"), (TOKEN_INTENT, "PermissionError")):
+            _, events, status = server.turn(turn_body(kernel_id, intent, "vote", samples=1))
+            said = [f"{e['type']}: {e['message']}" for e in events]
+            assert status == "done", said
+            assert_over_the_channel(events, server)
+            result = [e["data"]["candidate"]["result"] for e in events if e["type"] == "candidate"][0]
+            text = json.dumps(result)
+            assert result["status"] == "error" and needle in text, text
+            assert "Operation not permitted" in text or "Permission denied" in text, text
+            assert "reached" not in (result.get("error") or {}).get("evalue", ""), text
+    finally:
+        ATTACKS.clear()
+    names = live_state(channel)
+    assert "PWNED_FROM_COPY" not in names
 
 
 @pytest.mark.parametrize("deployment", ["token"], indirect=True)  # the same proxy either way
@@ -209,8 +290,6 @@ def test_variables_of_a_gateway_kernel_answer_in_words(deployment, kernel):
     mode, _, server = deployment
     kernel_id, _ = kernel
     reply = server.call("GET", f"jupyter-data-agent/variables?kernel_id={kernel_id}")
-    if reply.get("available", True):
-        assert [v["name"] for v in reply["variables"]] == ["df"]
-    else:  # a gateway that wants a token the client's websocket does not send (jupyter_server 2.21)
-        assert mode == "token" and reply["reason"].startswith("Could not reach the kernel")
+    assert reply.get("available", True), reply  # with a token gateway too: the client sends it
+    assert [v["name"] for v in reply["variables"]] == ["df"]
     assert "AssertionError" not in server.log_text()

@@ -228,7 +228,7 @@ def confinement_of(events: list[dict]) -> dict:
     reports = [e for e in events if e["type"] == "progress" and e["data"].get("state") == "confinement"]
     assert len(reports) == 1, [e["message"] for e in reports]
     report = reports[0]["data"]["confinement"]
-    assert set(report) == {"policy", "status", "execute", "message", "layers", "missing"}
+    assert set(report) == {"policy", "status", "execute", "message", "layers", "missing", "transport"}
     assert report["message"] == reports[0]["message"]
     if events[-1]["type"] == "done":
         assert events[-1]["data"]["confinement"] == report
@@ -255,6 +255,9 @@ async def test_turn_against_real_kernel(jp_fetch, jp_ws_fetch, jp_serverapp, mod
         assert report["policy"] == "require" and report["missing"] == []
         assert [layer["on"] for layer in report["layers"]] == [True] * len(report["layers"])
         assert {"seccomp", "landlock_fs", "descriptors"} <= {l["name"] for l in report["layers"]}
+        # The transport was probed: a kernel of this machine is copied over local sockets.
+        assert report["transport"] == "local"
+        assert events[-1]["data"]["result"]["stats"]["transport"] == "local"
         assert states(events).index("confinement") < states(events).index("searching")
         candidates = [e for e in events if e["type"] == "candidate"]
         assert candidates and candidates[0]["data"]["index"] == 0

@@ -6,7 +6,6 @@ endpoint the OpenAI-protocol test server reached through the real SDK.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import sys
@@ -100,9 +99,10 @@ def test_a_candidate_plot_is_summarized_in_the_kernel_copy(kernel, tmp_path):
 
 
 def test_the_active_cells_plot_is_described_from_the_live_kernel(kernel):
-    from jupyter_client import AsyncKernelClient
-
+    from jupyter_data_agent.config import Settings
     from jupyter_data_agent.kernel import rpc
+    from jupyter_data_agent.kernel.handle import BlockingClientHandle
+    from jupyter_data_agent.turn import TurnAsk, prepare, resolve
 
     reply = kernel.execute_interactive(PLOT, timeout=120)
     assert reply["content"]["status"] == "ok"
@@ -113,19 +113,15 @@ def test_the_active_cells_plot_is_described_from_the_live_kernel(kernel):
     state = "(sorted(globals()), get_ipython().execution_count, len(plt.get_fignums()))"
     before = rpc.call(kernel, state, timeout=30)
 
-    async def describe():
-        kc = AsyncKernelClient(**kernel.get_connection_info(session=False))
-        kc.session.key = kernel.session.key
-        kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
-        try:
-            return await plots.describe_active_plots(kc, context, timeout=30)
-        finally:
-            kc.stop_channels()
-
-    assert asyncio.run(describe()) == 1
-    text = context.active_cell().cell.outputs[0].text
+    spec = resolve(Settings(backend="openai"), TurnAsk(intent="what does the plot show?", execute=False,
+                                       no_exec_reason="not needed here"))
+    inputs = prepare(spec, context, BlockingClientHandle(kernel, notebook_dir=None, timeout=30))
+    assert inputs.inspection.plots and inputs.copies.tree is None
+    text = inputs.context.active_cell().cell.outputs[0].text
     assert text.startswith("[plot: figure with 1 axes]") and "'Delays by quarter'" in text
     assert "line 'AA': 4 points" in text
+    # the context given is not changed: the description is in the new one
+    assert context.active_cell().cell.outputs[0].text == plots.PLOT_MARKER
     # no name bound, no execution counted, no figure opened or closed in the user's kernel
     assert rpc.call(kernel, state, timeout=30) == before
     kernel.execute_interactive("plt.close('all')", timeout=60)  # Agg keeps figures open: later copies would show it

@@ -222,8 +222,8 @@ class Workspace:
             shutil.copy2(f, os.path.join(self.dir, os.path.basename(os.fspath(f))))
 
     def start(self) -> "Workspace":
+        from jupyter_data_agent.kernel.handle import BlockingClientHandle
         from jupyter_data_agent.kernel.launch import start_kernel
-        from jupyter_data_agent.kernel.snapshot import SnapshotTree
         from jupyter_data_agent.turn import open_copies
 
         try:
@@ -232,10 +232,9 @@ class Workspace:
             reply = kc.execute(self.setup, silent=True, store_history=False, reply=True, timeout=120)
             if reply["content"]["status"] != "ok":
                 raise RuntimeError(f"workspace setup failed: {reply['content']}")
+            handle = BlockingClientHandle(kc, notebook_dir=self.dir)
             self.copies = open_copies(
-                self.policy,
-                fork=lambda limits: SnapshotTree.from_blocking_client(
-                    kc, notebook_dir=self.dir, limits=limits, max_live=self.policy.max_live),
+                self.policy, fork=lambda limits: handle.fork(limits, self.policy.max_live),
                 replay=[self.setup], notebook_dir=self.dir)
         except BaseException:
             self.close()

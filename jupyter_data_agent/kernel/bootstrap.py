@@ -18,7 +18,9 @@ from pathlib import Path
 #: The modules a kernel and its copies run, each after the ones it imports.
 KERNEL_MODULES = ("answer_form", "results", "protocol", "confine", "harden", "procs",
                   "syscall_filter", "plots", "reaper", "capture", "cell_exec", "after_fork",
-                  "copy_server", "fork_server")
+                  "copy_server", "fork_server",
+                  # the copies' client, for kernels whose server reaches them only through the kernel
+                  "tree", "copy_process", "snapshot_node", "rpc", "snapshot", "relay")
 
 
 @functools.lru_cache(maxsize=1)
@@ -58,16 +60,16 @@ def _bootstrap_source() -> tuple[str, str]:
     )
 
 
-def direct_call(call: str) -> str:
-    """``_jda_kernel.fork_server.<call>`` in a kernel whose modules are installed."""
-    return f"__import__('sys').modules['_jda_kernel.fork_server'].{call}"
+def direct_call(call: str, module: str = "fork_server") -> str:
+    """``_jda_kernel.<module>.<call>`` in a kernel whose modules are installed."""
+    return f"__import__('sys').modules['_jda_kernel.{module}'].{call}"
 
 
-def kernel_call(call: str) -> str:
-    """A user expression calling ``_jda_kernel.fork_server.<call>`` in a kernel,
+def kernel_call(call: str, module: str = "fork_server") -> str:
+    """A user expression calling ``_jda_kernel.<module>.<call>`` in a kernel,
     installing the modules first unless this exact version is already there."""
     digest, boot = _bootstrap_source()
-    target = direct_call(call)
+    target = direct_call(call, module)
     return (f"({target} if getattr(__import__('sys').modules.get('_jda_kernel'), "
             f"'__digest__', None) == {digest!r} else "
             f"(exec(compile({boot!r}, '<jda-bootstrap>', 'exec'), {{}}) or {target}))")

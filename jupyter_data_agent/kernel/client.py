@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 import uuid
 from typing import Any
 
@@ -14,11 +16,49 @@ def own_client(km: Any) -> Any:
     ``km.client()`` clones the manager's session, id included, and the id is
     the ZMQ identity of the shell socket: a second client with the same id
     takes the kernel's replies away from the first (another turn, another
-    extension) and, once closed, leaves them undeliverable.
+    extension) and, once closed, leaves them undeliverable. A gateway's
+    kernel gets a client that sends the gateway its credentials
+    (``_gateway_client``).
     """
     session = km.session.clone()
     session.session = str(uuid.uuid4())
+    if on_another_host(km):
+        return _gateway_client()(**{**km.get_connection_info(session=True), "session": session,
+                                    "connection_file": km.connection_file, "parent": km,
+                                    "kernel_id": km.kernel_id})
     return km.client(session=session)
+
+
+@functools.cache
+def _gateway_client() -> type:
+    """jupyter_server's ``GatewayKernelClient`` that opens its websocket with the gateway's headers.
+
+    jupyter_server 2.x opens it without them, so a gateway that asks for a
+    token (as Enterprise Gateway deployments do) refuses the server's own
+    clients (401) while the browser's path, which does send them, works.
+    """
+    import websocket
+    from jupyter_server.gateway.gateway_client import GatewayClient
+    from jupyter_server.gateway.managers import GatewayKernelClient
+    from jupyter_server.utils import url_escape, url_path_join
+
+    class AuthenticatedGatewayKernelClient(GatewayKernelClient):
+        async def start_channels(self, shell=True, iopub=True, stdin=True, hb=True, control=True):
+            gateway = GatewayClient.instance()
+            headers = gateway.load_connection_args().get("headers") or {}
+            ws_url = url_path_join(gateway.ws_url or "", gateway.kernels_endpoint, url_escape(self.kernel_id),
+                                   "channels")
+            self.channel_socket = websocket.create_connection(
+                ws_url, timeout=gateway.KERNEL_LAUNCH_TIMEOUT, enable_multithread=True,
+                header=headers, sslopt={"ca_certs": gateway.ca_certs, "certfile": gateway.client_cert,
+                                        "keyfile": gateway.client_key})
+            # the base class's base: the channels' queues; then the router, as upstream does
+            await ensure_async(super(GatewayKernelClient, self).start_channels(
+                shell=shell, iopub=iopub, stdin=stdin, hb=hb, control=control))
+            self.response_router = threading.Thread(target=self._route_responses, daemon=True)
+            self.response_router.start()
+
+    return AuthenticatedGatewayKernelClient
 
 
 def on_another_host(km: Any) -> bool:
@@ -30,19 +70,30 @@ def on_another_host(km: Any) -> bool:
     return isinstance(km, GatewayKernelManager)
 
 
-async def open_client(km: Any) -> Any:
+async def open_client(km: Any, *, iopub: bool = False) -> Any:
     """``own_client(km)`` with its shell channel started, ready for silent requests.
 
-    Replies come on the shell channel; IOPub would only pile up unread. A
+    Replies come on the shell channel; IOPub would only pile up unread unless
+    asked for (``iopub``: the relay's replies, ``kernel.channel``). A
     gateway's client (a coroutine to start) routes every channel through one
     websocket and stops routing at the first IOPub message it has no queue
     for, so there IOPub is started too. Raises what the client raised (a
     gateway's websocket handshake, say).
     """
     kc = own_client(km)
-    await ensure_async(kc.start_channels(shell=True, iopub=on_another_host(km), stdin=False, hb=False,
-                                         control=False))
+    await ensure_async(kc.start_channels(shell=True, iopub=iopub or on_another_host(km), stdin=False,
+                                         hb=False, control=False))
     return kc
+
+
+async def kernel_alive(km: Any) -> bool:
+    """Whether ``km``'s kernel runs (a manager that cannot say is taken for a dead one)."""
+    try:
+        if getattr(km, "execution_state", None) == "dead":
+            return False
+        return bool(await ensure_async(km.is_alive()))
+    except Exception:  # noqa: BLE001 -- a kernel manager that cannot say is not one to wait for
+        return False
 
 
 def first_line(exc: BaseException) -> str:

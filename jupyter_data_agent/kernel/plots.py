@@ -282,6 +282,11 @@ def summaries(namespace: dict, names: Any = (), max_figures: int = 4) -> list:
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def cell_names(cell_source: str) -> list[str]:
+    """The names a cell's code mentions (the figures it may hold), first 200."""
+    return list(dict.fromkeys(_IDENTIFIER.findall(cell_source)))[:200]
+
+
 def request_code(cell_source: str, max_figures: int = 4) -> str:
     """A ``user_expressions`` expression (``kernel.rpc``) that evaluates to the summaries of the
     figures the cell's names hold in the live kernel (else of its open figures).
@@ -289,30 +294,8 @@ def request_code(cell_source: str, max_figures: int = 4) -> str:
     Like the schema inspection it binds no name in the user namespace (this module runs in a
     throwaway dict) and only reads artists, so the user's state is unchanged.
     """
-    names = list(dict.fromkeys(_IDENTIFIER.findall(cell_source)))[:200]
+    names = cell_names(cell_source)
     source = Path(__file__).read_text(encoding="utf-8")
     return ("(lambda __jda_scope: (exec({src}, __jda_scope), "
             "__jda_scope['summaries'](globals(), {names!r}, {n!r}))[1])"
             "({{'__name__': '_jda_plots'}})").format(src=repr(source), names=names, n=max_figures)
-
-
-async def describe_active_plots(kernel_client: Any, context: Any, *, timeout: float = 5.0) -> int:
-    """Replace the ``[plot: image output]`` markers of the active cell's outputs by summaries
-    of the figures its code holds in the live kernel; returns how many were replaced.
-
-    One silent request (``rpc.acall``); a kernel that cannot answer leaves the markers.
-    """
-    from . import rpc
-
-    active = context.active_cell()
-    marked = [o for o in active.cell.outputs if o.text == PLOT_MARKER] if active is not None else []
-    if not marked:
-        return 0
-    try:
-        found = await rpc.acall(kernel_client, request_code(active.source, len(marked)), timeout=timeout)
-    except rpc.KernelRPCError:
-        return 0
-    texts = [t for t in found if isinstance(t, str)] if isinstance(found, list) else []
-    for output, text in zip(marked, texts):
-        output.text = text
-    return min(len(marked), len(texts))

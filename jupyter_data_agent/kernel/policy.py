@@ -18,6 +18,16 @@ SWITCH_HINT = ("set c.DataAgent.confinement = 'warn' (or JUPYTER_DATA_AGENT_CONF
                "to run candidates with the layers that are available")
 
 
+#: ``Confinement.transport`` in words (``kernel.handle``: what each handle's copies travel over).
+TRANSPORT_WORDS = {
+    "local": "copies: local",
+    "kernel channel": "copies: over the kernel channel",
+    "in process": "copies: local, forked by the kernel itself",
+    "replay": "copies: a replay kernel on the server's machine",
+    "none": "copies: none",
+}
+
+
 @dataclass
 class Confinement(JSONFields):
     """The policy applied to one turn's copies (wire form: ``to_json``)."""
@@ -28,6 +38,12 @@ class Confinement(JSONFields):
     message: str
     layers: list[dict] = field(default_factory=list)  # {name, on, detail}
     missing: list[str] = field(default_factory=list)
+    # What the copies travel over (``turn.prepare``): where they run, said on the badge.
+    transport: str = ""
+
+    def where(self) -> str:
+        """"copies: local" / "copies: over the kernel channel"... ("" before copies were asked for)."""
+        return TRANSPORT_WORDS.get(self.transport, "")
 
     @classmethod
     def from_json(cls, d: dict | None) -> "Confinement | None":  # type: ignore[override]
@@ -37,7 +53,8 @@ class Confinement(JSONFields):
         """One line for the magic's output or a log."""
         label = {"confined": "confined", "partial": "partially confined",
                  "not_executed": "not executed"}[self.status]
-        return f"kernel copies: {label} — {self.message}"
+        where = f" ({self.where()})" if self.where() else ""
+        return f"kernel copies: {label}{where} — {self.message}"
 
 
 def check_policy(policy: str) -> str:

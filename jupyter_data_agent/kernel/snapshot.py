@@ -45,8 +45,6 @@ import psutil
 from . import procs as _procs
 from . import rpc
 from . import tree as _tree
-from .bootstrap import direct_call as direct_call
-from .bootstrap import kernel_call
 from .copy_process import Channel, gone, open_verified, sender, trusted_cgroup, uss
 from .protocol import PROTOCOL_VERSION, ProtocolError, pass_credentials
 from .results import Limits, Protections
@@ -64,6 +62,8 @@ log = logging.getLogger(__name__)
 
 
 def _root_expression(notebook_dir: str | None, scratch: str | None, limits: Limits) -> str:
+    from .bootstrap import kernel_call  # not in a kernel: this module also runs there (``relay``)
+
     args = json.dumps({"notebook_dir": notebook_dir, "scratch": scratch,
                        "limits": limits.to_json(), "client_pid": os.getpid()})
     return kernel_call(f"start_root_socket(**__import__('json').loads({args!r}))")

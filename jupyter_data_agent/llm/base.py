@@ -220,6 +220,15 @@ class Backend(abc.ABC):
     def close(self) -> None:  # noqa: B027 -- optional hook; most backends hold nothing
         """Release processes or memory held by the backend."""
 
+    @property
+    def needs_loading(self) -> bool:
+        """A local model not loaded yet: ``load`` it where the user is told (slow)."""
+        return False
+
+    def load(self) -> object:
+        """Load the model now (local backends); others have nothing to load."""
+        return None
+
 
 def use_chat(api_mode: str, capabilities: Capabilities, *, auto: bool | None = None) -> bool:
     """Chat messages or a completion prompt: the one rule.

@@ -191,6 +191,10 @@ class LlamaCppBackend(Backend):
         if load:
             self.load()
 
+    @property
+    def needs_loading(self) -> bool:
+        return self._loaded is None
+
     def load(self) -> LoadedLlama:
         """Load (or fetch from the cache) now; otherwise the first call does it."""
         if self._loaded is None:

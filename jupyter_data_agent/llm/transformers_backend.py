@@ -238,6 +238,10 @@ class TransformersBackend(Backend):
         if load:
             self.load()
 
+    @property
+    def needs_loading(self) -> bool:
+        return self._loaded is None
+
     def load(self) -> LoadedModel:
         """Load (or fetch from the cache) now; otherwise the first call does it."""
         if self._loaded is None:

@@ -121,6 +121,8 @@ class SearchStats:
     estimator: str = ""
     # How full the first prompt was and what was cut (the sidebar's context gauge); None: not built.
     context: ContextReport | None = None
+    # What the candidates' kernel copies travelled over (``kernel.policy.TRANSPORT_WORDS``); "" unknown.
+    transport: str = ""
 
     def count_call(self, completions: list) -> None:
         """One model call: the prompt is counted once, every sample's output."""

@@ -20,6 +20,7 @@ from typing import Any
 from ..config import Settings
 from ..context.model import NotebookContext
 from ..context.turns import new_turn_id
+from ..kernel.handle import KernelHandle
 from ..kernel.policy import Confinement
 from ..kernel.tree import CopyTree
 from ..llm.scrub import Scrubber
@@ -66,16 +67,15 @@ class Job:
         self.events: list[dict] = []
         self.listeners: list[Callable[[dict], None]] = []
         self.cancel_event = threading.Event()
-        # Set by ``POST jobs/<id>/no-kernel``: stop waiting for a busy kernel.
-        self.skip_kernel = asyncio.Event()
+        # Set by ``POST jobs/<id>/no-kernel``: stop waiting for a busy kernel (read by a worker).
+        self.skip_kernel = threading.Event()
         self.task: asyncio.Task | None = None
-        self.copies: Copies | None = None  # once open_copies has run
+        self.handle: KernelHandle | None = None  # on the notebook's kernel, while the turn runs
+        self.copies: Copies | None = None  # once turn.prepare has run
         self.tree: CopyTree | None = None  # the copies' tree while one is open
         self.close_task: asyncio.Future | None = None  # closing the tree, once started
-        self.tree_ready = asyncio.Event()  # set once no snapshot creation is in flight
-        self.tree_ready.set()
-        self.no_copy_reason = ""  # why no kernel copy exists, in plain words
-        self.schema_cuts: Any = None  # kernel.schema.schema_cuts of the schema block, once read
+        self.prepared = asyncio.Event()  # set once no kernel reading or copying is in flight
+        self.prepared.set()
         self._scrub = scrub
         self._streamed: list[Any] = []  # (index, Candidate) pairs already sent as events
         self._rendered: dict[int, dict] = {}  # id(Candidate) -> its event body, scrubbed off the loop

@@ -1,9 +1,9 @@
 """Scheduling turn jobs: one search per ``POST turns``, run off the event loop.
 
-The manager admits a job (per-user and server-wide limits), gathers live
-state from the notebook's kernel (DataFrame schemas, a fork snapshot tree)
-through a kernel client of its own, then runs the turn in a worker thread;
-the job (``server/job.py``) holds its event log. Cancelling (or stopping the
+The manager admits a job (per-user and server-wide limits), picks the
+handle on the notebook's kernel (``kernel.handle``: local, or over the
+kernel channel for a gateway's kernel), and runs ``turn.prepare`` and the
+turn in worker threads; the job (``server/job.py``) holds its event log. Cancelling (or stopping the
 server) ends every snapshot process the job started before it answers.
 The worker reaches the loop through ``loop.call_soon_threadsafe``, which
 keeps the strategy's events in order ahead of the final ``done``.
@@ -22,15 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jupyter_core.utils import ensure_async
 from tornado import web
 
 from ..config import Settings
 from ..context.model import NotebookContext
-from ..kernel.client import first_line, on_another_host, open_client
+from ..kernel.client import first_line, kernel_alive, on_another_host, open_client
+from ..kernel.handle import ChannelHandle, ClientHandle, KernelHandle, NoKernel
 from ..llm.base import BackendError
 from ..store.decisions import TurnOutcome
-from ..turn import Copies, TurnAsk, resolve, secrets_scrubber
+from ..turn import TurnAsk, resolve, secrets_scrubber
 from .job import Job, model_intent
 from .models import TurnRequestModel
 
@@ -152,13 +152,14 @@ class JobManager:
         # The worker thread of a running search cannot be interrupted (it may sit
         # in a model call for up to request_timeout); it is abandoned: it sees the
         # cancel flag at its next step and its events are dropped. Cancelling the
-        # task releases the job's slot now, so a queued turn starts at once. A
-        # fork in flight is waited for instead, so its tree can be closed.
-        if job.task is not None and job.phase != "forking":
+        # task releases the job's slot now, so a queued turn starts at once. While
+        # the kernel is read and copied the task is waited for instead (the
+        # preparation sees the flag within a second, or once its fork ends), so
+        # the copies it made can be closed.
+        if job.task is not None and job.phase != "preparing":
             job.task.cancel()
-        # A snapshot tree being created right now is closed as soon as it exists.
         try:
-            await asyncio.wait_for(job.tree_ready.wait(), self.limits.snapshot_timeout_s + 10)
+            await asyncio.wait_for(job.prepared.wait(), self.limits.snapshot_timeout_s + 10)
         except asyncio.TimeoutError:
             self.log.warning("jupyter_data_agent: snapshot creation of job %s did not end", job.id)
         await self._close_tree(job)
@@ -228,27 +229,19 @@ class JobManager:
 
     async def _run_in_slot(self, job: Job) -> None:
         from ..llm.factory import create_backend
-        from ..turn import run_turn
+        from ..turn import prepare, run_turn
 
         spec = job.spec
         settings = job.settings or self.settings  # with the model the turn picked
         job.phase = "loading_model"
         job.progress("Preparing the model.", state="loading_model", backend=settings.backend)
         backend = await asyncio.to_thread(create_backend, settings)
-        load = getattr(backend, "load", None)
-        if callable(load) and getattr(backend, "_loaded", False) is None:
+        if backend.needs_loading:
             # A local model loads on its first use: do it here, where the turn says so.
             job.progress(f"Loading the model ({backend.model}).", state="loading_model",
                          backend=settings.backend)
-            await asyncio.to_thread(load)
+            await asyncio.to_thread(backend.load)
         job.model = backend.model
-
-        schema = await self._live_state(job)
-        if job.finished:
-            return
-        copies = await self._open_copies(job, None) if job.copies is None else job.copies
-        if job.finished:
-            return
         loop = asyncio.get_running_loop()
 
         def sink(event: Any) -> None:
@@ -257,6 +250,21 @@ class JobManager:
             rendered = job.render(event.kind, event.message, event.data)  # here, not on the loop
             with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
                 loop.call_soon_threadsafe(job.strategy_event, event, rendered)
+
+        # The kernel's state and copies: one call, in a worker (it may wait for a busy kernel).
+        job.phase = "preparing"
+        job.prepared.clear()
+        try:
+            job.handle = handle = await self._kernel_handle(job)
+            inputs = await self._in_worker(job, lambda: prepare(
+                spec, job.context, handle, events=sink, cancel=job.cancel_event, give_up=job.skip_kernel,
+                max_live=self.limits.max_snapshot_processes, redact=self.scrub.json))
+            job.copies = inputs.copies
+            job.tree = inputs.copies.tree
+        finally:
+            job.prepared.set()
+        if job.finished:  # cancelled meanwhile: cancel() closes the tree it was waiting for
+            return
 
         if self.service is not None:  # one line for the model, with the magic's turns
             from ..search.base import Event
@@ -272,11 +280,12 @@ class JobManager:
         job.progress(f"Running the {spec.strategy} strategy.", state="searching",
                      strategy=spec.strategy)
         result = await self._in_worker(job, lambda: job.prerender(run_turn(
-            spec, job.context, backend, schema=schema, schema_cuts=job.schema_cuts, copies=copies, events=sink,
-            cancel=job.cancel_event)))
+            spec, inputs.context, backend, schema=inputs.schema, schema_cuts=inputs.schema_cuts,
+            copies=inputs.copies, events=sink, cancel=job.cancel_event)))
         if job.finished:
             return
-        job.complete(result, copies.confinement)
+        result.stats.transport = inputs.transport
+        job.complete(result, inputs.copies.confinement)
 
     def _in_worker(self, job: Job, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
         """Run ``fn`` in a daemon thread of its own; cancelling the future abandons it.
@@ -307,183 +316,52 @@ class JobManager:
         thread.start()
         return future
 
-    async def _open_copies(self, job: Job, kc: Any) -> Copies:
-        """Fork the kernel through ``kc`` (else replay its cells, else none); one event says
-        what the confinement policy made of it.
+    # -- the kernel ------------------------------------------------------------------
+    async def _kernel_handle(self, job: Job) -> KernelHandle:
+        """The handle ``turn.prepare`` reads the notebook's kernel through.
 
-        The fork runs on this loop (the client is async); the rest, replay
-        included, in a thread. ``job.tree`` is set for ``cancel`` to close.
+        The transport is probed, not configured: a kernel of this machine is
+        copied over Unix sockets; one behind a kernel gateway over its own
+        channels (``kernel.channel``).
         """
-        from ..kernel.snapshot import SnapshotTree
-        from ..turn import open_copies, replay_cells
-
-        loop = asyncio.get_running_loop()
-        notebook_dir = self._notebook_dir(job.request.notebook_path)
-
-        def fork(limits: Any) -> Any:
-            return asyncio.run_coroutine_threadsafe(SnapshotTree.from_kernel_client(
-                kc, notebook_dir=notebook_dir, limits=limits,
-                max_live=self.limits.max_snapshot_processes,
-                timeout=self.limits.snapshot_timeout_s), loop).result()
-
-        job.phase = "forking"
-        job.tree_ready.clear()
-        try:
-            copies = await asyncio.to_thread(
-                open_copies, job.spec.copies, fork=fork if kc is not None else None,
-                replay=replay_cells(job.context) if kc is not None else None,
-                notebook_dir=notebook_dir, unavailable=job.no_copy_reason, redact=self.scrub.json)
-        finally:
-            job.tree_ready.set()
-        job.copies = copies
-        job.tree = copies.tree
-        if job.finished:  # cancelled meanwhile: cancel() is waiting on tree_ready to close it
-            return copies
-        if copies.tree is not None:
-            if copies.tree.kind == "replay":
-                job.log(f"The kernel could not be forked ({copies.fallback}): "
-                        "candidates run in a separate kernel that re-ran the notebook's cells.",
-                        state="replay_fallback")
-            job.progress("A copy of the kernel is ready.", state="kernel_copy_ready",
-                         protections=copies.tree.protections)
-        elif copies.fallback and job.spec.copies.mode != "none":
-            job.log(f"Candidates will not be run before you see them: {copies.fallback}.",
-                    state="no_kernel_copy")
-        # Every message is scrubbed as it goes out (``Job.emit``).
-        job.progress(copies.confinement.message, state="confinement", confinement=copies.confinement)
-        return copies
-
-    # -- live kernel state -----------------------------------------------------------
-    async def _live_state(self, job: Job) -> str:
-        """The schema block, and ``job.tree`` when the kernel can be forked."""
         request = job.request
-        job.no_copy_reason = "no kernel copy could be made"
         if not request.options.use_live_state:
-            job.log("Live kernel state is off for this turn: the model sees the notebook text "
-                    "only and candidates are not run before you see them.", state="no_live_state")
-            return ""
-        kernel_id = request.kernel_id
-        if not kernel_id:
-            job.no_copy_reason = "the notebook has no running kernel"
-            job.progress("The notebook has no running kernel: the turn uses the notebook text "
-                         "alone (no DataFrame schemas, no output previews).", state="no_kernel")
-            return ""
+            return NoKernel("live kernel state is off for this turn", kind="log", state="no_live_state",
+                            message="Live kernel state is off for this turn: the model sees the notebook "
+                                    "text only and candidates are not run before you see them.")
+        if not request.kernel_id:
+            return NoKernel("the notebook has no running kernel")
         try:
-            km = self.kernel_manager.get_kernel(kernel_id)
+            km = self.kernel_manager.get_kernel(request.kernel_id)
         except (KeyError, web.HTTPError):  # jupyter_server answers an unknown id with a 404
             km = None
-        if km is None or not await self._alive(km):
-            job.no_copy_reason = "the notebook's kernel is not running"
-            job.progress("The notebook's kernel is not running (it may have died or been shut "
-                         "down): the turn uses the notebook text alone (no DataFrame schemas, "
-                         "no output previews).", state="no_kernel")
-            return ""
-
+        if km is None or not await kernel_alive(km):
+            return NoKernel("the notebook's kernel is not running", message=(
+                "The notebook's kernel is not running (it may have died or been shut down): the turn "
+                "uses the notebook text alone (no DataFrame schemas, no output previews)."))
         remote = on_another_host(km)
-        if remote:  # its fork server listens on a Unix socket of that host: nothing to fork here
-            job.no_copy_reason = ("copies are not available: the kernel runs on another host (a kernel "
-                                  "gateway), whose fork server this server cannot reach")
         try:
-            kc = await open_client(km)
+            kc = await open_client(km, iopub=remote)
         except Exception as exc:  # noqa: BLE001 -- whatever the client raised (a gateway's websocket handshake), said
-            job.progress(f"Could not reach the notebook's kernel ({type(exc).__name__}: {first_line(exc)}): "
-                         "the turn uses the notebook text alone (no DataFrame schemas, no output previews).",
-                         state="no_kernel")
-            return ""
-        try:
-            answered, schema = await self._inspect(job, km, kc)
-            if answered and not job.finished and not remote:
-                await self._open_copies(job, kc)
-            return schema
-        finally:
-            kc.stop_channels()
-
-    @staticmethod
-    async def _alive(km: Any) -> bool:
-        try:
-            if getattr(km, "execution_state", None) == "dead":
-                return False
-            return bool(await ensure_async(km.is_alive()))
-        except Exception:  # noqa: BLE001 -- a kernel manager that cannot say is not one to wait for
-            log.debug("kernel liveness check failed", exc_info=True)
-            return False
-
-    async def _inspect(self, job: Job, km: Any, kc: Any) -> tuple[bool, str]:
-        """(kernel answered, schema block); waits visibly behind a running cell."""
-        from ..kernel.schema import (
-            KernelDidNotAnswer,
-            SchemaInspectionError,
-            inspect_kernel,
-            mentions,
-            schema_block,
-            schema_cuts,
-        )
-
-        job.phase = "inspecting_kernel"
+            return NoKernel("the notebook's kernel could not be reached", message=(
+                f"Could not reach the notebook's kernel ({type(exc).__name__}: {first_line(exc)}): the "
+                "turn uses the notebook text alone (no DataFrame schemas, no output previews)."))
+        kind = ChannelHandle if remote else ClientHandle
         limits = self.limits
-        task = asyncio.ensure_future(inspect_kernel(kc, timeout=limits.kernel_wait_timeout_s,
-                                                    time_limit=limits.schema_time_limit_s,
-                                                    full=mentions(job.spec.intent)))
-        waited = False
-        skip = asyncio.ensure_future(job.skip_kernel.wait())
-        try:
-            while True:
-                done, _ = await asyncio.wait({task, skip}, timeout=1.0 if waited else limits.kernel_wait_notice_s,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if task in done:
-                    break
-                if skip in done:
-                    # The user's choice, as after kernel_wait_timeout_s: no live state.
-                    job.no_copy_reason = "you chose to answer from the notebook text"
-                    job.progress("Answering from the notebook text now, without the busy kernel "
-                                 "(no DataFrame schemas, no output previews).", state="no_kernel")
-                    return False, ""
-                if not waited:
-                    waited = True
-                    job.progress("Waiting for the kernel: it is busy running a cell.",
-                                 state="waiting_for_kernel")
-                if not await self._alive(km):
-                    job.no_copy_reason = "the kernel stopped while the turn waited for it"
-                    job.progress("The kernel stopped while the turn waited for it: the turn uses "
-                                 "the notebook text alone (no output previews).", state="no_kernel")
-                    return False, ""
-            frames = task.result()
-        except KernelDidNotAnswer as exc:
-            job.no_copy_reason = "the kernel did not answer"
-            job.log(f"The kernel did not answer ({exc}); the turn uses the notebook text alone.",
-                    state="kernel_timeout")
-            return False, ""
-        except SchemaInspectionError as exc:
-            job.log(f"Could not read DataFrame schemas from the kernel: {exc}", state="schema_failed")
-            return True, ""
-        finally:
-            skip.cancel()
-            if not task.done():
-                task.cancel()
-        if waited:
-            job.progress("The kernel is ready.", state="kernel_ready")
-        names = [f.name for f in frames]
-        job.progress(f"Read {len(frames)} DataFrame schema(s) from the kernel.",
-                     state="schema_ready", frames=names)
-        job.schema_cuts = schema_cuts(frames)
-        await self._describe_plots(job, kc)
-        return True, schema_block(frames) if frames else ""
-
-    async def _describe_plots(self, job: Job, kc: Any) -> None:
-        """The active cell's plots as text (title, axes, series) from the figures its code holds."""
-        from ..kernel.plots import describe_active_plots
-
-        described = await describe_active_plots(kc, job.context, timeout=self.limits.schema_time_limit_s + 3)
-        if described:
-            job.log(f"Described {described} plot(s) of the active cell from the kernel.")
+        return kind(kc, asyncio.get_running_loop(),
+                    # A gateway kernel's files are its host's: its own working directory.
+                    notebook_dir=None if remote else self._notebook_dir(request.notebook_path),
+                    alive=lambda: kernel_alive(km), wait_notice_s=limits.kernel_wait_notice_s,
+                    wait_timeout_s=limits.kernel_wait_timeout_s, fork_timeout_s=limits.snapshot_timeout_s)
 
     async def _close_tree(self, job: Job) -> None:
-        """Close the job's tree; every caller waits for the same close to finish."""
+        """Close the job's tree, then its kernel handle; every caller waits for the same close."""
         if job.close_task is None:
             tree, job.tree = job.tree, None
-            if tree is None:
+            handle, job.handle = job.handle, None
+            if tree is None and handle is None:
                 return
-            job.close_task = asyncio.ensure_future(asyncio.to_thread(_close_everything, tree))
+            job.close_task = asyncio.ensure_future(asyncio.to_thread(_close_everything, tree, handle))
         try:
             await asyncio.shield(job.close_task)
         except Exception:
@@ -508,11 +386,17 @@ class JobManager:
         return f"The turn failed: {type(exc).__name__}: {exc}"
 
 
-def _close_everything(tree: Any) -> None:
-    """Close the tree, then any copy a racing fork attached after the close."""
-    tree.close()
-    for node in list(tree.live()):
-        try:
-            node.close()
-        except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running
-            log.warning("closing a kernel copy failed", exc_info=True)
+def _close_everything(tree: Any, handle: KernelHandle | None) -> None:
+    """Close the tree, then any copy a racing fork attached after the close, then the handle
+    (the copies over the kernel channel travel through its client)."""
+    try:
+        if tree is not None:
+            tree.close()
+            for node in list(tree.live()):
+                try:
+                    node.close()
+                except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running
+                    log.warning("closing a kernel copy failed", exc_info=True)
+    finally:
+        if handle is not None:
+            handle.close()

@@ -74,6 +74,10 @@ LogState = Literal[
 ]
 
 
+#: What a turn's copies travelled over (``kernel.policy.TRANSPORT_WORDS``; "" before they were asked for).
+Transport = Literal["", "local", "kernel channel", "in process", "replay", "none"]
+
+
 class _Wire(BaseModel):
     """Strict: a field the contract does not name is an error, not silence."""
 
@@ -148,11 +152,11 @@ _mirror(results.Protections,
         "Which layers are really active in a snapshot (``kernel.results.Protections.to_json``).")
 _mirror(report.FrameCut, "A DataFrame the prompt's schema block did not describe in full.")
 _mirror(report.ContextReport, "``context.report.ContextReport``: how full the prompt was, what was cut.")
-_mirror(base.SearchStats, "``search.base.SearchStats``: what the turn cost.")
+_mirror(base.SearchStats, "``search.base.SearchStats``: what the turn cost.", transport=Transport)
 _mirror(policy.Confinement,
         "The policy applied to one turn's copies (``kernel.policy.Confinement.to_json``).",
         policy=Literal["require", "warn"], status=Literal["confined", "partial", "not_executed"],
-        layers=list[Layer])
+        layers=list[Layer], transport=Transport)
 
 if TYPE_CHECKING:  # mypy cannot see into create_model: to it, a mirror is a wire model
     Candidate = _Wire
@@ -181,6 +185,7 @@ class ProgressData(_Sparse):
     strategy: str | None = None  # searching
     frames: list[str] | None = None  # schema_ready: the DataFrames read
     protections: Protections | None = None  # kernel_copy_ready
+    transport: Transport | None = None  # kernel_copy_ready
     confinement: Confinement | None = None  # confinement
     # Strategies' own progress (search/*.py).
     samples: int | None = None  # completions asked for

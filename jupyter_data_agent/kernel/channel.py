@@ -1,0 +1,229 @@
+"""Copies over the kernel channel: the server's side of ``relay``.
+
+For a kernel this server reaches only through the kernel protocol (behind
+jupyter_server's GatewayClient, on another host), the copy tree's client
+runs in the kernel (``relay``) and this tree forwards ``fork``/``exec``/
+``close`` to it as comm messages on the kernel's own channels, through the
+websocket the server already has. What comes back is bounded and scrubbed
+like a local copy's result (``tree.received``).
+
+The API is synchronous like ``SnapshotTree``'s (the search runs in threads);
+every message goes out, and every reply is read, on the event loop that owns
+the (async) kernel client. A relay call waits behind a cell the user is
+running in that kernel, as every silent request does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import json
+import logging
+import threading
+from typing import Any, Literal
+
+from . import rpc
+from . import tree as _tree
+from .bootstrap import kernel_call
+from .protocol import PROTOCOL_VERSION
+from .results import ExecResult, Limits, Protections
+from .tree import ForkUnavailable, SnapshotClosed, SnapshotError
+
+log = logging.getLogger(__name__)
+
+MAX_REPLY_BYTES = 64 << 20  # a relay reply (one cell's bounded result), at most
+RELAY_GRACE_S = 60.0  # on top of a call's own time: the kernel's shell thread may be busy
+SHUTDOWN_WAIT_S = 15.0  # for the relay to end the copies when the turn closes them
+
+
+class ChannelTree(_tree.Closing):
+    """One turn's copies, forked and run by the kernel's relay."""
+
+    kind: Literal["fork"] = "fork"
+    fallback_reason: str | None = None
+    transport = "kernel channel"
+
+    def __init__(self, kc: Any, loop: asyncio.AbstractEventLoop, info: dict, limits: Limits,
+                 max_live: int) -> None:
+        self.kc = kc
+        self.loop = loop
+        self.limits = limits
+        self.max_live = max_live
+        self.protections = Protections.from_json(info.get("protections") or {})
+        self.scratch = info.get("scratch")
+        self.redact: _tree.Redact | None = None
+        self.closed = False
+        self.nodes: dict[str, ChannelNode] = {}
+        self.comm_id = f"jda-{threading.get_ident():x}-{id(self):x}"
+        self._target = str(info["target"])
+        self._ids = itertools.count(1)
+        self._pending: dict[int, concurrent.futures.Future] = {}
+        self._lock = threading.Lock()
+        self._reader: asyncio.Task | None = None
+        self.root = self._node(str(info.get("root", "root")), None)
+
+    # -- construction ----------------------------------------------------------------
+    @classmethod
+    async def open(cls, kc: Any, *, notebook_dir: str | None = None, limits: Limits | None = None,
+                   max_live: int = 16, timeout: float = 60.0) -> "ChannelTree":
+        """Start a relay in ``kc``'s kernel (one silent request) and open its comm.
+
+        ``kc``: an async client of this loop with its IOPub channel started,
+        which nobody else reads from.
+        """
+        limits = limits or Limits()
+        args = json.dumps({"notebook_dir": notebook_dir, "limits": limits.to_json(),
+                           "max_live": max_live})
+        call = kernel_call(f"start_relay(**__import__('json').loads({args!r}))", module="relay")
+        try:
+            reply = await rpc.acall(kc, call, timeout=timeout)
+        except rpc.KernelTimeout as e:
+            raise ForkUnavailable(f"kernel did not answer the copy request in {timeout:g} s") from e
+        except rpc.KernelRPCError as e:
+            raise ForkUnavailable(f"cannot fork this kernel: {e}") from e
+        try:
+            info = json.loads(reply)
+            if info.get("version") != PROTOCOL_VERSION:
+                raise ForkUnavailable(f"snapshot protocol mismatch: {info.get('version')}")
+            tree = cls(kc, asyncio.get_running_loop(), info, limits, max_live)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise ForkUnavailable(f"the kernel's relay answered something else: {e}") from e
+        tree._reader = asyncio.ensure_future(tree._read())
+        tree._send("comm_open", {"comm_id": tree.comm_id, "target_name": tree._target, "data": {}})
+        return tree
+
+    # -- the copies (any thread but the loop's) --------------------------------------------
+    def live(self) -> list["ChannelNode"]:
+        return [n for n in self.nodes.values() if n.state == "live"]
+
+    def close(self) -> None:
+        """End every copy, and wait for the relay to say so: a close still in flight when
+        the client stops its channels would be dropped (the relay's idle timer would end
+        the copies only later). The comm's close then ends the relay."""
+        if self.closed:
+            return
+        try:  # never waited for on the loop: the reply comes through it
+            self.request("shutdown", 0 if self._on_loop() else SHUTDOWN_WAIT_S)
+        except SnapshotError:
+            log.debug("the relay did not confirm the close", exc_info=True)
+        self.closed = True
+        for node in self.nodes.values():
+            node.state = "closed"
+        try:
+            self._send("comm_close", {"comm_id": self.comm_id, "data": {}})
+        except RuntimeError:  # the loop is gone: the relay closes itself when idle
+            log.debug("could not send the relay's close", exc_info=True)
+        self._fail_pending(SnapshotClosed("the copies were closed"))
+        if self._reader is not None:
+            self.loop.call_soon_threadsafe(self._reader.cancel)
+
+    def request(self, op: str, wait: float, **data: Any) -> dict:
+        """Send ``op`` to the relay and wait up to ``wait`` seconds for its reply."""
+        if self.closed:
+            raise SnapshotClosed("the copies were closed")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            rid = next(self._ids)
+            self._pending[rid] = future
+        try:
+            self._send("comm_msg", {"comm_id": self.comm_id, "data": {"id": rid, "op": op, **data}})
+            reply = future.result(timeout=wait) if wait > 0 else {"ok": True}
+        except concurrent.futures.TimeoutError:
+            raise SnapshotError(f"the kernel did not relay {op!r} within {wait:g} s (is it busy "
+                                f"running a cell?)") from None
+        finally:
+            with self._lock:
+                self._pending.pop(rid, None)
+        if not reply.get("ok"):
+            kind = SnapshotClosed if reply.get("kind") == "SnapshotClosed" else SnapshotError
+            raise kind(str(reply.get("error") or "the relay refused the request")[:2000])
+        return reply
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _node(self, node_id: str, parent: "ChannelNode | None") -> "ChannelNode":
+        node = ChannelNode(self, node_id, parent)
+        self.nodes[node_id] = node
+        return node
+
+    def _on_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
+    def _send(self, msg_type: str, content: dict) -> None:
+        msg = self.kc.session.msg(msg_type, content)
+        if self._on_loop():
+            self.kc.shell_channel.send(msg)
+        else:
+            self.loop.call_soon_threadsafe(self.kc.shell_channel.send, msg)
+
+    async def _read(self) -> None:
+        """Hand each reply of the relay to the call waiting for it."""
+        try:
+            while not self.closed:
+                msg = await self.kc.get_iopub_msg()
+                content = msg.get("content") or {}
+                if content.get("comm_id") != self.comm_id:
+                    continue
+                if msg.get("msg_type") == "comm_close":
+                    why = (content.get("data") or {}).get("error") or "the kernel closed the copies"
+                    self._fail_pending(SnapshotClosed(str(why)[:500]))
+                    return
+                data = content.get("data")
+                if msg.get("msg_type") != "comm_msg" or not isinstance(data, dict):
+                    continue
+                with self._lock:
+                    future = self._pending.get(data.get("id"))  # type: ignore[arg-type]
+                if future is None or future.done():
+                    continue  # a late reply to a call that gave up
+                if len(json.dumps(data, default=str)) > MAX_REPLY_BYTES:
+                    future.set_result({"ok": False, "error": "the relay's reply exceeds "
+                                       f"{MAX_REPLY_BYTES >> 20} MiB"})
+                else:
+                    future.set_result(data)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- the channel broke: every waiting call hears why
+            self._fail_pending(SnapshotError(f"the kernel channel failed: {type(exc).__name__}: {exc}"))
+
+    def _fail_pending(self, error: Exception) -> None:
+        with self._lock:
+            pending = list(self._pending.values())
+        for future in pending:
+            if not future.done():
+                future.set_exception(error)
+
+
+class ChannelNode:
+    """One copy in the kernel's relay: the ``Executor`` the search runs candidates in."""
+
+    def __init__(self, tree: ChannelTree, node_id: str, parent: "ChannelNode | None") -> None:
+        self.tree = tree
+        self.id = node_id
+        self.parent = parent
+        self.state = "live"
+        self.pid: int | None = None  # the kernel's host's: never used here
+
+    @property
+    def is_live(self) -> bool:
+        return self.state == "live" and not self.tree.closed
+
+    def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        wall = timeout if timeout is not None else self.tree.limits.timeout_s
+        reply = self.tree.request("exec", wall + RELAY_GRACE_S, node=self.id, code=code, timeout=timeout)
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            raise SnapshotError("the relay's reply carried no result")
+        return _tree.received(self.tree, ExecResult.from_json(result))
+
+    def fork(self) -> "ChannelNode":
+        reply = self.tree.request("fork", self.tree.limits.fork_timeout_s + RELAY_GRACE_S, node=self.id)
+        return self.tree._node(str(reply.get("node")), self)
+
+    def close(self) -> None:
+        if self.tree.closed or self.state != "live":
+            return
+        self.state = "closed"
+        self.tree.request("close", RELAY_GRACE_S, node=self.id)
