@@ -91,6 +91,19 @@ export const CONFINEMENT_LABELS: Record<ConfinementStatus, string> = {
   not_executed: 'not executed'
 };
 
+/**
+ * Where a turn's copies ran, in words (the server's
+ * ``kernel.policy.TRANSPORT_WORDS``); empty before copies were asked for.
+ */
+export const TRANSPORT_LABELS: Record<Confinement['transport'], string> = {
+  '': '',
+  local: 'copies: local',
+  'kernel channel': 'copies: over the kernel channel',
+  'in process': 'copies: local, forked by the kernel itself',
+  replay: "copies: a replay kernel on the server's machine",
+  none: 'copies: none'
+};
+
 /** Layer names as a data scientist reads them. */
 export const LAYER_LABELS: Record<string, string> = {
   landlock_fs: 'Files (Landlock)',
@@ -154,7 +167,12 @@ export function parseConfinement(raw: unknown): Confinement | null {
     execute: status === 'not_executed' ? false : raw.execute !== false,
     message: asText(raw.message),
     layers,
-    missing
+    missing,
+    // An unknown transport (a newer server) is not named rather than guessed.
+    transport:
+      typeof raw.transport === 'string' && raw.transport in TRANSPORT_LABELS
+        ? (raw.transport as Confinement['transport'])
+        : ''
   };
 }
 

@@ -20,6 +20,7 @@ import concurrent.futures
 import itertools
 import json
 import logging
+import queue
 import threading
 from typing import Any, Literal
 
@@ -35,6 +36,31 @@ log = logging.getLogger(__name__)
 MAX_REPLY_BYTES = 64 << 20  # a relay reply (one cell's bounded result), at most
 RELAY_GRACE_S = 60.0  # on top of a call's own time: the kernel's shell thread may be busy
 SHUTDOWN_WAIT_S = 15.0  # for the relay to end the copies when the turn closes them
+SUBSHELL_WAIT_S = 10.0  # for a kernel subshell (on the control channel: answered while a cell runs)
+
+
+async def _subshell(kc: Any, timeout: float) -> str | None:
+    """A new kernel subshell of ``kc``'s kernel, for the relay's calls (None: the main shell).
+
+    Its requests run in a thread of their own in the kernel, so the search's
+    copies keep working while the user's cell runs. Asked on the control
+    channel, which ``kc`` must have started.
+    """
+    msg = kc.session.msg("create_subshell_request", {})
+    msg["channel"] = "control"  # a gateway's websocket takes a message without it for the shell's
+    kc.control_channel.send(msg)
+    deadline = asyncio.get_running_loop().time() + timeout
+    try:
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            reply = await kc.get_control_msg(timeout=left)
+            if reply.get("parent_header", {}).get("msg_id") == msg["header"]["msg_id"]:
+                content = reply.get("content") or {}
+                sid = content.get("subshell_id")
+                return sid if content.get("status") == "ok" and isinstance(sid, str) else None
+    except (TimeoutError, asyncio.TimeoutError, queue.Empty):
+        pass
+    log.debug("no kernel subshell: the relay's calls go on the main shell")
+    return None
 
 
 class ChannelTree(_tree.Closing):
@@ -61,20 +87,26 @@ class ChannelTree(_tree.Closing):
         self._pending: dict[int, concurrent.futures.Future] = {}
         self._lock = threading.Lock()
         self._reader: asyncio.Task | None = None
+        # The kernel subshell the relay's calls run on (ipykernel 7), else the main shell.
+        self.subshell_id: str | None = None
         self.root = self._node(str(info.get("root", "root")), None)
 
     # -- construction ----------------------------------------------------------------
     @classmethod
     async def open(cls, kc: Any, *, notebook_dir: str | None = None, limits: Limits | None = None,
-                   max_live: int = 16, timeout: float = 60.0) -> "ChannelTree":
+                   max_live: int = 16, timeout: float = 60.0, idle_close_s: float = 900.0,
+                   subshell: bool = True) -> "ChannelTree":
         """Start a relay in ``kc``'s kernel (one silent request) and open its comm.
 
         ``kc``: an async client of this loop with its IOPub channel started,
-        which nobody else reads from.
+        which nobody else reads from, and its control channel too unless
+        ``subshell`` is False (the calls then wait behind the user's cells).
+        ``idle_close_s``: the relay ends the copies after that long without a
+        request (this server went away).
         """
         limits = limits or Limits()
         args = json.dumps({"notebook_dir": notebook_dir, "limits": limits.to_json(),
-                           "max_live": max_live})
+                           "max_live": max_live, "idle_close_s": idle_close_s})
         call = kernel_call(f"start_relay(**__import__('json').loads({args!r}))", module="relay")
         try:
             reply = await rpc.acall(kc, call, timeout=timeout)
@@ -89,6 +121,8 @@ class ChannelTree(_tree.Closing):
             tree = cls(kc, asyncio.get_running_loop(), info, limits, max_live)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ForkUnavailable(f"the kernel's relay answered something else: {e}") from e
+        if info.get("subshells") and subshell:
+            tree.subshell_id = await _subshell(kc, timeout=min(timeout, SUBSHELL_WAIT_S))
         tree._reader = asyncio.ensure_future(tree._read())
         tree._send("comm_open", {"comm_id": tree.comm_id, "target_name": tree._target, "data": {}})
         return tree
@@ -112,6 +146,8 @@ class ChannelTree(_tree.Closing):
             node.state = "closed"
         try:
             self._send("comm_close", {"comm_id": self.comm_id, "data": {}})
+            if self.subshell_id:
+                self._send("delete_subshell_request", {"subshell_id": self.subshell_id}, control=True)
         except RuntimeError:  # the loop is gone: the relay closes itself when idle
             log.debug("could not send the relay's close", exc_info=True)
         self._fail_pending(SnapshotClosed("the copies were closed"))
@@ -152,12 +188,16 @@ class ChannelTree(_tree.Closing):
         except RuntimeError:
             return False
 
-    def _send(self, msg_type: str, content: dict) -> None:
+    def _send(self, msg_type: str, content: dict, *, control: bool = False) -> None:
         msg = self.kc.session.msg(msg_type, content)
+        if self.subshell_id and not control:
+            msg["header"]["subshell_id"] = self.subshell_id
+        msg["channel"] = "control" if control else "shell"  # a gateway's websocket routes on it
+        channel = self.kc.control_channel if control else self.kc.shell_channel
         if self._on_loop():
-            self.kc.shell_channel.send(msg)
+            channel.send(msg)
         else:
-            self.loop.call_soon_threadsafe(self.kc.shell_channel.send, msg)
+            self.loop.call_soon_threadsafe(channel.send, msg)
 
     async def _read(self) -> None:
         """Hand each reply of the relay to the call waiting for it."""

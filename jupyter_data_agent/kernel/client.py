@@ -70,11 +70,12 @@ def on_another_host(km: Any) -> bool:
     return isinstance(km, GatewayKernelManager)
 
 
-async def open_client(km: Any, *, iopub: bool = False) -> Any:
+async def open_client(km: Any, *, iopub: bool = False, control: bool = False) -> Any:
     """``own_client(km)`` with its shell channel started, ready for silent requests.
 
     Replies come on the shell channel; IOPub would only pile up unread unless
-    asked for (``iopub``: the relay's replies, ``kernel.channel``). A
+    asked for (``iopub``: the relay's replies, ``kernel.channel``; ``control``:
+    its kernel subshell). A
     gateway's client (a coroutine to start) routes every channel through one
     websocket and stops routing at the first IOPub message it has no queue
     for, so there IOPub is started too. Raises what the client raised (a
@@ -82,7 +83,7 @@ async def open_client(km: Any, *, iopub: bool = False) -> Any:
     """
     kc = own_client(km)
     await ensure_async(kc.start_channels(shell=True, iopub=iopub or on_another_host(km), stdin=False,
-                                         hb=False, control=False))
+                                         hb=False, control=control))
     return kc
 
 

@@ -159,7 +159,19 @@ def start_relay(notebook_dir=None, limits=None, max_live: int = 16, memory_budge
     threading.Thread(target=relay.watch, name="jda-relay-watch", daemon=True).start()
     return json.dumps({"version": PROTOCOL_VERSION, "target": relay.target, "root": tree.root.id,
                        "kernel_pid": os.getpid(), "scratch": tree.scratch,
-                       "protections": tree.protections.to_json()})
+                       "protections": tree.protections.to_json(), "subshells": _subshells()})
+
+
+def _subshells() -> bool:
+    """Whether this kernel runs requests on subshells (ipykernel 7): then the server's
+    relay calls go on one and never wait behind the user's running cell."""
+    try:
+        from IPython import get_ipython
+
+        kernel = get_ipython().kernel
+        return "kernel subshells" in kernel.kernel_info.get("supported_features", [])
+    except Exception:  # noqa: BLE001 -- not an ipykernel, or an old one: the main shell it is
+        return False
 
 
 def close_all() -> int:

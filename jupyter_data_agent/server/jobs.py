@@ -341,7 +341,7 @@ class JobManager:
                 "uses the notebook text alone (no DataFrame schemas, no output previews)."))
         remote = on_another_host(km)
         try:
-            kc = await open_client(km, iopub=remote)
+            kc = await open_client(km, iopub=remote, control=remote)
         except Exception as exc:  # noqa: BLE001 -- whatever the client raised (a gateway's websocket handshake), said
             return NoKernel("the notebook's kernel could not be reached", message=(
                 f"Could not reach the notebook's kernel ({type(exc).__name__}: {first_line(exc)}): the "

@@ -5,7 +5,12 @@ import {
   preferredIndex,
   reduceJob
 } from '../events';
-import { parseConfinement, previewOutputs, toNbformatOutput } from '../models';
+import {
+  parseConfinement,
+  previewOutputs,
+  toNbformatOutput,
+  TRANSPORT_LABELS
+} from '../models';
 import type {
   Candidate,
   CandidateEvent,
@@ -131,7 +136,8 @@ const verdict = (
     on: !off.includes(name),
     detail: off.includes(name) ? `${name} is not available here` : `${name} on`
   })),
-  missing: off
+  missing: off,
+  transport: 'local'
 });
 
 const STATS = {
@@ -147,6 +153,7 @@ const STATS = {
   value: null,
   classes: [],
   estimator: '',
+  transport: 'local' as const,
   context: null
 };
 
@@ -492,8 +499,24 @@ describe('confinement verdict', () => {
       execute: false,
       message: 'not run',
       layers: [{ name: 'seccomp', on: false, detail: '' }],
-      missing: ['seccomp']
+      missing: ['seccomp'],
+      transport: ''
     });
+    // Where the copies ran is kept when the server names a known transport.
+    expect(
+      parseConfinement({ status: 'confined', transport: 'kernel channel' })
+        ?.transport
+    ).toBe('kernel channel');
+    expect(
+      TRANSPORT_LABELS[
+        parseConfinement({ status: 'confined', transport: 'kernel channel' })!
+          .transport
+      ]
+    ).toBe('copies: over the kernel channel');
+    expect(
+      parseConfinement({ status: 'confined', transport: 'carrier pigeon' })
+        ?.transport
+    ).toBe('');
     expect(
       parseConfinement({ status: 'confined', policy: 'warn' })
     ).toMatchObject({

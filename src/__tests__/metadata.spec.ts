@@ -187,7 +187,8 @@ describe('confinement verdict stored with the turn', () => {
       },
       { name: 'seccomp', on: false, detail: 'libseccomp is not installed' }
     ],
-    missing: ['seccomp']
+    missing: ['seccomp'],
+    transport: 'kernel channel'
   };
 
   it('survives a write and a read back (a reload)', () => {

@@ -31,6 +31,7 @@ const STATS: SearchStats = {
   value: null,
   classes: [],
   estimator: '',
+  transport: 'local',
   context: null
 };
 

@@ -4,7 +4,7 @@
  */
 import * as React from 'react';
 
-import { CONFINEMENT_LABELS, LAYER_LABELS } from '../models';
+import { CONFINEMENT_LABELS, LAYER_LABELS, TRANSPORT_LABELS } from '../models';
 import type { Confinement } from '../wire';
 
 let confinementIds = 0;
@@ -70,6 +70,7 @@ export function ConfinementBadge(props: { confinement: Confinement }) {
   const on = confinement.layers.filter(l => l.on).length;
   const total = confinement.layers.length;
   const summary = total ? `${on} of ${total} layers on` : 'no kernel copy';
+  const where = TRANSPORT_LABELS[confinement.transport] ?? '';
   return (
     <span
       ref={wrap}
@@ -82,9 +83,12 @@ export function ConfinementBadge(props: { confinement: Confinement }) {
         className={`jp-DataAgent-confinement jp-mod-${confinement.status}${
           confinement.missing.length ? ' jp-mod-missing' : ''
         }`}
-        aria-label={`Kernel copies: ${label}, ${summary}, policy ${confinement.policy}`}
+        aria-label={`Kernel copies: ${label}, ${summary}${
+          where ? `, ${where}` : ''
+        }, policy ${confinement.policy}`}
         aria-describedby={id}
         data-status={confinement.status}
+        data-transport={confinement.transport}
         onKeyDown={event => {
           if (event.key === 'Escape') {
             event.currentTarget.blur();
@@ -105,6 +109,9 @@ export function ConfinementBadge(props: { confinement: Confinement }) {
             policy “{confinement.policy}”
           </span>
         </div>
+        {where && (
+          <div className="jp-DataAgent-confinementTransport">{where}</div>
+        )}
         {confinement.message && (
           <div className="jp-DataAgent-confinementMessage">
             {confinement.message}
