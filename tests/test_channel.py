@@ -24,7 +24,8 @@ from jupyter_data_agent.kernel.results import Limits
 from jupyter_data_agent.kernel.tree import SnapshotError
 from jupyter_data_agent.llm.scrub import Scrubber
 
-SETUP = "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3], 'b': ['x', 'y', 'z']})\nSECRET = 'sk-relay-secret-1234'"
+SETUP = ("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3], 'b': ['x', 'y', 'z']})\n"
+         "SECRET = 'sk-relay-secret-1234'")
 STATE = "(sorted(k for k in globals() if not k.startswith('_')), get_ipython().execution_count)"
 
 
