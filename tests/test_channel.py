@@ -222,3 +222,16 @@ def test_a_closed_tree_refuses_more_work(kernel, loop):
     finally:
         h.close()
     assert wait_no_copies(km) == []
+
+
+@pytest.mark.timeout(180)
+def test_the_transport_benchmark_checks_each_copys_answer():
+    """``python -m jupyter_data_agent_bench.copy_transport`` at a tiny size: both transports, figures."""
+    from jupyter_data_agent_bench.copy_transport import bench_size
+
+    said: list[str] = []
+    row = bench_size(1 << 20, 2, said.append)
+    assert row["state_bytes"] == (1 << 20) // 8 * 8
+    for name in ("local", "kernel channel"):
+        assert 0 < row[f"{name}: fork+exec p50 ms"] <= row[f"{name}: fork+exec p90 ms"]
+    assert row["channel/local fork+exec p50"] > 0 and said
