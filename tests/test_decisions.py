@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import sqlite3
+import stat
 import threading
 import time
 
@@ -22,7 +24,9 @@ from jupyter_data_agent.store.decisions import (
     DecisionRecord,
     DecisionStore,
     StoreError,
+    default_store_path,
 )
+from jupyter_data_agent.store.value_models import next_version_dir
 
 
 def record(i: int = 0, decision: str = "accepted") -> DecisionRecord:
@@ -63,6 +67,39 @@ def test_an_unknown_decision_is_refused_by_the_file_itself(tmp_path):
     with pytest.raises(sqlite3.IntegrityError):
         store.add(record(1, "maybe"))
     assert list(store.records()) == []
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_the_store_is_its_users_alone(tmp_path, monkeypatch):
+    """0700 folder, 0600 file (and journal): under JupyterHub the home it lies in may be open to
+    other users (tests/test_hub.py shows another user's kernel copy reading it otherwise)."""
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    (tmp_path / "data").mkdir(mode=0o755)
+    old = tmp_path / "data" / "jupyter_data_agent"
+    old.mkdir(mode=0o755)  # as an earlier version left it
+    os.chmod(old, 0o755)
+    store = DecisionStore(default_store_path())
+    assert store.path.parent == old and _mode(old) == 0o700 and _mode(store.path) == 0o600
+    store.add(record(1))
+    conn = sqlite3.connect(store.path)  # open: the WAL file stays until the last connection closes
+    conn.execute("INSERT INTO decisions (recorded_at, decision, turn_id) VALUES (0, 'accepted', 't')")
+    conn.commit()
+    assert _mode(f"{store.path}-wal") == 0o600
+    conn.close()
+    # A folder the user configured is left as it is; a new one is made 0700; the file is 0600 either way.
+    shared = tmp_path / "chosen"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    assert _mode(DecisionStore(shared / "mine.sqlite").path) == 0o600 and _mode(shared) == 0o755
+    assert _mode(DecisionStore(tmp_path / "new" / "d.sqlite").path.parent) == 0o700
+    # Training's next version lands in the same private folder.
+    shutil.rmtree(old)
+    version = next_version_dir()
+    assert version == old / "value_models" / "v1" and _mode(old) == 0o700
 
 
 def _writer(path: str, start: int, n: int) -> None:

@@ -6,6 +6,8 @@ decision is one committed transaction, so a crash loses at most the one in
 flight. ``PRAGMA user_version`` is the schema version: a newer file is
 refused with a clear error instead of being misread. Nothing leaves the
 machine; ``c.DataAgentExtension.record_decisions = False`` turns recording off.
+The file is its user's alone (0600, in a 0700 folder): other users of the
+machine (JupyterHub) may be able to enter the home it lies in.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from . import agent_data_dir, private_dir, private_file
 
 SCHEMA_VERSION = 1
 FILE_NAME = "decisions.sqlite"
@@ -110,7 +114,12 @@ class DecisionStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The user's alone (0700 folder, 0600 file): other users of the machine may enter
+        # the home it lies in. The default folder is tightened if an earlier version left
+        # it open; a folder the user configured is only made 0700 when it is new.
+        parent = self.path.parent
+        private_dir(parent, tighten=parent.absolute() == agent_data_dir().absolute())
+        private_file(self.path)
         conn = self._connect()
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -185,9 +194,7 @@ class DecisionStore:
 
 def default_store_path() -> Path:
     """``<jupyter data dir>/jupyter_data_agent/decisions.sqlite``."""
-    from jupyter_core.paths import jupyter_data_dir
-
-    return Path(jupyter_data_dir()) / "jupyter_data_agent" / FILE_NAME
+    return agent_data_dir() / FILE_NAME
 
 
 __all__ = ["DecisionRecord", "DecisionStore", "SCHEMA_VERSION", "StoreError", "TurnOutcome",

@@ -4,7 +4,7 @@
 the server's Search turns use the newest complete one (a directory with the
 head weights and config that ``ValueModel.load`` reads), picked at start and
 again on "Reload value model". A directory being written has no config yet
-and is never picked.
+and is never picked. The agent's data folder they live in is its user's alone (0700).
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import Settings
+from . import agent_data_dir, private_dir
 
 CONFIG_FILE = "value_config.json"  # search.value_net.CONFIG_NAME, written last by train.value_net.save_model
 _VERSION = re.compile(r"^v(\d+)$")
 
 
 def value_models_dir() -> Path:
-    from jupyter_core.paths import jupyter_data_dir
-
-    return Path(jupyter_data_dir()) / "jupyter_data_agent" / "value_models"
+    return agent_data_dir() / "value_models"
 
 
 def _versions(root: Path) -> list[tuple[int, Path]]:
@@ -41,7 +40,13 @@ def newest_value_model(root: Path | None = None) -> Path | None:
 
 
 def next_version_dir(root: Path | None = None) -> Path:
-    """Where the next training run writes: one above every existing version."""
+    """Where the next training run writes: one above every existing version.
+
+    In the default place, the agent's data folder is made (or tightened to) 0700 first:
+    a value model is trained from the user's decisions, and is theirs alone.
+    """
+    if root is None:
+        private_dir(agent_data_dir(), tighten=True)
     root = root or value_models_dir()
     versions = _versions(root)
     return root / f"v{(versions[-1][0] + 1) if versions else 1}"
