@@ -257,13 +257,17 @@ def _binary_message(frame: bytes) -> dict:
 class KernelChannel:
     """``/api/kernels/<id>/channels`` of the Jupyter server, as JupyterLab uses it (JSON frames)."""
 
-    def __init__(self, server: JupyterServer, kernel_id: str, timeout: float = 60.0) -> None:
+    def __init__(self, server: JupyterServer | None, kernel_id: str, timeout: float = 60.0, *,
+                 url: str | None = None, token: str | None = None) -> None:
+        """The channel of ``server``'s kernel, or the one at ``url`` (behind a proxy) with ``token``."""
         import websocket  # websocket-client: jupyter_server's own dependency (its gateway client)
 
+        if url is None:
+            assert server is not None
+            url, token = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels", server.token
         self.session = uuid.uuid4().hex
-        self.ws = websocket.create_connection(
-            f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels?session_id={self.session}",
-            header=[f"Authorization: token {server.token}"], timeout=timeout)
+        self.ws = websocket.create_connection(f"{url}?session_id={self.session}",
+                                              header=[f"Authorization: token {token}"], timeout=timeout)
         self.seen: list[dict] = []  # every message read, in order
 
     def close(self) -> None:
