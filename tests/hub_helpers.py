@@ -118,10 +118,19 @@ def _processes_of(uid: int) -> list[int]:
     return pids
 
 
-def kill_processes_of(uid: int, timeout: float = 10.0) -> list[int]:
-    """SIGKILL every process of a test user (by pid, one by one); the pids it found."""
-    found = _processes_of(uid)
-    for pid in found:
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return "?"
+
+
+def kill_processes_of(uid: int, timeout: float = 10.0) -> list[str]:
+    """SIGKILL every process of a test user (by pid, one by one); what it found ("pid cmdline")."""
+    pids = _processes_of(uid)
+    found = [f"{pid} {_cmdline(pid)}" for pid in pids]
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
@@ -399,7 +408,8 @@ c.Spawner.environment = {{
 c.JupyterHub.services = [{{'name': 'jda-test-admin', 'api_token': {self.admin_token!r}}}]
 c.JupyterHub.load_roles = [{{
     'name': 'jda-test-admin',
-    'scopes': ['admin:users', 'admin:servers', 'admin:server_state', 'tokens', 'list:users'],
+    'scopes': ['admin:users', 'admin:servers', 'admin:server_state', 'tokens', 'list:users', 'shares',
+               'access:servers'],
     'services': ['jda-test-admin'],
 }}]
 """
@@ -470,8 +480,9 @@ c.JupyterHub.load_roles = [{{
         model = self.api("GET", f"users/{name}").body or {}
         return int(model["servers"][""]["state"]["pid"])
 
-    def stop(self, timeout: float = 40.0) -> list[int]:
-        """SIGTERM: the Hub stops the users' servers and the proxy; what is left is killed (its pids)."""
+    def stop(self, timeout: float = 40.0) -> list[str]:
+        """SIGTERM: the Hub stops the users' servers and the proxy; what is left after 10 s is
+        killed (returned as "pid cmdline")."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -482,7 +493,12 @@ c.JupyterHub.load_roles = [{{
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)  # the proxy, should the Hub have died first
-        left = [pid for user in self.users.values() for pid in kill_processes_of(user.pw_uid)]
+        # The servers end their kernels; a kernel may still be on its way out (its parent gone).
+        uids = [user.pw_uid for user in self.users.values()]
+        deadline = time.monotonic() + 10
+        while any(_processes_of(uid) for uid in uids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [p for uid in uids for p in kill_processes_of(uid)]
         if getattr(self, "log", None):
             self.log.close()
         return left

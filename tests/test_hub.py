@@ -25,6 +25,8 @@ What holds, each checked by a real attempt:
   writing his copies' scratch folder, and signalling his kernel, server and copies
   (SIGKILL, while they run) all fail; the same attempts on alice's own files succeed from
   her live kernel (so the attack code works), and a copy has no Hub API token.
+* When alice shares her server with bob (JupyterHub's sharing), he reaches it, but neither
+  sees, cancels nor follows the other's turn there (404: turns belong to the Hub's user).
 """
 
 from __future__ import annotations
@@ -497,3 +499,42 @@ def check_tmp(users: dict[str, pwd.struct_passwd]) -> None:
             assert private(entry.path, st.st_uid) is None, (uids[st.st_uid], private(entry.path, st.st_uid))
     assert any(name.startswith("jda-model-") for name in seen) and any(
         name.startswith("jda-scratch-") for name in seen), seen
+
+
+def test_a_shared_server_still_keeps_each_users_turns(hub, kernels):
+    """JupyterHub's sharing: alice lets bob use her server. He reaches it (the Hub's rules),
+    but the extension keeps turns per user (``job_owner_scope`` 'auto' names the Hub's users):
+    neither sees, cancels nor follows the other's turn on it. Revoked, he is refused again."""
+    assert hub.call(ALICE, "GET", f"{NS}/config", as_user=BOB).status == 403
+    share = hub.api("POST", f"shares/{ALICE}/", {"user": BOB})
+    assert share.status in (200, 201), share.text
+    seen = hub.tokens[BOB]
+    # A single-user server caches what a token may do (HubAuth.cache_max_age, 5 min): a token
+    # it has not seen yet carries the share.
+    hub.make_token(BOB)
+    try:
+        assert hub.call(ALICE, "GET", f"{NS}/config", as_user=BOB).status == 200
+        hers = start_turn(hub, ALICE, turn_body(ALICE, kernels[ALICE][0], SUM_INTENT))["job_id"]
+        reply = hub.call(ALICE, "POST", f"{NS}/turns", turn_body(ALICE, kernels[ALICE][0], SUM_INTENT), as_user=BOB)
+        assert reply.status == 202, reply.text
+        his = reply.body["job_id"]
+        for job, other in ((hers, BOB), (his, ALICE)):
+            tries = {"GET": hub.call(ALICE, "GET", f"{NS}/jobs/{job}?after=0", as_user=other).status,
+                     "cancel": hub.call(ALICE, "POST", f"{NS}/jobs/{job}/cancel", as_user=other).status,
+                     "no-kernel": hub.call(ALICE, "POST", f"{NS}/jobs/{job}/no-kernel", as_user=other).status,
+                     "events": hub.websocket_status(ALICE, f"{NS}/jobs/{job}/events", as_user=other)}
+            assert tries == dict.fromkeys(tries, 404), (other, tries)
+        wait_turn(hub, ALICE, hers)
+        deadline = time.monotonic() + 120
+        while (reply := hub.call(ALICE, "GET", f"{NS}/jobs/{his}?after=0", as_user=BOB)).body["status"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+        assert reply.body["status"] == "done", [e["message"] for e in reply.body["events"]]
+    finally:
+        revoked = hub.api("DELETE", f"shares/{ALICE}/")
+        assert revoked.status == 204, revoked.text
+    # (A token her server saw while shared keeps working until its cache entry expires.)
+    hub.make_token(BOB)
+    assert hub.call(ALICE, "GET", f"{NS}/config", as_user=BOB).status == 403
+    hub.tokens[BOB] = seen
+    assert hub.call(ALICE, "GET", f"{NS}/config", as_user=BOB).status == 403
