@@ -460,9 +460,10 @@ c.JupyterHub.load_roles = [{{
         self.tokens[name] = reply.body["token"]
         return self.tokens[name]
 
-    def run_as(self, name: str, python_args: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def run_as(self, name: str, python_args: list[str], timeout: float = 60.0, **env: str,
+               ) -> subprocess.CompletedProcess:
         """This interpreter, run as user ``name`` in their home (as their own shell would)."""
-        return run_as(self.users[name], [sys.executable, *python_args], timeout)
+        return run_as(self.users[name], [sys.executable, *python_args], timeout, **env)
 
     def websocket_status(self, user: str, path: str, *, as_user: str) -> int:
         """The HTTP status of a websocket handshake on ``/user/<user>/<path>`` (101: opened)."""

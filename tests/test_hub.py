@@ -501,6 +501,23 @@ def check_tmp(users: dict[str, pwd.struct_passwd]) -> None:
         name.startswith("jda-scratch-") for name in seen), seen
 
 
+def test_a_data_dir_shared_by_mistake_keeps_each_users_data(hub, value_models):
+    """An admin who points every user at one data dir (``JUPYTER_DATA_DIR``): the first user's
+    agent folder is 0700, so the next user's server finds no value model in it (the heuristic
+    guides Search) and records no decision there (the server says so and goes on); before,
+    it read and wrote the other user's."""
+    proc = hub.run_as(BOB, ["-c", (
+        "from jupyter_data_agent.store.value_models import newest_value_model\n"
+        "from jupyter_data_agent.store.decisions import DecisionStore, default_store_path\n"
+        "print('VALUE', newest_value_model())\n"
+        "try:\n"
+        "    DecisionStore(default_store_path()); print('STORE opened')\n"
+        "except OSError as e:\n"
+        "    print('STORE', type(e).__name__)\n")], JUPYTER_DATA_DIR=str(data_dir(ALICE)))
+    assert proc.returncode == 0, proc.stderr
+    assert marked(proc.stdout, "VALUE") == ["None"] and marked(proc.stdout, "STORE") == ["PermissionError"]
+
+
 def test_a_shared_server_still_keeps_each_users_turns(hub, kernels):
     """JupyterHub's sharing: alice lets bob use her server. He reaches it (the Hub's rules),
     but the extension keeps turns per user (``job_owner_scope`` 'auto' names the Hub's users):

@@ -25,9 +25,12 @@ def value_models_dir() -> Path:
 
 
 def _versions(root: Path) -> list[tuple[int, Path]]:
-    if not root.is_dir():
+    try:
+        if not root.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _VERSION.match(p.name)) and p.is_dir()]
+    except PermissionError:  # another user's (a data dir shared by mistake): none of this user's
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _VERSION.match(p.name)) and p.is_dir()]
     return sorted(found)
 
 
