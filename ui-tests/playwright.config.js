@@ -8,6 +8,8 @@ const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
 const LAB_PORT = Number(process.env.JDA_UI_LAB_PORT || 8888);
 const OPENAI_PORT = Number(process.env.JDA_UI_OPENAI_PORT || 8765);
+// A second JupyterLab with real-time collaboration on, for rtc.spec.ts only.
+const RTC_PORT = Number(process.env.JDA_UI_RTC_PORT || 8889);
 const repoRoot = path.resolve(__dirname, '..');
 // Side-by-side runs (two work trees, two sessions) each need their own log
 // and output folder; CI uses the defaults.
@@ -61,6 +63,22 @@ module.exports = {
       env: {
         ...process.env,
         JDA_UI_LAB_PORT: String(LAB_PORT),
+        JUPYTER_DATA_AGENT_BACKEND: 'openai',
+        OPENAI_BASE_URL: `http://127.0.0.1:${OPENAI_PORT}/v1`,
+        OPENAI_API_KEY: 'test-key',
+        JUPYTER_DATA_AGENT_MODEL: 'test-model'
+      }
+    },
+    {
+      command: 'jlpm start',
+      cwd: __dirname,
+      url: `http://localhost:${RTC_PORT}/lab`,
+      timeout: 120 * 1000,
+      reuseExistingServer: false,
+      env: {
+        ...process.env,
+        JDA_UI_RTC: '1',
+        JDA_UI_RTC_PORT: String(RTC_PORT),
         JUPYTER_DATA_AGENT_BACKEND: 'openai',
         OPENAI_BASE_URL: `http://127.0.0.1:${OPENAI_PORT}/v1`,
         OPENAI_API_KEY: 'test-key',
