@@ -49,9 +49,10 @@ test('two clients: one suggestion, either decides, both see it, undo', async ({
   tmpPath,
   waitForApplication
 }) => {
-  // The collaborative notebook model: RTC is really on for this server.
+  // The collaborative notebook model: RTC is really on for this server. (No
+  // explicit save: the server writes the shared document itself, and a save of
+  // the page's own races it into a "File Changed" dialog.)
   await notebookWithDf(page, NAME);
-  await page.notebook.save();
   expect(
     await page.evaluate(() => {
       const widget = (window as any).jupyterapp.shell.currentWidget;
@@ -82,6 +83,11 @@ test('two clients: one suggestion, either decides, both see it, undo', async ({
   // The other client gets the suggestion's bar too: it can decide.
   const peerBar = suggestions(peer).locator('.jp-DataAgent-suggestionBar');
   await expect(peerBar).toContainText('Suggested by Data Agent');
+  // ...and its Run All leaves the pending suggestion alone too (with
+  // jupyter-collaboration's own cell executor disabled: package.json).
+  await execute(peer, 'notebook:run-all-cells');
+  await expect(peer.getByText('suggestion was not run').first()).toBeVisible();
+  expect((await notebookCells(page))[1].outputs).toEqual([]);
   await page.screenshot({ path: screenshotPath('rtc-suggestion-a.png') });
   await peer.screenshot({ path: screenshotPath('rtc-suggestion-b.png') });
 
