@@ -72,7 +72,7 @@ async def notebook_with_kernel(jp_fetch, jp_serverapp, root: Path, name: str) ->
 
 @pytest.mark.timeout(240)
 @on_server_loop
-async def test_a_prompt_becomes_a_turn_and_a_pending_proposal(jp_fetch, jp_serverapp, jp_root_dir, model_server):
+async def test_a_prompt_becomes_a_turn_and_a_pending_proposal(jp_fetch, jp_serverapp, jp_root_dir):
     _, kc = await notebook_with_kernel(jp_fetch, jp_serverapp, jp_root_dir, "cities.ipynb")
     try:
         env = {**os.environ, "JUPYTER_DATA_AGENT_SERVER_URL": jp_serverapp.connection_url.rstrip("/"),
