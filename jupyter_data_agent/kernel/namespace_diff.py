@@ -125,7 +125,8 @@ def parse(stdout: str) -> NamespaceDiff:
             if isinstance(d, dict) and isinstance(d.get("name"), str):
                 shape = d.get("shape")
                 ok = isinstance(shape, list) and all(isinstance(n, int) for n in shape)
-                out.append(Variable(d["name"][:200], str(d.get("type", "?"))[:200], shape[:8] if ok else None))
+                out.append(Variable(d["name"][:200], str(d.get("type", "?"))[:200],
+                                    list(shape)[:8] if ok and shape is not None else None))
         return out
 
     if not isinstance(data, dict):

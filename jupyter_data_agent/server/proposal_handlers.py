@@ -81,7 +81,7 @@ class ProposalsHandler(_ProposalAPI):
         if not path:
             raise web.HTTPError(400, "Give the notebook: proposals?notebook_path=<path>.")
         owner = self.job_owner()
-        body = {"proposals": [p.to_json() for p in self.proposals.list(owner, path)],
+        body = {"proposals": [p.to_json() for p in self.proposals.of(owner, path)],
                 "activity": [a.to_json() for a in self.proposals.activity(owner, path)]}
         self.finish(ProposalsReply.model_validate(body).model_dump_json())
 

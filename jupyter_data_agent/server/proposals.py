@@ -98,7 +98,7 @@ class ProposalStore:
             raise ProposalNotFound(proposal_id)
         return proposal
 
-    def list(self, owner: str, notebook_path: str | None = None) -> list[Proposal]:
+    def of(self, owner: str, notebook_path: str | None = None) -> list[Proposal]:
         """This user's proposals, oldest first (of one notebook when ``notebook_path`` is given)."""
         return [p for p in self._by_owner.get(owner, {}).values()
                 if notebook_path is None or p.notebook_path == notebook_path]

@@ -143,24 +143,23 @@ class TryManager:
             await self._make_room(owner)
         work: dict[str, Any] = {}
         cancel = threading.Event()
-        future = asyncio.wrap_future(self._pool.submit(self._run, tree, base, code, timeout, work, cancel))
+        future: asyncio.Future[Any] = asyncio.wrap_future(
+            self._pool.submit(self._run, tree, base, code, timeout, work, cancel))
         try:
             if abandoned is None:
                 node, result, diff = await future
             else:
-                waiter = asyncio.ensure_future(abandoned.wait())
+                waiter: asyncio.Future[Any] = asyncio.ensure_future(abandoned.wait())
                 try:
                     done, _ = await asyncio.wait({future, waiter}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     waiter.cancel()
                 if future not in done:
-                    cancel.set()
-                    await self._abandon(tree, base, work)
                     raise Abandoned("The client went away while the code ran; its copy was closed.")
                 node, result, diff = future.result()
-        except BaseException:
-            if base is None:
-                await self._close_tree(tree)
+        except BaseException:  # an error, or the call cancelled: nothing it started stays
+            cancel.set()
+            await asyncio.shield(self._abandon(tree, base, work))
             raise
         handle = None
         if keep and result.status in ("ok", "error") and not tree.closed:
