@@ -13,9 +13,12 @@ def _jupyter_labextension_paths():
 
 
 def _jupyter_server_extension_points():
+    from .mcp.extension import MCPExtension
     from .server.app import DataAgentExtension
 
-    return [{"module": "jupyter_data_agent", "app": DataAgentExtension}]
+    # The MCP server is a point of its own: server/ never imports the mcp/ layer above it.
+    return [{"module": "jupyter_data_agent", "app": DataAgentExtension},
+            {"module": "jupyter_data_agent", "app": MCPExtension}]
 
 
 def load_ipython_extension(ipython):

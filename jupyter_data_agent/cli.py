@@ -3,6 +3,7 @@
 Subcommands:
 
 - ``decisions``      export or summarize recorded accept/reject decisions (:mod:`.train.decisions`)
+- ``acp``            the Data Agent as an Agent Client Protocol agent on stdio (:mod:`.mcp.acp`)
 - ``train-value``    value-model training, when :mod:`.train.cli` is installed
 
 The benchmarks are a distribution of their own, ``jupyter-data-agent-bench``
@@ -48,6 +49,10 @@ def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
     sub.required = True
 
     decisions.add_parser(sub)
+    acp = sub.add_parser("acp", help="Serve an Agent Client Protocol client on stdin/stdout (jupyter-ai, Zed, "
+                                     "JetBrains): each prompt is a turn of the running Jupyter server, its "
+                                     "answer a proposal in the notebook.")
+    acp.set_defaults(func=_acp)
 
     if with_train and _train_module_available():
         try:
@@ -64,6 +69,12 @@ def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
                 if tp.get_default("func") is None:
                     tp.set_defaults(func=train.run)
     return parser
+
+
+def _acp(args: argparse.Namespace) -> int:
+    from .mcp.acp import main as acp_main
+
+    return acp_main()
 
 
 def _unavailable(error: Exception) -> int:

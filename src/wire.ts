@@ -23,6 +23,10 @@ export interface Wire {
   VariablesReply: VariablesReply;
   InlineCompletionRequest: InlineCompletionRequest;
   InlineCompletionChunk: InlineCompletionChunk;
+  ProposalRequest: ProposalRequest;
+  ProposalDecisionRequest: ProposalDecisionRequest;
+  ProposalReply: ProposalReply;
+  ProposalsReply: ProposalsReply;
 }
 /**
  * Body of ``POST turns``.
@@ -556,4 +560,69 @@ export interface InlineCompletionChunk {
   completion_tokens: number;
   first_token_ms: number | null;
   total_ms: number;
+}
+/**
+ * Body of ``POST proposals``: a cell to insert, or an edit of one cell, from an outside agent.
+ *
+ * The server runs ``code`` in a copy of the notebook's live kernel first (in
+ * the copy of ``try_handle`` when given) and stores what it gave.
+ */
+export interface ProposalRequest {
+  version?: 1;
+  notebook_path: string;
+  kind: 'cell' | 'edit';
+  code: string;
+  explanation?: string;
+  agent: string;
+  after_cell_id?: string | null;
+  cell_id?: string | null;
+  try_handle?: string | null;
+}
+/**
+ * Body of ``POST proposals/<id>/decision``: the browser's Accept, Reject, or edit after an Accept.
+ */
+export interface ProposalDecisionRequest {
+  version?: 1;
+  decision: 'accepted' | 'rejected' | 'edited';
+  final_source?: string;
+}
+/**
+ * Reply of ``POST proposals`` (201), ``GET proposals/<id>`` and ``POST proposals/<id>/decision``.
+ */
+export interface ProposalReply {
+  proposal: Proposal;
+}
+/**
+ * One proposal (``server.proposals.Proposal.to_json``); ``result``: its run in a copy.
+ */
+export interface Proposal {
+  id: string;
+  notebook_path: string;
+  kind: 'cell' | 'edit';
+  code: string;
+  explanation: string;
+  agent: string;
+  after_cell_id: string | null;
+  cell_id: string | null;
+  status: 'pending' | 'accepted' | 'rejected' | 'edited';
+  final_source: string | null;
+  result: ExecResult | null;
+  note: string;
+  created: number;
+  decided: number | null;
+}
+/**
+ * Reply of ``GET proposals?notebook_path=<path>``: this user's proposals, oldest first.
+ */
+export interface ProposalsReply {
+  proposals: Proposal[];
+  activity: AgentActivity[];
+}
+/**
+ * What one outside agent did on a notebook: tries in copies and proposals.
+ */
+export interface AgentActivity {
+  agent: string;
+  tries: number;
+  proposals: number;
 }

@@ -31,9 +31,13 @@ from .handlers import (
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
 from .models import MAX_INTENT_CHARS, ServerLimits
+from .proposal_handlers import ProposalDecisionHandler, ProposalHandler, ProposalsHandler
+from .proposals import ProposalStore
+from .tries import TryLimits, TryManager
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
+_PROPOSAL_ID = r"(?P<proposal_id>[^/]+)"
 
 class DataAgentExtension(ExtensionApp):
     name = "jupyter_data_agent"
@@ -46,6 +50,7 @@ class DataAgentExtension(ExtensionApp):
     agent_settings = Instance(Settings, allow_none=True)
     configured_settings = Instance(Settings, allow_none=True)  # before the trained value model
     jobs = Instance(JobManager, allow_none=True)
+    tries = Instance(TryManager, allow_none=True)
 
     max_concurrent_jobs = Int(
         2, help="Turns whose search runs at the same time; later ones wait (queued)."
@@ -98,6 +103,18 @@ class DataAgentExtension(ExtensionApp):
         "time, from all kernels; a local model (llama.cpp, transformers, vLLM) serves one at a time."
     ).tag(config=True)
     service = Any(None, allow_none=True)
+
+    try_handle_ttl_s = Float(
+        600.0, help="Seconds an outside agent's kernel copy (a try_code handle) is kept unused before "
+        "it is closed."
+    ).tag(config=True)
+    max_try_handles_per_user = Int(
+        16, help="Kernel copies (try_code handles) one user's outside agents may hold; beyond it the "
+        "least recently used is closed."
+    ).tag(config=True)
+    max_proposals_per_user = Int(
+        200, help="Proposals from outside agents kept per user (decided ones are dropped first)."
+    ).tag(config=True)
 
     record_decisions = Bool(
         True,
@@ -157,6 +174,12 @@ class DataAgentExtension(ExtensionApp):
                 self.log.warning("jupyter_data_agent: model service not started: %s", exc)
                 self.service = None
         self.settings["jupyter_data_agent"]["model_service"] = self.service
+        self.tries = TryManager(jobs=self.jobs, session_manager=self.serverapp.session_manager,
+                                redact=self.jobs.scrub.json,
+                                limits=TryLimits(ttl_s=self.try_handle_ttl_s,
+                                                 max_handles_per_user=max(1, self.max_try_handles_per_user)))
+        self.settings["jupyter_data_agent"]["tries"] = self.tries
+        self.settings["jupyter_data_agent"]["proposals"] = ProposalStore(max(1, self.max_proposals_per_user))
         self.settings["jupyter_data_agent"]["decisions"] = self._decision_store()
         self.settings["jupyter_data_agent"]["reload_value_model"] = self.reload_value_model
         self.log.info("jupyter_data_agent: Search turns are guided by %s",
@@ -213,6 +236,9 @@ class DataAgentExtension(ExtensionApp):
                 (route("jobs", _JOB_ID, "cancel"), CancelHandler),
                 (route("jobs", _JOB_ID, "no-kernel"), NoKernelHandler),
                 (route("jobs", _JOB_ID, "events"), JobEventsHandler),
+                (route("proposals"), ProposalsHandler),
+                (route("proposals", _PROPOSAL_ID), ProposalHandler),
+                (route("proposals", _PROPOSAL_ID, "decision"), ProposalDecisionHandler),
             ]
         )
 
@@ -223,6 +249,8 @@ class DataAgentExtension(ExtensionApp):
         ``cleanup_extensions``) before it shuts the kernels down, so no copy
         outlives its kernel's server.
         """
+        if self.tries is not None:
+            await self.tries.shutdown()
         if self.jobs is not None:
             await self.jobs.shutdown()
         if self.service is not None:

@@ -329,10 +329,15 @@ class JobManager:
             return NoKernel("live kernel state is off for this turn", kind="log", state="no_live_state",
                             message="Live kernel state is off for this turn: the model sees the notebook "
                                     "text only and candidates are not run before you see them.")
-        if not request.kernel_id:
+        return await self.kernel_handle(request.kernel_id, request.notebook_path)
+
+    async def kernel_handle(self, kernel_id: str | None, notebook_path: str) -> KernelHandle:
+        """A handle on the kernel ``kernel_id`` (``NoKernel`` with the reason when there is none to use);
+        also the outside agents' copies' (``server.tries``)."""
+        if not kernel_id:
             return NoKernel("the notebook has no running kernel")
         try:
-            km = self.kernel_manager.get_kernel(request.kernel_id)
+            km = self.kernel_manager.get_kernel(kernel_id)
         except (KeyError, web.HTTPError):  # jupyter_server answers an unknown id with a 404
             km = None
         if km is None or not await kernel_alive(km):
@@ -350,7 +355,7 @@ class JobManager:
         limits = self.limits
         return kind(kc, asyncio.get_running_loop(),
                     # A gateway kernel's files are its host's: its own working directory.
-                    notebook_dir=None if remote else self._notebook_dir(request.notebook_path),
+                    notebook_dir=None if remote else self._notebook_dir(notebook_path),
                     alive=lambda: kernel_alive(km), wait_notice_s=limits.kernel_wait_notice_s,
                     wait_timeout_s=limits.kernel_wait_timeout_s, fork_timeout_s=limits.snapshot_timeout_s)
 

@@ -28,11 +28,13 @@ from pydantic import (
 )
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..turn.events import API_VERSION, JobEvent, StrategyName
+from ..turn.events import API_VERSION, ExecResult, JobEvent, StrategyName
 
 __all__ = ["API_VERSION", "AgentConfig", "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest",
            "InlineCompletionChunk",
            "InlineCompletionRequest", "JobEvent",
+           "AgentActivityModel", "ProposalDecisionRequest", "ProposalModel", "ProposalReply", "ProposalRequest",
+           "ProposalsReply",
            "JobPoll", "JobState", "ModelPrice",
            "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
            "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "wire_schema"]
@@ -386,6 +388,96 @@ class InlineCompletionChunk(_Reply):
     total_ms: float = 0.0
 
 
+# -- proposals from outside agents (MCP, ACP): server/proposals.py ----------------------
+
+MAX_PROPOSAL_CODE_CHARS = 64 * 1024
+MAX_EXPLANATION_CHARS = 4 * 1024
+
+
+class ProposalRequest(BaseModel):
+    """Body of ``POST proposals``: a cell to insert, or an edit of one cell, from an outside agent.
+
+    The server runs ``code`` in a copy of the notebook's live kernel first (in
+    the copy of ``try_handle`` when given) and stores what it gave.
+    """
+
+    model_config = ConfigDict(extra="forbid", title="ProposalRequest")
+
+    version: Literal[1] = API_VERSION
+    notebook_path: str = Field(min_length=1, max_length=4096)
+    kind: Literal["cell", "edit"]
+    code: str = Field(max_length=MAX_PROPOSAL_CODE_CHARS)
+    explanation: str = Field("", max_length=MAX_EXPLANATION_CHARS)
+    agent: str = Field(min_length=1, max_length=80)
+    after_cell_id: str | None = Field(None, max_length=256)  # kind cell: below this cell; null: at the end
+    cell_id: str | None = Field(None, max_length=256)  # kind edit: the cell it replaces
+    try_handle: str | None = Field(None, max_length=256)
+
+    @model_validator(mode="after")
+    def _edit_names_its_cell(self) -> "ProposalRequest":
+        if self.kind == "edit" and not self.cell_id:
+            raise ValueError("An edit proposal needs the cell_id of the cell it replaces.")
+        return self
+
+
+class ProposalDecisionRequest(BaseModel):
+    """Body of ``POST proposals/<id>/decision``: the browser's Accept, Reject, or edit after an Accept."""
+
+    model_config = ConfigDict(extra="forbid", title="ProposalDecisionRequest")
+
+    version: Literal[1] = API_VERSION
+    decision: Literal["accepted", "rejected", "edited"]
+    final_source: str = Field("", max_length=1_000_000)
+
+
+class ProposalModel(_Reply):
+    """One proposal (``server.proposals.Proposal.to_json``); ``result``: its run in a copy."""
+
+    model_config = ConfigDict(title="Proposal", json_schema_serialization_defaults_required=True)
+
+    id: str
+    notebook_path: str
+    kind: Literal["cell", "edit"]
+    code: str
+    explanation: str
+    agent: str
+    after_cell_id: str | None
+    cell_id: str | None
+    status: Literal["pending", "accepted", "rejected", "edited"]
+    final_source: str | None
+    result: ExecResult | None
+    note: str
+    created: float
+    decided: float | None
+
+
+class AgentActivityModel(_Reply):
+    """What one outside agent did on a notebook: tries in copies and proposals."""
+
+    model_config = ConfigDict(title="AgentActivity", json_schema_serialization_defaults_required=True)
+
+    agent: str
+    tries: int
+    proposals: int
+
+
+class ProposalReply(BaseModel):
+    """Reply of ``POST proposals`` (201), ``GET proposals/<id>`` and ``POST proposals/<id>/decision``."""
+
+    model_config = ConfigDict(title="ProposalReply", json_schema_serialization_defaults_required=True)
+
+    proposal: ProposalModel
+
+
+class ProposalsReply(BaseModel):
+    """Reply of ``GET proposals?notebook_path=<path>``: this user's proposals, oldest first."""
+
+    model_config = ConfigDict(title="ProposalsReply", json_schema_serialization_defaults_required=True)
+
+    proposals: list[ProposalModel]
+    activity: list[AgentActivityModel]
+
+
 #: The wire's root types, by the name the TypeScript side sees; requests as
 #: the server validates them, replies and events as it sends them.
 WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
@@ -401,6 +493,10 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "VariablesReply": (VariablesReply, "serialization"),
     "InlineCompletionRequest": (InlineCompletionRequest, "validation"),
     "InlineCompletionChunk": (InlineCompletionChunk, "serialization"),
+    "ProposalRequest": (ProposalRequest, "validation"),
+    "ProposalDecisionRequest": (ProposalDecisionRequest, "validation"),
+    "ProposalReply": (ProposalReply, "serialization"),
+    "ProposalsReply": (ProposalsReply, "serialization"),
 }
 
 

@@ -163,9 +163,10 @@ if TYPE_CHECKING:  # mypy cannot see into create_model: to it, a mirror is a wir
     Confinement = _Wire
     Protections = _Wire
     SearchStats = _Wire
+    ExecResult = _Wire
 else:
-    Candidate, Confinement, Protections, SearchStats = (_MIRRORS[c] for c in (
-        base.Candidate, policy.Confinement, results.Protections, base.SearchStats))
+    Candidate, Confinement, Protections, SearchStats, ExecResult = (_MIRRORS[c] for c in (
+        base.Candidate, policy.Confinement, results.Protections, base.SearchStats, results.ExecResult))
 
 
 class AnswerVotes(_Wire):

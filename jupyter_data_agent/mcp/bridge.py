@@ -1,0 +1,179 @@
+"""Streamable HTTP on the Jupyter server's own port: a Tornado handler in front of the SDK's ASGI app.
+
+The MCP SDK speaks Streamable HTTP as an ASGI app (``StreamableHTTPSessionManager``);
+Jupyter serves Tornado. ``MCPHandler`` authenticates and authorizes the
+request like every handler of this package (the token or the identity
+provider, then the authorizer), turns it into an ASGI scope, runs the app,
+and streams what it sends back, flushing each chunk (an SSE stream reaches
+the client as it is written). The JSON-RPC is the SDK's, not ours.
+
+A client that goes away is noticed (``on_connection_close``): the call in
+flight closes its kernel copy, and when the client kept an MCP session, that
+session's copies go too (it is not coming back for them). Ending a session
+(``DELETE``) closes its copies as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import MutableMapping
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import JupyterHandler
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.transport_security import TransportSecuritySettings
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..server.handlers import AUTH_RESOURCE, _AgentMixin
+from .caller import SCOPE_KEY, Caller
+from .tools import build_server
+
+log = logging.getLogger(__name__)
+
+SERVICE_KEY = "jupyter_data_agent_mcp"
+SESSION_HEADER = "Mcp-Session-Id"
+#: Bytes of one MCP request body (a try_code's code is bounded far below this, in words).
+MAX_BODY_BYTES = 4 << 20
+
+
+class MCPService:
+    """The MCP server and its session manager, run as a task on the Jupyter server's loop."""
+
+    def __init__(self, *, session_idle_timeout: float = 1800.0) -> None:
+        self.server = build_server()
+        # Jupyter checks the Host and Origin (allow_remote_access, allow_origin): not a second list here.
+        self.server.streamable_http_app(
+            max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=session_idle_timeout,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        self.manager = self.server.session_manager
+        self._task: asyncio.Task | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    async def started(self) -> None:
+        """Start the session manager on the first request (the loop runs by then)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+        await self._ready.wait()
+
+    async def _run(self) -> None:
+        async with self.manager.run():
+            self._ready.set()
+            await self._stop.wait()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, 10)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                log.warning("jupyter_data_agent: the MCP session manager did not stop in time")
+            except Exception:  # noqa: BLE001 -- stopping: said, the server goes on shutting down
+                log.warning("jupyter_data_agent: stopping the MCP session manager failed", exc_info=True)
+
+
+class MCPHandler(_AgentMixin, JupyterHandler):
+    """``/jupyter-data-agent/mcp``: POST (messages), GET (the server's stream), DELETE (end a session)."""
+
+    auth_resource = AUTH_RESOURCE
+    caller: Caller | None = None
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        await self._serve()
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self._serve()
+
+    @web.authenticated
+    @authorized
+    async def delete(self) -> None:
+        await self._serve()
+        session = self.request.headers.get(SESSION_HEADER)
+        if session:
+            await self.agent_state["tries"].close_session(session)
+
+    def on_connection_close(self) -> None:
+        caller = self.caller
+        if caller is None or self._finished:
+            return
+        caller.disconnected.set()
+        if self.request.method == "POST" and caller.session:
+            asyncio.ensure_future(self.agent_state["tries"].close_session(caller.session))
+
+    async def _caller(self) -> Caller:
+        async def may(action: str, resource: str) -> bool:
+            return bool(await ensure_async(self.authorizer.is_authorized(self, self.current_user, action, resource)))
+
+        return Caller(owner=self.job_owner(), state=self.agent_state, session_manager=self.session_manager,
+                      kernel_manager=self.kernel_manager, contents_manager=self.contents_manager,
+                      can_execute=await may("execute", "kernels"), can_read=await may("read", "contents"),
+                      session=self.request.headers.get(SESSION_HEADER))
+
+    async def _serve(self) -> None:
+        service: MCPService = self.settings[SERVICE_KEY]
+        await service.started()
+        self.caller = caller = await self._caller()
+        if len(self.request.body or b"") > MAX_BODY_BYTES:
+            raise web.HTTPError(413, f"An MCP request may be at most {MAX_BODY_BYTES} bytes.")
+        await service.manager.handle_request(self._scope(caller), self._receive(caller), self._send)
+        if not self._finished:
+            self.finish()
+
+    def _scope(self, caller: Caller) -> dict[str, Any]:
+        req = self.request
+        host, _, port = (req.host or "localhost").rpartition(":") if ":" in (req.host or "") else (req.host, "", "")
+        return {
+            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+            "method": req.method, "scheme": req.protocol, "path": req.path, "raw_path": req.path.encode(),
+            "query_string": (req.query or "").encode("latin-1"), "root_path": "",
+            "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in req.headers.get_all()],
+            "client": (req.remote_ip or "", 0), "server": (host or "localhost", int(port) if port.isdigit() else 80),
+            # The SDK binds a session to the principal that opened it: the Jupyter user.
+            "user": AuthenticatedUser(AccessToken(token="jupyter", client_id=caller.owner, scopes=[])),
+            SCOPE_KEY: caller,
+        }
+
+    def _receive(self, caller: Caller):
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": self.request.body or b"", "more_body": False}
+            await caller.disconnected.wait()
+            return {"type": "http.disconnect"}
+
+        return receive
+
+    async def _send(self, message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.set_status(message["status"])
+            self.clear_header("Content-Type")
+            for name, value in message.get("headers", []):
+                key = name.decode("latin-1")
+                if key.lower() != "content-length":  # Tornado sets it (or chunks a stream)
+                    self.add_header(key, value.decode("latin-1"))
+        elif message["type"] == "http.response.body":
+            if self._finished:
+                return
+            body = message.get("body", b"")
+            if body:
+                self.write(body)
+            if message.get("more_body", False):
+                try:
+                    await self.flush()
+                except StreamClosedError:
+                    if self.caller is not None:
+                        self.caller.disconnected.set()
+            else:
+                self.finish()

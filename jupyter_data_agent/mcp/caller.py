@@ -1,0 +1,79 @@
+"""Who calls a tool, with which rights, and the server state it may reach.
+
+The Tornado handler (``bridge``) authenticates the request the way every
+handler of this server does, asks the authorizer what this user may do,
+and puts a ``Caller`` into the ASGI scope; the tools read it back from the
+MCP request context. An MCP message alone never names a user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+
+SCOPE_KEY = "jupyter_data_agent.caller"
+DEFAULT_AGENT = "MCP client"
+
+
+@dataclass
+class Caller:
+    owner: str  # whose proposals and copies (``handlers._AgentMixin.job_owner``)
+    state: dict  # the extension's shared state (settings["jupyter_data_agent"])
+    session_manager: Any
+    kernel_manager: Any
+    contents_manager: Any
+    can_execute: bool  # "execute" on "kernels": forking a kernel runs code in it
+    can_read: bool  # "read" on "contents"
+    session: str | None = None  # the MCP session id, when the client keeps one
+    disconnected: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def tries(self) -> Any:
+        return self.state["tries"]
+
+    @property
+    def proposals(self) -> Any:
+        return self.state["proposals"]
+
+    def require_execute(self) -> None:
+        if not self.can_execute:
+            raise ToolError("You may not run code in kernels on this server (not even in copies).")
+
+    def require_read(self) -> None:
+        if not self.can_read:
+            raise ToolError("You may not read files on this server.")
+
+    def agent(self, ctx: Context) -> str:
+        """The agent's name from its MCP client info (title, else name), as the sidebar shows it."""
+        params = ctx.session.client_params
+        info = params.client_info if params is not None else None
+        name = (getattr(info, "title", None) or getattr(info, "name", None) or DEFAULT_AGENT) if info else DEFAULT_AGENT
+        name = " ".join(str(name).split())[:80]
+        return name or DEFAULT_AGENT
+
+    async def contents(self, path: str) -> dict:
+        """The notebook as saved (nbformat JSON); FileNotFoundError when there is none."""
+        from jupyter_core.utils import ensure_async
+        from tornado import web
+
+        try:
+            model = await ensure_async(self.contents_manager.get(path, content=True, type="notebook"))
+        except web.HTTPError as exc:
+            if exc.status_code in (400, 404):
+                raise FileNotFoundError(path) from None
+            raise ToolError(f"Could not read {path!r}: {exc.log_message or exc}") from None
+        return dict(model["content"])
+
+
+def caller_of(ctx: Context) -> Caller:
+    """The caller the bridge put into this request's scope (a request that bypassed it has none)."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None) or {}
+    caller = scope.get(SCOPE_KEY)
+    if not isinstance(caller, Caller):
+        raise ToolError("This MCP server answers only through the Jupyter server's authenticated route.")
+    return caller

@@ -1,0 +1,38 @@
+"""The MCP server as a jupyter_server extension point: its route, and its stop with the server.
+
+A point of its own, next to ``server.app.DataAgentExtension`` (the package's
+``_jupyter_server_extension_points`` lists both), so that ``server/`` never
+imports this layer above it; the route is authenticated and authorized like
+every other route of the package.
+"""
+
+from __future__ import annotations
+
+from jupyter_server.extension.application import ExtensionApp
+from jupyter_server.utils import url_path_join
+from traitlets import Float
+
+from .bridge import SERVICE_KEY, MCPHandler, MCPService
+
+NAMESPACE = "jupyter-data-agent"
+
+
+class MCPExtension(ExtensionApp):
+    name = "jupyter_data_agent_mcp"
+    load_other_extensions = True
+
+    session_idle_timeout_s = Float(
+        1800.0, help="Seconds an MCP session without requests is kept before it (and its kernel copies) "
+        "is closed."
+    ).tag(config=True)
+
+    def initialize_settings(self) -> None:
+        self.settings[SERVICE_KEY] = MCPService(session_idle_timeout=self.session_idle_timeout_s)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.append((url_path_join(NAMESPACE, "mcp"), MCPHandler))
+
+    async def stop_extension(self) -> None:
+        service = self.settings.get(SERVICE_KEY)
+        if service is not None:
+            await service.stop()

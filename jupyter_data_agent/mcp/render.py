@@ -1,0 +1,83 @@
+"""Tool results as an agent reads them: JSON text within a character budget, plots as images.
+
+A copy's result is already bounded where it is received (``kernel.tree.received``),
+but those bounds are sized for the browser (megabytes); an agent's context
+is smaller. Every cut says what was cut and by how much.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.types import CallToolResult, ImageContent, TextContent
+
+from ..kernel.results import ExecResult, strip_ansi
+
+#: Characters of one stream, one display text, or the value preview an agent gets.
+TEXT_CHARS = 20_000
+#: Characters of a traceback (its last lines: where it failed).
+TRACEBACK_CHARS = 4_000
+#: The canonical answer form is sent only when its JSON is at most this long.
+FORM_CHARS = 20_000
+#: Plots sent as images per result, and base64 characters per image.
+MAX_IMAGES = 4
+IMAGE_CHARS = 2_000_000
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def cut(text: str, limit: int = TEXT_CHARS, *, tail: bool = False) -> str:
+    """``text`` within ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    note = f"\n[... {len(text) - limit:,} of {len(text):,} characters cut ...]\n"
+    return note + text[-limit:] if tail else text[:limit] + note
+
+
+def exec_json(result: ExecResult) -> dict[str, Any]:
+    """What an agent needs of one run: streams, error, value preview and answer form, displays."""
+    displays = []
+    for item in result.outputs:
+        if item.output_type in ("execute_result", "display_data"):
+            text = item.data.get("text/plain")
+            if isinstance(text, str):
+                displays.append(cut(strip_ansi(text)))
+            elif any(m in item.data for m in IMAGE_TYPES):
+                displays.append("[image: sent as image content]")
+    error = None
+    if result.status != "ok":
+        error = {"ename": result.ename or result.status, "evalue": cut(result.evalue or "", 2_000),
+                 "traceback": cut(strip_ansi("\n".join(result.traceback)), TRACEBACK_CHARS, tail=True),
+                 "limit": result.limit}
+    value = None
+    if result.value is not None:
+        preview = json.dumps(result.value.value, default=str)
+        form = result.value.form
+        form_text = json.dumps(form, default=str) if form is not None else ""
+        value = {"type": result.value.type, "shape": result.value.shape,
+                 "preview": cut(preview), "preview_truncated": result.value.truncated or len(preview) > TEXT_CHARS,
+                 "answer_form": form if form is not None and len(form_text) <= FORM_CHARS else None,
+                 "answer_form_note": "" if len(form_text) <= FORM_CHARS else
+                 f"the canonical form is {len(form_text):,} characters; compare with compare_answers"}
+    return {"status": result.status, "stdout": cut(strip_ansi(result.stream("stdout"))),
+            "stderr": cut(strip_ansi(result.stream("stderr"))), "error": error, "value": value,
+            "displays": displays[:20], "duration_s": round(result.duration_s, 4),
+            "truncated": result.truncated}
+
+
+def images(result: ExecResult | None) -> list[ImageContent]:
+    """The run's plots, as MCP image content (the first ``MAX_IMAGES``, each bounded)."""
+    found: list[ImageContent] = []
+    for item in result.outputs if result is not None else []:
+        for mime in IMAGE_TYPES:
+            data = item.data.get(mime)
+            if isinstance(data, str) and len(data) <= IMAGE_CHARS and len(found) < MAX_IMAGES:
+                found.append(ImageContent(type="image", data=data.replace("\n", ""), mime_type=mime))
+    return found
+
+
+def tool_result(data: dict[str, Any], pictures: list[ImageContent] | None = None) -> CallToolResult:
+    """The JSON as text (what every client reads) and as structured content, then the images."""
+    text = json.dumps(data, default=str, ensure_ascii=False)
+    content: list[Any] = [TextContent(type="text", text=text), *(pictures or [])]
+    return CallToolResult(content=content, structured_content=data)

@@ -1,0 +1,347 @@
+"""Outside agents' code, run in confined copies of a notebook's live kernel, kept as handles.
+
+``try_code`` forks the notebook's kernel (the same handle and copy policy a
+turn uses: ``JobManager.kernel_handle``, ``turn.open_copies``) and runs the
+code in the copy; the copy, in its new state, is kept under a handle. Code
+run ``from`` a handle runs in a child of that copy, so an agent explores in
+several steps and branches without touching the user's kernel. Around each
+run the copy reports what the code changed in its namespace
+(``kernel.namespace_diff``).
+
+Copies are processes, so handles are bounded: per user (the least recently
+used is closed to make room), in idle time (``ttl_s``), and in life (a
+client that goes away mid-call, the server stopping). A handle's use counts
+for its ancestors too, so closing an idle copy (which ends its subtree)
+never ends a copy in use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..kernel import namespace_diff
+from ..kernel.handle import KernelHandle, NoKernel
+from ..kernel.namespace_diff import NamespaceDiff
+from ..kernel.policy import Confinement
+from ..kernel.results import ExecResult
+from ..search.equivalence import exec_output, majority
+from ..turn import CopyPolicy, open_copies
+
+log = logging.getLogger(__name__)
+
+MAX_CODE_CHARS = 64 * 1024
+#: Seconds the namespace fingerprint before and after a run may take in the copy.
+FINGERPRINT_TIMEOUT_S = 30.0
+
+
+@dataclass
+class TryLimits:
+    ttl_s: float = 600.0  # idle seconds before a handle's copy is closed
+    max_handles_per_user: int = 16
+    default_timeout_s: float = 30.0
+    max_timeout_s: float = 300.0
+    max_code_chars: int = MAX_CODE_CHARS
+
+
+class TryError(Exception):
+    """A try the server refuses or cannot run, in words an agent can act on."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Abandoned(TryError):
+    """The client went away while its code ran: the copy was closed."""
+
+
+@dataclass
+class _Tree:
+    """One fork of the live kernel and the handles on copies in it."""
+
+    copies: Any  # turn.Copies
+    kernel: KernelHandle
+    confinement: Confinement
+    handles: set[str] = field(default_factory=set)
+    closed: bool = False
+
+
+@dataclass
+class Handle:
+    id: str
+    owner: str
+    notebook_path: str
+    tree: _Tree
+    node: Any  # the copy (kernel.tree.Executor) in the state after ``code``
+    parent: Handle | None
+    code: str
+    result: ExecResult
+    session: str | None = None
+    last_used: float = field(default_factory=time.monotonic)
+
+    def touch(self) -> None:
+        now = time.monotonic()
+        h: Handle | None = self
+        while h is not None:
+            h.last_used = now
+            h = h.parent
+
+
+@dataclass
+class TryOutcome:
+    """One run in a copy: what it gave, what it changed, and the handle on the copy after it."""
+
+    handle: str | None  # None: the copy did not survive (timeout, died) or was not kept
+    parent: str | None
+    notebook_path: str
+    result: ExecResult
+    namespace: NamespaceDiff
+    confinement: Confinement
+
+
+class TryManager:
+    """Every user's handles on kernel copies; event-loop API, blocking work in its own threads."""
+
+    def __init__(self, *, jobs: Any, session_manager: Any, limits: TryLimits | None = None,
+                 redact: Any = None) -> None:
+        self.jobs = jobs  # JobManager: the kernel handle, the settings' copy policy
+        self.session_manager = session_manager
+        self.limits = limits or TryLimits()
+        self.redact = redact
+        self.handles: dict[str, Handle] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="jda-try")
+        self._reaper: asyncio.Task | None = None
+        self._closing = False
+
+    # -- public API ------------------------------------------------------------------
+    async def try_code(self, owner: str, notebook_path: str, code: str, *, timeout: float | None = None,
+                       parent: str | None = None, session: str | None = None, keep: bool = True,
+                       abandoned: asyncio.Event | None = None) -> TryOutcome:
+        """Run ``code`` in a fresh copy of the notebook's kernel, or in a child of ``parent``'s copy."""
+        if self._closing:
+            raise TryError("The server is shutting down.", 503)
+        self._start_reaper()
+        timeout = self._timeout(timeout)
+        if len(code) > self.limits.max_code_chars:
+            raise TryError(f"The code is {len(code)} characters long; at most {self.limits.max_code_chars} "
+                           "are run in a copy. Split it into steps (pass the handle as `from`).", 413)
+        base = self._own(owner, parent) if parent else None
+        if base is not None:
+            base.touch()
+            notebook_path = base.notebook_path
+            tree = base.tree
+        else:
+            tree = await self._fork(notebook_path)
+        if keep:
+            await self._make_room(owner)
+        work: dict[str, Any] = {}
+        cancel = threading.Event()
+        future: asyncio.Future[Any] = asyncio.wrap_future(
+            self._pool.submit(self._run, tree, base, code, timeout, work, cancel))
+        try:
+            if abandoned is None:
+                node, result, diff = await future
+            else:
+                waiter: asyncio.Future[Any] = asyncio.ensure_future(abandoned.wait())
+                try:
+                    done, _ = await asyncio.wait({future, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if future not in done:
+                    raise Abandoned("The client went away while the code ran; its copy was closed.")
+                node, result, diff = future.result()
+        except BaseException:  # an error, or the call cancelled: nothing it started stays
+            cancel.set()
+            await asyncio.shield(self._abandon(tree, base, work))
+            raise
+        handle = None
+        if keep and result.status in ("ok", "error") and not tree.closed:
+            handle = Handle(id="h-" + uuid.uuid4().hex[:12], owner=owner, notebook_path=notebook_path, tree=tree,
+                            node=node, parent=base, code=code, result=result, session=session)
+            self.handles[handle.id] = handle
+            tree.handles.add(handle.id)
+            handle.touch()
+        else:
+            await asyncio.to_thread(_close_node, node)
+            if base is None:
+                await self._close_tree(tree)
+        return TryOutcome(handle=handle.id if handle else None, parent=base.id if base else None,
+                          notebook_path=notebook_path, result=result, namespace=diff,
+                          confinement=tree.confinement)
+
+    def compare(self, owner: str, handle_ids: list[str]) -> dict:
+        """``same_answer`` classes over the handles' results (the product's majority vote)."""
+        handles = [self._own(owner, h) for h in handle_ids]
+        for h in handles:
+            h.touch()
+        answers = [exec_output(h.result) for h in handles]
+        groups = majority(answers)
+        return {"classes": [[handles[i].id for i in g] for g in groups],
+                "no_answer": [h.id for h, a in zip(handles, answers) if a is None],
+                "same": len(groups) == 1 and all(a is not None for a in answers)}
+
+    def get(self, owner: str, handle_id: str) -> Handle:
+        return self._own(owner, handle_id)
+
+    def live(self, owner: str) -> list[Handle]:
+        return [h for h in self.handles.values() if h.owner == owner]
+
+    async def close_handles(self, handle_ids: list[str]) -> None:
+        """Close these handles' copies (and their subtrees)."""
+        for hid in handle_ids:
+            handle = self.handles.get(hid)
+            if handle is not None:
+                await self._close_handle(handle)
+
+    async def close_session(self, session: str) -> None:
+        """The MCP client ended its session (or vanished): its copies go too."""
+        await self.close_handles([h.id for h in self.handles.values() if h.session == session])
+
+    async def expire(self) -> None:
+        """Close handles idle for longer than ``ttl_s``."""
+        cutoff = time.monotonic() - self.limits.ttl_s
+        await self.close_handles([h.id for h in self.handles.values() if h.last_used < cutoff])
+
+    async def shutdown(self) -> None:
+        self._closing = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+        trees = {id(h.tree): h.tree for h in self.handles.values()}
+        self.handles.clear()
+        await asyncio.gather(*(self._close_tree(t) for t in trees.values()), return_exceptions=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- internals -------------------------------------------------------------------
+    def _timeout(self, timeout: float | None) -> float:
+        if timeout is None:
+            return self.limits.default_timeout_s
+        if not 0 < timeout <= self.limits.max_timeout_s:
+            raise TryError(f"timeout must be between 0 and {self.limits.max_timeout_s:g} seconds; "
+                           f"got {timeout:g}.")
+        return float(timeout)
+
+    def _own(self, owner: str, handle_id: str) -> Handle:
+        handle = self.handles.get(handle_id)
+        if handle is None or handle.owner != owner:
+            raise TryError(f"No live handle {handle_id!r}: it expired (handles are closed after "
+                           f"{self.limits.ttl_s:g} s unused, or when you hold more than "
+                           f"{self.limits.max_handles_per_user}) or never existed. Run try_code without "
+                           "`from` to start from the live kernel again.", 404)
+        return handle
+
+    async def _fork(self, notebook_path: str) -> _Tree:
+        """A new copy of the notebook's live kernel (the copy policy of turns: confinement required)."""
+        from .notebooks import kernel_of
+
+        kernel_id = await kernel_of(self.session_manager, notebook_path)
+        if kernel_id is None:
+            raise TryError(f"No running kernel for {notebook_path!r}: open the notebook and start its "
+                           "kernel (list_notebooks shows the open ones).", 409)
+        kernel = await self.jobs.kernel_handle(kernel_id, notebook_path)
+        if isinstance(kernel, NoKernel):
+            raise TryError(f"Cannot copy the kernel of {notebook_path!r}: {kernel.reason}.", 409)
+        settings = self.jobs.settings
+        policy = CopyPolicy(mode="fork", confinement=settings.confinement, limits=settings.snapshot_limits,
+                            max_live=self.limits.max_handles_per_user + 1)
+        copies = await asyncio.to_thread(open_copies, policy, redact=self.redact,
+                                         fork=lambda limits: kernel.fork(limits, policy.max_live))
+        if copies.tree is None:
+            await asyncio.to_thread(kernel.close)
+            raise TryError(f"The code was not run: {copies.confinement.message}", 409)
+        return _Tree(copies=copies, kernel=kernel, confinement=copies.confinement)
+
+    def _run(self, tree: _Tree, base: Handle | None, code: str, timeout: float, work: dict,
+             cancel: threading.Event) -> tuple[Any, ExecResult, NamespaceDiff]:
+        """In a worker: the copy to run in (a fork of ``base``'s, or the tree's root), then the run."""
+        node = base.node.fork() if base is not None else tree.copies.executor
+        work["node"] = node
+        if cancel.is_set():
+            _close_node(node)
+            raise Abandoned("The client went away.")
+        before = node.exec(namespace_diff.BEFORE, timeout=FINGERPRINT_TIMEOUT_S)
+        result = node.exec(code, timeout=timeout)
+        diff = NamespaceDiff(note="the copy did not survive the run")
+        if result.status in ("ok", "error"):
+            after = node.exec(namespace_diff.AFTER, timeout=FINGERPRINT_TIMEOUT_S)
+            diff = (namespace_diff.parse(after.stream("stdout")) if before.ok and after.ok else
+                    NamespaceDiff(note="the namespace could not be read: "
+                                       + (after.error_line() if before.ok else before.error_line())))
+        return node, result, diff
+
+    async def _abandon(self, tree: _Tree, base: Handle | None, work: dict) -> None:
+        node = work.get("node")
+        if base is None:
+            await self._close_tree(tree)
+        elif node is not None:
+            await asyncio.to_thread(_close_node, node)
+
+    async def _make_room(self, owner: str) -> None:
+        mine = sorted(self.live(owner), key=lambda h: h.last_used)
+        while len(mine) >= self.limits.max_handles_per_user:
+            victim = mine.pop(0)
+            await self._close_handle(victim)
+            mine = [h for h in mine if h.id in self.handles]
+
+    async def _close_handle(self, handle: Handle) -> None:
+        """Close the handle's copy, its subtree's handles, and the tree once none is left."""
+        doomed = [h for h in self.handles.values() if h.tree is handle.tree and _descends(h, handle)]
+        for h in doomed:
+            self.handles.pop(h.id, None)
+            h.tree.handles.discard(h.id)
+        if handle.parent is None or not handle.tree.handles:
+            await self._close_tree(handle.tree)
+        else:
+            await asyncio.to_thread(_close_node, handle.node)
+
+    async def _close_tree(self, tree: _Tree) -> None:
+        if tree.closed:
+            return
+        tree.closed = True
+        for hid in list(tree.handles):
+            self.handles.pop(hid, None)
+        tree.handles.clear()
+        await asyncio.to_thread(_close_all, tree)
+
+    def _start_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.ensure_future(self._reap())
+
+    async def _reap(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(min(30.0, max(0.5, self.limits.ttl_s / 4)))
+            try:
+                await self.expire()
+            except Exception:  # noqa: BLE001 -- housekeeping: the next round tries again
+                log.warning("jupyter_data_agent: closing expired kernel copies failed", exc_info=True)
+
+
+def _descends(h: Handle, ancestor: Handle) -> bool:
+    n: Handle | None = h
+    while n is not None:
+        if n is ancestor:
+            return True
+        n = n.parent
+    return False
+
+
+def _close_node(node: Any) -> None:
+    try:
+        node.close()
+    except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running
+        log.warning("closing a kernel copy failed", exc_info=True)
+
+
+def _close_all(tree: _Tree) -> None:
+    try:
+        tree.copies.close()
+    except Exception:  # noqa: BLE001 -- the kernel handle is released either way
+        log.warning("closing kernel copies failed", exc_info=True)
+    finally:
+        tree.kernel.close()
