@@ -25,13 +25,14 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, unquote, urlparse
 
 import acp
 from acp import schema
 
 AGENT_NAME = "Data Agent (ACP)"
+StopReason = Literal["end_turn", "cancelled"]
 POLL_S = 0.3
 TURN_TIMEOUT_S = 900.0
 #: A leading "/vote" or "/search" picks the strategy; else the server's default.
@@ -77,8 +78,11 @@ class Session:
     notebooks: list[str] = field(default_factory=list)
 
 
-class DataAgentACP(acp.Agent):
-    """Prompts in, turns of the server's pipeline out, proposals behind the user's Accept."""
+class DataAgentACP:
+    """Prompts in, turns of the server's pipeline out, proposals behind the user's Accept.
+
+    An ``acp.Agent`` by its methods (the SDK answers "method not found" for
+    the optional ones it lacks: session modes, loading, forking...)."""
 
     def __init__(self, server: Server | None = None) -> None:
         self._server = server
@@ -97,15 +101,15 @@ class DataAgentACP(acp.Agent):
         from .. import __version__
 
         return schema.InitializeResponse(
-            protocolVersion=acp.PROTOCOL_VERSION,
-            agentCapabilities=schema.AgentCapabilities(),
-            agentInfo=schema.Implementation(name="jupyter-data-agent", title="Data Agent", version=__version__))
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=schema.AgentCapabilities(),
+            agent_info=schema.Implementation(name="jupyter-data-agent", title="Data Agent", version=__version__))
 
     async def new_session(self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None,
                           **kwargs: Any) -> schema.NewSessionResponse:
         session_id = uuid.uuid4().hex
         self._sessions[session_id] = Session(cwd=cwd)
-        return schema.NewSessionResponse(sessionId=session_id)
+        return schema.NewSessionResponse(session_id=session_id)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.get(session_id)
@@ -126,19 +130,19 @@ class DataAgentACP(acp.Agent):
         if not intent:
             await self._say(session_id, "Ask a question about a notebook's data, e.g. "
                                         "“@analysis.ipynb which airline has the longest delays?”.")
-            return schema.PromptResponse(stopReason="end_turn")
+            return schema.PromptResponse(stop_reason="end_turn")
         try:
             stop = await self._turn(session_id, session, intent, strategy, links)
         except ServerNotFound as exc:
             await self._say(session_id, f"The Data Agent cannot reach JupyterLab: {exc}.")
-            return schema.PromptResponse(stopReason="end_turn")
+            return schema.PromptResponse(stop_reason="end_turn")
         finally:
             session.job_id = None
-        return schema.PromptResponse(stopReason=stop)
+        return schema.PromptResponse(stop_reason=stop)
 
     # -- one turn -------------------------------------------------------------------------
     async def _turn(self, session_id: str, session: Session, intent: str, strategy: str | None,
-                    links: list[str]) -> str:
+                    links: list[str]) -> StopReason:
         path, kernel_id = await self._notebook(session, links)
         if path is None:
             await self._say(session_id, kernel_id or "Name the notebook with @path.ipynb.")
@@ -247,5 +251,6 @@ def _agent_label(client: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve one ACP client on stdin/stdout until it hangs up."""
-    asyncio.run(acp.run_agent(DataAgentACP()))
+    agent: Any = DataAgentACP()  # structurally an acp.Agent, without its optional methods
+    asyncio.run(acp.run_agent(agent))
     return 0
