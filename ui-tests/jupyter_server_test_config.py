@@ -6,6 +6,7 @@ tests/openai_server.py, OPENAI_API_KEY, JUPYTER_DATA_AGENT_MODEL.
 """
 
 import os
+import tempfile
 
 from jupyterlab.galata import configure_jupyter_server
 
@@ -16,6 +17,8 @@ configure_jupyter_server(c)  # noqa: F821
 RTC = os.environ.get("JDA_UI_RTC") == "1"
 c.ServerApp.port = int(os.environ.get("JDA_UI_RTC_PORT" if RTC else "JDA_UI_LAB_PORT", "8888"))  # noqa: F821
 c.YDocExtension.disable_rtc = not RTC  # noqa: F821
+# The shared documents' store: a temporary file, not one in the working tree.
+c.SQLiteYStore.db_path = os.path.join(tempfile.mkdtemp(prefix="jda-ui-ystore-"), "ystore.db")  # noqa: F821
 # Quieter logs; the extension's own log lines stay visible.
 c.ServerApp.log_level = "INFO"  # noqa: F821
 # CI containers run as root.
