@@ -4,11 +4,12 @@
  * path a decision takes. A decision (accepted, accepted and run, edited,
  * rejected) is written to the turn in the notebook and posted to the
  * server's decisions store (which trains the value model) by `decide`, and
- * by nothing else.
+ * by nothing else; a decision on an outside agent's proposal is posted to
+ * that proposal (`proposals/<id>/decision`) instead.
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
-import { postDecision } from './handler';
+import { postDecision, postProposalDecision } from './handler';
 import {
   INotebookAgentMetadata,
   ITurn,
@@ -19,6 +20,7 @@ import {
   updateTurn,
   upsertTurn
 } from './metadata';
+import { proposalIdOf } from './proposals';
 
 /** What the user decided about a turn's suggestion. */
 export interface IDecision {
@@ -127,6 +129,18 @@ export class ConversationStore {
 
   private _post(decision: IDecision): void {
     if (decision.status === 'pending') {
+      return;
+    }
+    const proposalId = proposalIdOf(decision.turnId);
+    if (proposalId) {
+      // An outside agent's proposal: its agent learns the decision there.
+      postProposalDecision(proposalId, {
+        version: 1,
+        decision: decision.status,
+        final_source: decision.status === 'rejected' ? '' : decision.code
+      }).catch(error =>
+        console.warn('jupyter-data-agent: proposal decision not sent', error)
+      );
       return;
     }
     postDecision({
