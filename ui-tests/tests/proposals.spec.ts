@@ -311,7 +311,9 @@ test.describe('against a scripted proposals API', () => {
       final_source: MEAN
     });
     await expect(
-      proposalEntry(page, 'p-cell').locator('.jp-DataAgent-chip.jp-mod-accepted')
+      proposalEntry(page, 'p-cell').locator(
+        '.jp-DataAgent-chip.jp-mod-accepted'
+      )
     ).toBeVisible();
 
     // Reject the edit from its suggestion bar: the cell keeps its code.
@@ -378,17 +380,15 @@ test.describe('end to end, an MCP client proposing to the real server', () => {
     await expect(edited.locator('.jp-DataAgent-suggestionLabel')).toHaveText(
       'Suggested edit by Claude Code'
     );
-    await expect(
-      panel(page).locator('.jp-DataAgent-agentActivity')
-    ).toHaveText(['Claude Code: 1 try in copies, 2 proposals']);
+    await expect(panel(page).locator('.jp-DataAgent-agentActivity')).toHaveText(
+      ['Claude Code: 1 try in copies, 2 proposals']
+    );
     const cellEntry = proposalEntry(page, ids.cell);
     await expect(cellEntry.locator('.jp-DataAgent-agentName')).toHaveText(
       'Claude Code'
     );
     // The output it gave in a copy of the live kernel.
-    await expect(cellEntry.locator('.jp-DataAgent-output')).toContainText(
-      'DL'
-    );
+    await expect(cellEntry.locator('.jp-DataAgent-output')).toContainText('DL');
     await page.screenshot({ path: screenshotPath('proposals-mcp.png') });
 
     // Accept the cell from its suggestion bar: it is in the notebook.
