@@ -11,6 +11,8 @@ Who calls, with which rights, comes from the HTTP request (``bridge.Caller``).
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -44,6 +46,20 @@ Notebook = Annotated[str, Field(description="The notebook's path relative to the
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 COPIES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                          open_world_hint=False)
+
+
+def _from_keyword(fn: Any) -> Any:
+    """``fn`` callable with the argument ``from`` (a Python keyword), which the SDK passes by its
+    alias: it arrives here as ``from_``. The schema is ``fn``'s."""
+
+    @functools.wraps(fn)
+    async def call(**kwargs: Any) -> Any:
+        if "from" in kwargs:
+            kwargs["from_"] = kwargs.pop("from")
+        return await fn(**kwargs)
+
+    call.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    return call
 
 
 def _fail(exc: TryError) -> ToolError:
@@ -80,10 +96,10 @@ def build_server() -> MCPServer:
         cells = nb.get("cells") or []
         if arcade:
             from ..context.notebook import from_notebook
-            from ..prompts.arcade import linearize
+            from ..prompts.arcade import join_cells, linearize
 
             context = from_notebook(nb, path=normalize(notebook))
-            text = "\n".join(linearize(context, outputs="active"))
+            text = join_cells(linearize(context, outputs="active"))
             return tool_result({"path": normalize(notebook), "cells": len(cells),
                                 "arcade": cut(text, READ_CHARS, tail=True)})
         window: list[dict[str, Any]] = []
@@ -145,6 +161,7 @@ def build_server() -> MCPServer:
         return tool_result(frame.to_dict())
 
     @server.tool(annotations=COPIES)
+    @_from_keyword
     async def try_code(
         ctx: Context, notebook: Notebook,
         code: Annotated[str, Field(description="Python to run like a notebook cell (its last expression "

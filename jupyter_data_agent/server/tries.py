@@ -116,7 +116,7 @@ class TryManager:
         self.limits = limits or TryLimits()
         self.redact = redact
         self.handles: dict[str, Handle] = {}
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="jda-try")
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="jda-try")
         self._reaper: asyncio.Task | None = None
         self._closing = False
 
@@ -139,8 +139,6 @@ class TryManager:
             tree = base.tree
         else:
             tree = await self._fork(notebook_path)
-        if keep:
-            await self._make_room(owner)
         work: dict[str, Any] = {}
         cancel = threading.Event()
         future: asyncio.Future[Any] = asyncio.wrap_future(
@@ -168,6 +166,7 @@ class TryManager:
             self.handles[handle.id] = handle
             tree.handles.add(handle.id)
             handle.touch()
+            await self._make_room(owner, handle)
         else:
             await asyncio.to_thread(_close_node, node)
             if base is None:
@@ -250,8 +249,10 @@ class TryManager:
         settings = self.jobs.settings
         policy = CopyPolicy(mode="fork", confinement=settings.confinement, limits=settings.snapshot_limits,
                             max_live=self.limits.max_handles_per_user + 1)
-        copies = await asyncio.to_thread(open_copies, policy, redact=self.redact,
-                                         fork=lambda limits: kernel.fork(limits, policy.max_live))
+        # In this manager's own threads: the fork waits for the loop, which itself hands work to the
+        # default executor (a few threads); blocking those with forks would deadlock concurrent tries.
+        copies = await asyncio.wrap_future(self._pool.submit(
+            open_copies, policy, redact=self.redact, fork=lambda limits: kernel.fork(limits, policy.max_live)))
         if copies.tree is None:
             await asyncio.to_thread(kernel.close)
             raise TryError(f"The code was not run: {copies.confinement.message}", 409)
@@ -282,12 +283,13 @@ class TryManager:
         elif node is not None:
             await asyncio.to_thread(_close_node, node)
 
-    async def _make_room(self, owner: str) -> None:
-        mine = sorted(self.live(owner), key=lambda h: h.last_used)
-        while len(mine) >= self.limits.max_handles_per_user:
-            victim = mine.pop(0)
-            await self._close_handle(victim)
-            mine = [h for h in mine if h.id in self.handles]
+    async def _make_room(self, owner: str, new: Handle) -> None:
+        """Close this user's least recently used copies beyond the bound (never the new one)."""
+        while True:
+            mine = [h for h in self.live(owner) if h is not new and not _descends(new, h)]
+            if len(mine) + 1 <= self.limits.max_handles_per_user or not mine:
+                return
+            await self._close_handle(min(mine, key=lambda h: h.last_used))
 
     async def _close_handle(self, handle: Handle) -> None:
         """Close the handle's copy, its subtree's handles, and the tree once none is left."""

@@ -1,0 +1,410 @@
+"""The MCP server end to end: the MCP SDK's own Streamable HTTP client against a real
+Jupyter server (this extension loaded) and a real kernel behind a notebook session.
+
+What is checked is what an outside agent relies on: the tools and their schemas;
+try_code runs in confined copies (the live kernel's namespace and the notebook's
+folder stay as they were), chains and branches through handles, bounds its
+input and output in words, survives concurrent callers and leaves no copy
+behind a client that dies mid-call; proposals reach the REST API the browser
+uses and come back with the user's decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import nbformat
+import pytest
+
+from tests.test_server import NS, kernel_children, on_server_loop, wait_no_children
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+mcp = pytest.importorskip("mcp")
+
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.types import Implementation  # noqa: E402
+
+NOTEBOOK = "work/flights.ipynb"
+SETUP = ("import pandas as pd\n"
+         "df = pd.DataFrame({'a': [1, 2, 3], 'b': [4.0, 5.0, 6.0], 'city': ['Oslo', 'Lima', 'Pune']})\n"
+         "extra = pd.DataFrame({'x': range(5)})")
+TOOLS = {"list_notebooks", "read_notebook", "list_variables", "describe_dataframe", "try_code",
+         "compare_answers", "propose_cell", "propose_edit", "proposal_status", "ask_data_agent"}
+
+
+@pytest.fixture
+def jp_server_config(monkeypatch):
+    from tests.openai_server import OpenAITestServer  # noqa: F401 -- the model is never asked here
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL",
+                 "JUPYTER_DATA_AGENT_CONFINEMENT"):
+        monkeypatch.delenv(name, raising=False)
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
+        "DataAgent": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-unused",
+                      "model": "test-model", "max_retries": 0},
+        "DataAgentExtension": {"max_try_handles_per_user": 8},
+    }
+
+
+def url(app, port) -> str:
+    return f"http://127.0.0.1:{port}{app.base_url}jupyter-data-agent/mcp"
+
+
+def client(app, port, *, name: str = "claude-code", title: str = "Claude Code", token: str | None = None) -> Client:
+    import httpx2
+
+    token = app.identity_provider.token if token is None else token
+    http = httpx2.AsyncClient(headers={"Authorization": f"token {token}"},
+                              timeout=httpx2.Timeout(60, read=300))
+    return Client(streamable_http_client(url(app, port), http_client=http),
+                  client_info=Implementation(name=name, title=title, version="1.0"))
+
+
+def data(result) -> dict:
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+def error_text(result) -> str:
+    assert result.is_error, result.content[0].text[:500]
+    return result.content[0].text
+
+
+async def open_notebook(jp_fetch, app, root_dir, code: str = SETUP):
+    """A saved notebook with a session (a running kernel) whose namespace holds ``code``'s state."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Flights", id="m1"),
+                nbformat.v4.new_code_cell(code, id="c1", execution_count=1,
+                                          outputs=[nbformat.v4.new_output("stream", name="stdout", text="ok\n")])]
+    (root_dir / "work").mkdir(exist_ok=True)
+    nbformat.write(nb, str(root_dir / NOTEBOOK))
+    r = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
+        {"path": NOTEBOOK, "name": "flights.ipynb", "type": "notebook", "kernel": {"name": "python3"}}))
+    kernel_id = json.loads(r.body)["kernel"]["id"]
+    km = app.kernel_manager.get_kernel(kernel_id)
+    kc = km.client()
+    kc.start_channels()
+    await kc.wait_for_ready(timeout=120)
+    reply = await kc.execute(code, reply=True, timeout=120)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return km, kc
+
+
+async def live_value(kc, expression: str):
+    reply = await kc.execute("", user_expressions={"v": expression}, reply=True, timeout=60)
+    value = reply["content"]["user_expressions"]["v"]
+    assert value["status"] == "ok", value
+    return value["data"]["text/plain"]
+
+
+@pytest.fixture
+def server(jp_serverapp, http_server_client, jp_http_port, jp_root_dir):
+    return jp_serverapp, jp_http_port, jp_root_dir
+
+
+# -- tests ----------------------------------------------------------------------------
+
+
+@on_server_loop
+async def test_tools_listed_with_schemas_and_notebooks_read(server, jp_fetch):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for tool in tools.values():
+                assert tool.description and tool.input_schema["type"] == "object"
+            props = tools["try_code"].input_schema["properties"]
+            assert {"notebook", "code", "timeout", "from"} <= set(props)
+            assert tools["try_code"].input_schema["required"] == ["notebook", "code"]
+            assert props["timeout"]["maximum"] == 300
+
+            notebooks = data(await c.call_tool("list_notebooks", {}))["notebooks"]
+            assert [n["path"] for n in notebooks] == [NOTEBOOK] and notebooks[0]["kernel_id"] == km.kernel_id
+
+            nb = data(await c.call_tool("read_notebook", {"notebook": NOTEBOOK}))
+            assert [cell["id"] for cell in nb["cells"]] == ["m1", "c1"]
+            assert nb["cells"][1]["outputs"][0]["text"] == "ok\n"
+            arcade = data(await c.call_tool("read_notebook", {"notebook": NOTEBOOK, "arcade": True}))["arcade"]
+            assert "# In[ ]:" in arcade and "df = pd.DataFrame" in arcade
+
+            variables = data(await c.call_tool("list_variables", {"notebook": NOTEBOOK}))
+            assert {v["name"] for v in variables["variables"]} == {"df", "extra"}
+            described = data(await c.call_tool("describe_dataframe", {"notebook": NOTEBOOK, "name": "df"}))
+            assert described["shape"] == [3, 3] and [col["name"] for col in described["columns"]] == [
+                "a", "b", "city"]
+
+            # bad input: said in words, by the schema or by the tool
+            assert "No notebook" in error_text(await c.call_tool("read_notebook", {"notebook": "nope.ipynb"}))
+            assert "No DataFrame or Series named 'zz'" in error_text(
+                await c.call_tool("describe_dataframe", {"notebook": NOTEBOOK, "name": "zz"}))
+            assert "timeout" in error_text(await c.call_tool(
+                "try_code", {"notebook": NOTEBOOK, "code": "1", "timeout": 10_000}))
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_try_code_leaves_the_live_kernel_and_folder_unchanged(server, jp_fetch):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    folder = root / "work"
+    before_files = sorted(os.listdir(folder))
+    try:
+        async with client(app, port) as c:
+            code = textwrap.dedent(f"""\
+                df.drop(columns=['b'], inplace=True)
+                del extra
+                new = df.a * 2
+                open('relative.txt', 'w').write('x')  # the copy's own scratch folder
+                try:
+                    open({str(folder / 'written.txt')!r}, 'w').write('x')
+                    wrote = 'yes'
+                except OSError as e:
+                    wrote = type(e).__name__
+                print('wrote:', wrote)
+                df.shape
+            """)
+            out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": code}))
+            assert out["status"] == "ok", out
+            assert out["stdout"].startswith("wrote: ") and "yes" not in out["stdout"]
+            assert out["value"]["preview"] == "[3, 2]" and out["value"]["answer_form"] is not None
+            ns = out["namespace"]
+            assert [(v["name"], v["shape"]) for v in ns["new"]] == [("new", [3]), ("wrote", None)]
+            assert [(v["name"], v["shape"]) for v in ns["changed"]] == [("df", [3, 2])]
+            assert [v["name"] for v in ns["deleted"]] == ["extra"]
+            assert out["confinement"]["status"] == "confined" and out["handle"]
+            layers = {layer["name"]: layer["on"] for layer in out["confinement"]["layers"]}
+            assert layers["landlock_fs"] and layers["seccomp"]
+            # an error is reported as one, with its traceback; the copy survives
+            err = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "df['nope']"}))
+            assert err["status"] == "error" and err["error"]["ename"] == "KeyError" and err["handle"]
+
+        # the user's kernel and folder: exactly as before
+        assert await live_value(kc, "list(df.columns)") == "['a', 'b', 'city']"
+        assert await live_value(kc, "'extra' in dir() and 'new' not in dir()") == "True"
+        assert sorted(os.listdir(folder)) == before_files
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_chained_tries_accumulate_and_a_branch_does_not_see_its_sibling(server, jp_fetch):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port) as c:
+            async def step(code, parent=None):
+                args = {"notebook": NOTEBOOK, "code": code, **({"from": parent} if parent else {})}
+                return data(await c.call_tool("try_code", args))
+
+            h1 = await step("s = 1")
+            h2 = await step("t = s + 1", h1["handle"])
+            h3 = await step("u = t + s; (s, t, u)", h2["handle"])
+            assert h3["value"]["preview"] == "[1, 2, 3]" and h3["from"] == h2["handle"]
+            assert [v["name"] for v in h3["namespace"]["new"]] == ["u"]
+            branch = await step("'t' in dir(), s", h1["handle"])
+            assert branch["value"]["preview"] == "[false, 1]"
+            # the same answer in two representations: one class; a different one: another
+            a = await step("df.groupby('city')['a'].sum()")
+            b = await step("df.groupby('city', as_index=False)['a'].sum()")
+            d = await step("df['a'].max()")
+            compared = data(await c.call_tool("compare_answers", {"handles": [a["handle"], b["handle"], d["handle"]]}))
+            assert compared["classes"] == [[a["handle"], b["handle"]], [d["handle"]]] and not compared["same"]
+            assert "No live handle 'h-nope'" in error_text(
+                await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "1", "from": "h-nope"}))
+        assert await live_value(kc, "'s' in dir()") == "False"
+        # every copy is a process under the kernel; the bound holds them (8 handles here)
+        assert len(kernel_children(km)) <= 8 + 1
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_oversized_code_and_outputs_are_bounded_in_words(server, jp_fetch):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port) as c:
+            big = "x = 1\n" + "#" * (70 * 1024)
+            text = error_text(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": big}))
+            assert "code" in text.lower() and "65536" in text.replace(",", "")
+            out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "print('y' * 500_000)"}))
+            assert len(out["stdout"]) < 25_000 and "characters cut" in out["stdout"]
+            slow = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "import time; time.sleep(30)",
+                                                       "timeout": 1}))
+            assert slow["status"] == "timeout" and slow["handle"] is None
+            # a notebook too long for one answer comes in pages, and says how to go on
+            nb = nbformat.v4.new_notebook()
+            nb.cells = [nbformat.v4.new_code_cell("z = 1\n" + "w" * 9_000, id=f"c{i}") for i in range(40)]
+            nbformat.write(nb, str(root / "long.ipynb"))
+            page = data(await c.call_tool("read_notebook", {"notebook": "long.ipynb", "max_cells": 200}))
+            assert 0 < len(page["cells"]) < 40 and "start=" in page["note"]
+            assert "less than or equal to 200" in error_text(await c.call_tool("read_notebook",
+                                                                 {"notebook": "long.ipynb", "max_cells": 5000}))
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_proposals_from_an_agent_reach_the_browser_api_and_its_decision(server, jp_fetch):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port) as c:
+            tried = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "total = df.a.sum()"}))
+            made = data(await c.call_tool("propose_cell", {
+                "notebook": NOTEBOOK, "code": "total * 2", "explanation": "Twice the total.",
+                "after_cell": "c1", "try_handle": tried["handle"]}))
+            assert made["status"] == "pending" and made["ran"] and made["result_status"] == "ok"
+            edit = data(await c.call_tool("propose_edit", {"notebook": NOTEBOOK, "cell_id": "c1",
+                                                           "new_source": "df = df.head(2)"}))
+            pid = made["proposal_id"]
+
+            # the browser's view: both, with the agent's name from its client info, and the counts
+            listed = json.loads((await jp_fetch(NS, "proposals", params={"notebook_path": NOTEBOOK})).body)
+            assert [p["kind"] for p in listed["proposals"]] == ["cell", "edit"]
+            first = listed["proposals"][0]
+            assert first["agent"] == "Claude Code" and first["after_cell_id"] == "c1" and first["cell_id"] is None
+            assert first["result"]["status"] == "ok" and first["result"]["value"]["value"] == 12
+            assert "form" not in first["result"]["value"]
+            assert listed["activity"] == [{"agent": "Claude Code", "tries": 1, "proposals": 2}]
+
+            status = data(await c.call_tool("proposal_status", {"proposal_id": pid}))
+            assert status["status"] == "pending" and status["final_source"] is None
+            r = await jp_fetch(NS, "proposals", pid, "decision", method="POST", body=json.dumps(
+                {"version": 1, "decision": "accepted", "final_source": "total * 2"}))
+            assert json.loads(r.body)["proposal"]["status"] == "accepted"
+            status = data(await c.call_tool("proposal_status", {"proposal_id": pid}))
+            assert status["status"] == "accepted" and status["final_source"] == "total * 2"
+            r = await jp_fetch(NS, "proposals", edit["proposal_id"], "decision", method="POST",
+                               body=json.dumps({"version": 1, "decision": "rejected", "final_source": ""}))
+            assert json.loads(r.body)["proposal"]["status"] == "rejected"
+        # nothing reached the user's kernel
+        assert await live_value(kc, "'total' in dir()") == "False"
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_proposals_rest_api(server, jp_fetch):
+    from tornado.httpclient import HTTPClientError
+
+    app, port, root = server
+    body = {"version": 1, "notebook_path": "/none.ipynb", "kind": "cell", "code": "1 + 1",
+            "explanation": "", "agent": "Codex", "after_cell_id": None, "cell_id": None, "try_handle": None}
+    r = await jp_fetch(NS, "proposals", method="POST", body=json.dumps(body))
+    assert r.code == 201
+    p = json.loads(r.body)["proposal"]
+    # no kernel: stored, not run, and said so
+    assert p["result"] is None and "No running kernel" in p["note"] and p["notebook_path"] == "none.ipynb"
+    assert p["status"] == "pending" and p["decided"] is None and p["created"] > 0
+    got = json.loads((await jp_fetch(NS, "proposals", p["id"])).body)["proposal"]
+    assert got == p
+    for bad, words in [({**body, "kind": "edit"}, "cell_id"), ({**body, "code": "x" * (64 * 1024 + 1)}, "code"),
+                       ({**body, "agent": ""}, "agent"), ({**body, "extra": 1}, "extra")]:
+        with pytest.raises(HTTPClientError) as err:
+            await jp_fetch(NS, "proposals", method="POST", body=json.dumps(bad))
+        assert err.value.code == 400 and words in err.value.response.body.decode()
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(NS, "proposals", "nope")
+    assert err.value.code == 404
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(NS, "proposals", p["id"], "decision", method="POST",
+                       body=json.dumps({"version": 1, "decision": "maybe", "final_source": ""}))
+    assert err.value.code == 400
+
+
+@on_server_loop
+async def test_unauthenticated_and_wrong_token_are_refused(server):
+    from tornado.httpclient import AsyncHTTPClient
+
+    app, port, root = server
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+    for headers in ({}, {"Authorization": "token wrong-token"}, {"Authorization": "Bearer wrong-token"}):
+        r = await AsyncHTTPClient().fetch(url(app, port), method="POST", body=json.dumps(init), raise_error=False,
+                                          headers={**headers, "Content-Type": "application/json",
+                                                   "Accept": "application/json, text/event-stream"},
+                                          request_timeout=30)
+        assert r.code in (401, 403), (headers, r.code)
+    ok = await AsyncHTTPClient().fetch(url(app, port), method="POST", body=json.dumps(init), raise_error=False,
+                                       headers={"Authorization": f"token {app.identity_provider.token}",
+                                                "Content-Type": "application/json",
+                                                "Accept": "application/json, text/event-stream"},
+                                       request_timeout=30)
+    assert ok.code == 200 and b"jupyter-data-agent" in ok.body
+
+
+@on_server_loop
+async def test_ten_concurrent_tries_from_two_clients(server, jp_fetch):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port, name="a", title="Agent A") as a, \
+                client(app, port, name="b", title="Agent B") as b:
+            calls = [(a if i % 2 else b).call_tool("try_code", {"notebook": NOTEBOOK, "code": f"df.a.sum() + {i}"})
+                     for i in range(10)]
+            results = [data(r) for r in await asyncio.gather(*calls)]
+        assert sorted(r["value"]["value"] if "value" in r["value"] else json.loads(r["value"]["preview"])
+                      for r in results) == [6 + i for i in range(10)]
+        listed = json.loads((await jp_fetch(NS, "proposals", params={"notebook_path": NOTEBOOK})).body)
+        assert sorted((x["agent"], x["tries"]) for x in listed["activity"]) == [("Agent A", 5), ("Agent B", 5)]
+        # the bound (8 handles per user) held: the least recently used were closed
+        assert len(app.web_app.settings["jupyter_data_agent"]["tries"].handles) == 8
+    finally:
+        kc.stop_channels()
+
+
+CLIENT = """
+import asyncio, sys
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+async def main(url, token, notebook):
+    http = httpx2.AsyncClient(headers={"Authorization": f"token {token}"}, timeout=httpx2.Timeout(60, read=300))
+    # the handshake era (a session id), as Claude Code, Codex and Cursor connect today
+    async with Client(streamable_http_client(url, http_client=http), mode="legacy") as c:
+        first = await c.call_tool("try_code", {"notebook": notebook, "code": "a = 1"})
+        print("first", first.is_error, flush=True)
+        await c.call_tool("try_code", {"notebook": notebook, "timeout": 200,
+                                       "code": "import time; time.sleep(120)"})
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@on_server_loop
+async def test_a_client_killed_mid_call_leaves_no_copy_behind(server, jp_fetch, tmp_path):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    proc = subprocess.Popen([sys.executable, str(script), url(app, port), app.identity_provider.token, NOTEBOOK],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+        deadline = time.monotonic() + 120
+        # the long call is running: two copies (the first try's, and the long one's, sleeping)
+        while time.monotonic() < deadline and len(kernel_children(km)) < 2:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)
+        assert len(kernel_children(km)) >= 2 and proc.poll() is None
+        proc.kill()
+        proc.wait(10)
+        assert await wait_no_children(km, timeout=30) == [], "a kernel copy outlived its killed client"
+        assert tries.handles == {}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        kc.stop_channels()
