@@ -392,3 +392,69 @@ describe('ProposalPoller', () => {
     poller.dispose();
   });
 });
+
+describe('ConversationStore and proposals', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  function fakePanel() {
+    const metadata: Record<string, unknown> = {};
+    return {
+      context: { path: 'nb.ipynb' },
+      model: {
+        getMetadata: (key: string) => metadata[key],
+        setMetadata: (key: string, value: unknown) => {
+          metadata[key] = value;
+        }
+      }
+    };
+  }
+
+  it('sends decisions on a proposal to the proposal, an edit once typing pauses', async () => {
+    const handler = await import('../handler');
+    const toProposal = jest
+      .spyOn(handler, 'postProposalDecision')
+      .mockResolvedValue({} as any);
+    const toDecisions = jest
+      .spyOn(handler, 'postDecision')
+      .mockResolvedValue({} as any);
+    const { ConversationStore } = await import('../conversation');
+    const store = new ConversationStore(fakePanel() as any);
+    const turn = turnOfProposal(proposal('p1'));
+    store.recordTurn(turn);
+    const decide = (status: any, code: string) =>
+      store.decide({
+        turnId: turn.turn_id,
+        intent: turn.intent,
+        status,
+        code
+      });
+    decide('accepted', 'df.describe()');
+    expect(toProposal).toHaveBeenLastCalledWith('p1', {
+      version: 1,
+      decision: 'accepted',
+      final_source: 'df.describe()'
+    });
+    // Typing after the Accept: only the last source goes, once it pauses.
+    decide('edited', 'df.describe().T');
+    decide('edited', 'df.describe().T.round(1)');
+    expect(toProposal).toHaveBeenCalledTimes(1);
+    jest.advanceTimersByTime(1000);
+    expect(toProposal).toHaveBeenCalledTimes(2);
+    expect(toProposal).toHaveBeenLastCalledWith('p1', {
+      version: 1,
+      decision: 'edited',
+      final_source: 'df.describe().T.round(1)'
+    });
+    decide('rejected', '');
+    expect(toProposal).toHaveBeenLastCalledWith('p1', {
+      version: 1,
+      decision: 'rejected',
+      final_source: ''
+    });
+    // Never the training store's decisions endpoint.
+    expect(toDecisions).not.toHaveBeenCalled();
+    toProposal.mockRestore();
+    toDecisions.mockRestore();
+  });
+});
