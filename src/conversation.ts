@@ -4,11 +4,12 @@
  * path a decision takes. A decision (accepted, accepted and run, edited,
  * rejected) is written to the turn in the notebook and posted to the
  * server's decisions store (which trains the value model) by `decide`, and
- * by nothing else.
+ * by nothing else; a decision on an outside agent's proposal is posted to
+ * that proposal (`proposals/<id>/decision`) instead.
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
-import { postDecision } from './handler';
+import { postDecision, postProposalDecision } from './handler';
 import {
   INotebookAgentMetadata,
   ITurn,
@@ -19,6 +20,10 @@ import {
   updateTurn,
   upsertTurn
 } from './metadata';
+import { proposalIdOf } from './proposals';
+
+/** How long an edit after Accept waits for typing to pause before it is sent. */
+const PROPOSAL_EDIT_DELAY_MS = 1000;
 
 /** What the user decided about a turn's suggestion. */
 export interface IDecision {
@@ -85,7 +90,16 @@ export class ConversationStore {
     // "accepted" (the user undid their edits) was already recorded.
     const again =
       existing?.status === 'edited' && decision.status === 'accepted';
-    if (existing?.status !== decision.status && !again) {
+    const proposalId = proposalIdOf(decision.turnId);
+    if (proposalId) {
+      // The agent asks for the final source: every change of it goes.
+      if (
+        existing?.status !== decision.status ||
+        existing?.code !== decision.code
+      ) {
+        this._postProposal(proposalId, decision);
+      }
+    } else if (existing?.status !== decision.status && !again) {
       this._post(decision);
     }
     if (existing) {
@@ -124,6 +138,38 @@ export class ConversationStore {
       conversationValue(model.getMetadata(METADATA_KEY), conversation)
     );
   }
+
+  /**
+   * An outside agent's proposal: its agent learns the decision there. Sent
+   * once typing pauses (an edit after Accept changes the final source at
+   * each keystroke); the last word is the one the server keeps.
+   */
+  private _postProposal(proposalId: string, decision: IDecision): void {
+    if (decision.status === 'pending') {
+      return;
+    }
+    window.clearTimeout(this._proposalTimers.get(proposalId));
+    const send = () => {
+      this._proposalTimers.delete(proposalId);
+      postProposalDecision(proposalId, {
+        version: 1,
+        decision: decision.status as 'accepted' | 'rejected' | 'edited',
+        final_source: decision.status === 'rejected' ? '' : decision.code
+      }).catch(error =>
+        console.warn('jupyter-data-agent: proposal decision not sent', error)
+      );
+    };
+    if (decision.status === 'edited') {
+      this._proposalTimers.set(
+        proposalId,
+        window.setTimeout(send, PROPOSAL_EDIT_DELAY_MS)
+      );
+    } else {
+      send();
+    }
+  }
+
+  private _proposalTimers = new Map<string, number>();
 
   private _post(decision: IDecision): void {
     if (decision.status === 'pending') {

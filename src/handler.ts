@@ -10,6 +10,9 @@ import type {
   DecisionRequest,
   JobEvent,
   JobPoll,
+  ProposalDecisionRequest,
+  ProposalReply,
+  ProposalsReply,
   TurnAccepted,
   TurnRequest,
   ValueModelReply,
@@ -75,6 +78,36 @@ export function postDecision(body: DecisionRequest): Promise<DecisionRecorded> {
     method: 'POST',
     body: JSON.stringify(body)
   });
+}
+
+/** Outside agents' proposals for one notebook, oldest first, and their activity. */
+export function getProposals(
+  notebookPath: string,
+  settings?: ServerConnection.ISettings
+): Promise<ProposalsReply> {
+  return requestAPI<ProposalsReply>(
+    `proposals?notebook_path=${encodeURIComponent(notebookPath)}`,
+    {},
+    settings
+  );
+}
+
+/** One proposal as the server has it now. */
+export function getProposal(proposalId: string): Promise<ProposalReply> {
+  return requestAPI<ProposalReply>(
+    URLExt.join('proposals', encodeURIComponent(proposalId))
+  );
+}
+
+/** The user's Accept, Reject, or edit after an Accept of a proposal. */
+export function postProposalDecision(
+  proposalId: string,
+  body: ProposalDecisionRequest
+): Promise<ProposalReply> {
+  return requestAPI<ProposalReply>(
+    URLExt.join('proposals', encodeURIComponent(proposalId), 'decision'),
+    { method: 'POST', body: JSON.stringify(body) }
+  );
 }
 
 /** Search turns from now on use the newest trained value model. */

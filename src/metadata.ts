@@ -42,6 +42,9 @@ export interface ITurn {
    * boundPreviews so the notebook file stays small; null: not executed.
    */
   previews?: (IStoredOutput[] | null)[];
+  /** An outside agent's proposal (proposals.ts): who proposed it, and its id on the server. */
+  agent?: string;
+  proposal_id?: string;
 }
 
 /** A stopped or failed turn keeps its place and its reason. */
@@ -119,6 +122,12 @@ export function parseTurn(raw: unknown): ITurn | null {
       : {}),
     ...(typeof data.instruction === 'string' && data.instruction
       ? { instruction: data.instruction }
+      : {}),
+    ...(typeof data.agent === 'string' && data.agent
+      ? { agent: data.agent }
+      : {}),
+    ...(typeof data.proposal_id === 'string' && data.proposal_id
+      ? { proposal_id: data.proposal_id }
       : {}),
     ...(confinement ? { confinement } : {}),
     ...(failure ? { failure } : {}),

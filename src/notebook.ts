@@ -19,6 +19,7 @@ import {
   TurnStatus,
   readCellTag
 } from './metadata';
+import { proposalIdOf } from './proposals';
 import { SuggestionAction, SuggestionDecorations } from './suggestionbar';
 import {
   IReplaceTarget,
@@ -124,6 +125,11 @@ export class SuggestionController implements IDisposable {
         .filter(id => this._states.get(id)?.status === 'suggested')
         .pop() ?? null
     );
+  }
+
+  /** Whether any cell carries this turn's tag (suggested or decided). */
+  hasTaggedCells(turnId: string): boolean {
+    return this._cells.tagged().has(turnId);
   }
 
   /** Store (or update) a turn in notebook metadata. */
@@ -535,7 +541,10 @@ export class SuggestionController implements IDisposable {
   private _acceptedCode = new Map<string, string>();
   private _acceptingToRun = false;
   private _decorations = new SuggestionDecorations(
-    (turnId, action) => void this._onBarAction(turnId, action)
+    (turnId, action) => void this._onBarAction(turnId, action),
+    // An outside agent's proposal is labelled with the agent's name.
+    turnId =>
+      proposalIdOf(turnId) ? (this.store.turn(turnId)?.agent ?? null) : null
   );
   private _lastTouched: string[] = [];
   private _changed = new Signal<this, void>(this);

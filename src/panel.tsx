@@ -13,6 +13,7 @@ import * as React from 'react';
 import { IServerStrategies } from './components/common';
 import { Composer, INPUT_CLASS } from './components/Composer';
 import { Conversation } from './components/Conversation';
+import { AgentActivityLines } from './components/ProposalView';
 import { UsageLine } from './components/UsageLine';
 import { Limits } from './models';
 import { IAgentSettings, NotebookSession } from './session';
@@ -159,6 +160,7 @@ export class AgentSidebar extends ReactWidget {
             time={false}
           />
         )}
+        <AgentActivityLines activity={session.agentActivity} />
         <Conversation
           session={session}
           rendermime={this._rendermime}

@@ -52,6 +52,17 @@ import {
   maxIntentChars
 } from './models';
 import { SuggestionController } from './notebook';
+import { ProposalPoller } from './proposalpoller';
+import {
+  AgentActivity,
+  IPollState,
+  Proposal,
+  isLeader,
+  planProposals,
+  proposalCandidate,
+  proposalTurnId,
+  turnOfProposal
+} from './proposals';
 import { IAgentSettings, turnOptions } from './settings';
 import { isEditIntent } from './suggestions';
 import type { NotebookCell } from './wire';
@@ -82,6 +93,16 @@ export interface ISendOptions {
 
 let exchangeCounter = 0;
 
+/** One entry of the conversation, in order. */
+export interface ITimelineEntry {
+  /** The turn stored in the notebook; null: not stored (yet). */
+  turn: ITurn | null;
+  /** The panel's live request for it, if any. */
+  exchange: IExchange | null;
+  /** The outside agent's proposal it shows, as the server has it now. */
+  proposal: Proposal | null;
+}
+
 export class NotebookSession implements IDisposable {
   constructor(
     readonly panel: NotebookPanel,
@@ -90,7 +111,15 @@ export class NotebookSession implements IDisposable {
   ) {
     this.suggestions = new SuggestionController(panel);
     this.suggestions.changed.connect(() => this._changed.emit(), this);
-    panel.context.pathChanged.connect(() => this._changed.emit(), this);
+    panel.context.pathChanged.connect(() => {
+      this._proposals.reset();
+      this._changed.emit();
+    }, this);
+    this._proposals = new ProposalPoller({
+      path: () => this.panel.context.localPath,
+      onPoll: (state, changed) => this._onProposals(state, changed)
+    });
+    this._proposals.start();
   }
 
   readonly suggestions: SuggestionController;
@@ -121,9 +150,19 @@ export class NotebookSession implements IDisposable {
 
   /** Intents sent from this notebook, oldest first (composer history). */
   get intentHistory(): string[] {
-    return this.timeline().map(
-      ({ turn, exchange }) => exchange?.intent ?? turn?.intent ?? ''
-    );
+    return this.timeline()
+      .filter(({ turn, proposal }) => !proposal && !turn?.agent)
+      .map(({ turn, exchange }) => exchange?.intent ?? turn?.intent ?? '');
+  }
+
+  /** What each outside agent did on this notebook (the server's counts). */
+  get agentActivity(): readonly AgentActivity[] {
+    return this._proposals.state.activity;
+  }
+
+  /** Why a pending proposal is not shown in the notebook; null: it is (or can be). */
+  proposalBlocked(proposalId: string): string | null {
+    return this._blocked.get(proposalId) ?? null;
   }
 
   get changed(): ISignal<this, void> {
@@ -162,11 +201,37 @@ export class NotebookSession implements IDisposable {
    * Stored turns in order, each with its live exchange where there is one;
    * requests not stored (yet) in the place of the time they were asked.
    */
-  timeline(): { turn: ITurn | null; exchange: IExchange | null }[] {
-    return orderTimeline(
-      this.suggestions.conversation.turns,
-      this._exchanges.all
-    ).map(({ turn, item }) => ({ turn, exchange: item }));
+  timeline(): ITimelineEntry[] {
+    type Live =
+      | { turnId: string | null; created: number; exchange: IExchange }
+      | { turnId: string | null; created: number; proposal: Proposal };
+    const proposals = this._proposals.state.proposals;
+    const byId = new Map(proposals.map(p => [p.id, p]));
+    // A pending proposal that cannot be placed is shown with its reason.
+    const unplaced: Live[] = proposals
+      .filter(p => this._blocked.has(p.id))
+      .map(p => ({
+        turnId: proposalTurnId(p.id),
+        created: p.created * 1000,
+        proposal: p
+      }));
+    const live: Live[] = [
+      ...this._exchanges.all.map(e => ({
+        turnId: e.turnId,
+        created: e.created,
+        exchange: e
+      })),
+      ...unplaced
+    ];
+    return orderTimeline(this.suggestions.conversation.turns, live).map(
+      ({ turn, item }) => ({
+        turn,
+        exchange: item && 'exchange' in item ? item.exchange : null,
+        proposal:
+          (item && 'proposal' in item ? item.proposal : null) ??
+          (turn?.proposal_id ? (byId.get(turn.proposal_id) ?? null) : null)
+      })
+    );
   }
 
   cellIndex(cellId: string | null): number {
@@ -470,6 +535,7 @@ export class NotebookSession implements IDisposable {
       return;
     }
     this._disposed = true;
+    this._proposals.dispose();
     for (const stream of this._streams.values()) {
       stream.dispose();
     }
@@ -581,6 +647,76 @@ export class NotebookSession implements IDisposable {
     return next;
   }
 
+  /**
+   * After each answer of the proposals poll: place the pending proposals
+   * not in the notebook yet (once: their tag or stored turn says they are),
+   * and note those that cannot be placed.
+   */
+  private _onProposals(state: IPollState, changed: boolean): void {
+    const model = this.panel.model;
+    if (this._disposed || !model) {
+      return;
+    }
+    const now = Date.now();
+    for (const p of state.proposals) {
+      if (!this._firstSeen.has(p.id)) {
+        this._firstSeen.set(p.id, now);
+      }
+    }
+    const cells = model.sharedModel.cells;
+    const awareness = (
+      model.sharedModel as unknown as {
+        awareness?: { clientID: number; getStates(): Map<number, unknown> };
+      }
+    ).awareness;
+    const plan = planProposals(state.proposals, {
+      hasTurn: id => !!this.suggestions.store.turn(id),
+      hasTaggedCell: id => this.suggestions.hasTaggedCells(id),
+      cellType: id => cells.find(c => c.getId() === id)?.cell_type ?? null,
+      leader: isLeader(
+        awareness?.clientID,
+        awareness?.getStates().keys() ?? []
+      ),
+      firstSeen: this._firstSeen,
+      now
+    });
+    for (const proposal of plan.place) {
+      this._placeProposal(proposal);
+    }
+    const blockedBefore = [...this._blocked.entries()].join('|');
+    this._blocked = plan.blocked;
+    if (
+      changed ||
+      plan.place.length ||
+      blockedBefore !== [...plan.blocked.entries()].join('|')
+    ) {
+      this._changed.emit();
+    }
+  }
+
+  /** A proposal as a suggestion: below its cell (else last), or over the cell it edits. */
+  private _placeProposal(proposal: Proposal): void {
+    const cells = this.panel.model?.sharedModel.cells ?? [];
+    const after =
+      proposal.after_cell_id && this.cellIndex(proposal.after_cell_id) >= 0
+        ? proposal.after_cell_id
+        : (cells[cells.length - 1]?.getId() ?? null);
+    const turn = turnOfProposal(proposal);
+    this.suggestions.recordTurn(turn);
+    this.suggestions.insert({
+      turnId: turn.turn_id,
+      intent: turn.intent,
+      candidates: [proposalCandidate(proposal)],
+      index: 0,
+      mode: 'single',
+      anchorCellId: after,
+      replaceCellId: proposal.kind === 'edit' ? proposal.cell_id : null
+    });
+  }
+
+  private _proposals: ProposalPoller;
+  private _firstSeen = new Map<string, number>();
+  private _blocked = new Map<string, string>();
   private _exchanges = new ExchangeList();
   private _streams = new Map<string, JobStream>();
   private _pinned: string | null = null;

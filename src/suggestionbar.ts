@@ -12,6 +12,7 @@ import { PanelLayout, Widget } from '@lumino/widgets';
 
 import { CellDiffView, REPLACING_CLASS, cellLanguage } from './celldiff';
 import { readCellTag } from './metadata';
+import { suggestionLabel } from './proposals';
 import { ISuggestionState } from './suggestions';
 
 export const SUGGESTION_CLASS = 'jp-DataAgent-suggestion';
@@ -86,7 +87,8 @@ export class SuggestionBar extends Widget {
     this.node.append(head, this._explanation);
   }
 
-  render(state: ISuggestionState): void {
+  /** `agent`: the outside agent that proposed it; null: the Data Agent. */
+  render(state: ISuggestionState, agent: string | null = null): void {
     const n = state.candidates.length;
     this._count.textContent = n > 1 ? `${state.index + 1} / ${n}` : '';
     this._prev.disabled = n < 2;
@@ -102,9 +104,8 @@ export class SuggestionBar extends Widget {
     this.node.dataset.turnId = state.turnId;
     const edit = !!state.target;
     this.toggleClass('jp-mod-edit', edit);
-    this._label.textContent = edit
-      ? 'Suggested edit of this cell'
-      : 'Suggested by Data Agent';
+    this._label.textContent = suggestionLabel(agent, edit);
+    this.toggleClass('jp-mod-agent', !!agent);
     this._reject.title = edit
       ? 'Keep the cell as it is (Ctrl+Shift+Backspace)'
       : 'Remove the suggestion (Ctrl+Shift+Backspace)';
@@ -121,7 +122,8 @@ export class SuggestionBar extends Widget {
 /** The toolbars and diffs on one notebook's suggestion cells. */
 export class SuggestionDecorations implements IDisposable {
   constructor(
-    private _onAction: (turnId: string, action: SuggestionAction) => void
+    private _onAction: (turnId: string, action: SuggestionAction) => void,
+    private _agentOf: (turnId: string) => string | null = () => null
   ) {}
 
   get isDisposed(): boolean {
@@ -170,7 +172,7 @@ export class SuggestionDecorations implements IDisposable {
           (cell.layout as PanelLayout).insertWidget(0, bar);
           this._bars.set(cell, bar);
         }
-        bar.render(state!);
+        bar.render(state!, this._agentOf(tag!.turn_id));
         seen.add(cell);
       }
     }

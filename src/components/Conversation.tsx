@@ -9,6 +9,7 @@ import type { NotebookSession } from '../session';
 import type { ModelPrice } from '../wire';
 import { IServerStrategies } from './common';
 import { ExchangeView } from './ExchangeView';
+import { ProposalView } from './ProposalView';
 import { StoredTurnView } from './StoredTurnView';
 
 export function Conversation(props: {
@@ -37,8 +38,17 @@ export function Conversation(props: {
   }
   return (
     <div className="jp-DataAgent-conversation">
-      {items.map(({ turn, exchange }) =>
-        exchange ? (
+      {items.map(({ turn, exchange, proposal }) =>
+        proposal || turn?.agent ? (
+          // An outside agent's proposal (MCP, ACP).
+          <ProposalView
+            key={turn?.turn_id ?? `proposal-${proposal!.id}`}
+            session={session}
+            turn={turn}
+            proposal={proposal}
+            rendermime={rendermime}
+          />
+        ) : exchange ? (
           // Values only (no stored turn object, read afresh each time): the
           // memoized view re-renders when one of them changed.
           <ExchangeView
