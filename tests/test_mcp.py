@@ -40,15 +40,24 @@ TOOLS = {"list_notebooks", "read_notebook", "list_variables", "describe_datafram
 
 
 @pytest.fixture
-def jp_server_config(monkeypatch):
-    from tests.openai_server import OpenAITestServer  # noqa: F401 -- the model is never asked here
+def asking_model():
+    """The model of ``ask_data_agent``'s turn (the other tests never ask one)."""
+    from tests.openai_server import OpenAITestServer
 
+    with OpenAITestServer(reply=lambda request: "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```") as srv:
+        yield srv
+
+
+@pytest.fixture
+def jp_server_config(monkeypatch, request):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL",
                  "JUPYTER_DATA_AGENT_CONFINEMENT"):
         monkeypatch.delenv(name, raising=False)
+    model = (request.getfixturevalue("asking_model").base_url if "asking_model" in request.fixturenames
+             else "http://127.0.0.1:9/v1")
     return {
         "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
-        "DataAgent": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-unused",
+        "DataAgent": {"backend": "openai", "base_url": model, "api_key": "sk-unused",
                       "model": "test-model", "max_retries": 0},
         "DataAgentExtension": {"max_try_handles_per_user": 8},
     }
@@ -291,6 +300,26 @@ async def test_proposals_from_an_agent_reach_the_browser_api_and_its_decision(se
             assert json.loads(r.body)["proposal"]["status"] == "rejected"
         # nothing reached the user's kernel
         assert await live_value(kc, "'total' in dir()") == "False"
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_ask_data_agent_runs_a_whole_turn_and_inserts_nothing(server, jp_fetch, asking_model):
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        before = (root / NOTEBOOK).read_text()
+        async with client(app, port) as c:
+            answer = data(await c.call_tool("ask_data_agent", {
+                "notebook": NOTEBOOK, "intent": "What is the sum of a?", "strategy": "vote"}))
+        candidates = answer["candidates"]
+        assert candidates and all("df['a'].sum()" in x["code"] and x["status"] == "ok" for x in candidates)
+        assert answer["chosen"] is not None and "6" in json.dumps(answer)
+        assert asking_model.requests  # the turn asked the model
+        # a turn, not an insertion: the notebook file and the live kernel are as they were
+        assert (root / NOTEBOOK).read_text() == before
+        assert await live_value(kc, "'big' in dir()") == "False"
     finally:
         kc.stop_channels()
 
