@@ -277,6 +277,10 @@ async def test_proposals_from_an_agent_reach_the_browser_api_and_its_decision(se
             assert made["status"] == "pending" and made["ran"] and made["result_status"] == "ok"
             edit = data(await c.call_tool("propose_edit", {"notebook": NOTEBOOK, "cell_id": "c1",
                                                            "new_source": "df = df.head(2)"}))
+            # a cell the notebook does not have is refused in words, naming the ones it has
+            gone = error_text(await c.call_tool("propose_edit", {"notebook": NOTEBOOK, "cell_id": "c9",
+                                                                 "new_source": "x"}))
+            assert "No cell 'c9'" in gone and "m1, c1" in gone
             pid = made["proposal_id"]
 
             # the browser's view: both, with the agent's name from its client info, and the counts

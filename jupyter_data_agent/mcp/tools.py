@@ -273,6 +273,12 @@ async def _propose(ctx: Context, notebook: str, kind: Literal["cell", "edit"], c
                    try_handle: str | None = None) -> CallToolResult:
     caller = caller_of(ctx)
     caller.require_execute()
+    target = cell_id if kind == "edit" else after_cell
+    if target is not None:  # the ids an agent knows come from read_notebook: the notebook as saved
+        ids = [c.get("id") for c in (await _load(caller, notebook)).get("cells") or []]
+        if target not in ids:
+            shown = ", ".join(str(i) for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
+            raise ToolError(f"No cell {target!r} in {notebook} (as last saved); its cells are: {shown or 'none'}.")
     request = ProposalRequest(notebook_path=notebook, kind=kind, code=code, explanation=explanation,
                               agent=caller.agent(ctx), after_cell_id=after_cell, cell_id=cell_id,
                               try_handle=try_handle)
