@@ -38,7 +38,7 @@ import {
   solutionCode,
   undo
 } from './suggestions';
-import { SharedCells } from './ynotebook';
+import { LocalEdits, SharedCells, touchesTurn } from './ynotebook';
 
 export { SUGGESTION_CLASS } from './suggestionbar';
 export type { SuggestionAction } from './suggestionbar';
@@ -66,6 +66,7 @@ export class SuggestionController implements IDisposable {
     this.store = new ConversationStore(panel);
     this._cells = new SharedCells(panel);
     const model = panel.model!;
+    this._localEdits = new LocalEdits(model.sharedModel);
     model.cells.changed.connect(this._scheduleSync, this);
     model.contentChanged.connect(this._scheduleSync, this);
     model.metadataChanged.connect(this._onNotebookMetadata, this);
@@ -272,6 +273,7 @@ export class SuggestionController implements IDisposable {
     }
     this._disposed = true;
     window.clearTimeout(this._syncTimer);
+    this._localEdits.dispose();
     this._decorations.dispose();
     Signal.clearData(this);
   }
@@ -414,6 +416,7 @@ export class SuggestionController implements IDisposable {
     }
     this._restoreAll();
     const tagged = this._cells.tagged();
+    const local = this._localEdits.take();
     let changed = false;
     for (const state of [...this._states.values()]) {
       const observed = tagged.get(state.turnId) ?? [];
@@ -422,11 +425,20 @@ export class SuggestionController implements IDisposable {
         this._states.set(state.turnId, result.state);
         changed = true;
       }
-      if (result.decision) {
+      // What a change means (a suggestion deleted is rejected, an accepted
+      // cell edited is "edited") is recorded by the client that made it:
+      // with real-time collaboration every client sees the change, and the
+      // decision must reach the server's store once.
+      const ours = touchesTurn(
+        local,
+        state.cells.map(c => c.id),
+        observed.map(c => c.id)
+      );
+      if (result.decision && ours) {
         this._writeDecisionQuietly(result.state, result.decision);
         changed = true;
       }
-      if (this._checkEdited(result.state, observed)) {
+      if (ours && this._checkEdited(result.state, observed)) {
         changed = true;
       }
     }
@@ -531,6 +543,7 @@ export class SuggestionController implements IDisposable {
   }
 
   private _cells: SharedCells;
+  private _localEdits: LocalEdits;
   private _states = new Map<string, ISuggestionState>();
   private _acceptedCode = new Map<string, string>();
   private _acceptingToRun = false;
