@@ -202,6 +202,12 @@ test('two clients: one suggestion, either decides, both see it, undo', async ({
   await expect(bar(peer)).toHaveCount(1);
   await page.screenshot({ path: screenshotPath('rtc-suggestion-a.png') });
   await peer.screenshot({ path: screenshotPath('rtc-suggestion-b.png') });
+  // Nobody runs it before it is accepted: B's Run All skips it (with
+  // jupyter-collaboration's own cell executor in charge, it ran).
+  await execute(peer, 'notebook:run-all-cells');
+  await expect(peer.getByText('suggestion was not run').first()).toBeVisible();
+  expect((await notebookCells(page))[1].outputs).toEqual([]);
+  expect((await notebookCells(peer))[1].outputs).toEqual([]);
 
   // Client B accepts: both see an ordinary cell, and the turn is accepted.
   await bar(peer).locator('button.jp-DataAgent-accept').click();
