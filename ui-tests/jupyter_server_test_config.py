@@ -13,7 +13,8 @@ from jupyterlab.galata import configure_jupyter_server
 configure_jupyter_server(c)  # noqa: F821
 
 # Real-time collaboration (jupyter-collaboration) only on the second server the UI tests
-# start (JDA_UI_RTC=1, rtc.spec.ts): the other specs run as one user always does.
+# start (JDA_UI_RTC=1, rtc.spec.ts): the other specs run as one user always does (their
+# server also has jupyter-collaboration's lab extensions disabled: single-user/).
 RTC = os.environ.get("JDA_UI_RTC") == "1"
 c.ServerApp.port = int(os.environ.get("JDA_UI_RTC_PORT" if RTC else "JDA_UI_LAB_PORT", "8888"))  # noqa: F821
 c.YDocExtension.disable_rtc = not RTC  # noqa: F821
