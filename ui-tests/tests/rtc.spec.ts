@@ -2,12 +2,14 @@
  * Real-time collaboration (jupyter-collaboration): two browser contexts, two
  * users' views of one notebook on a JupyterLab with RTC on (the second server
  * of playwright.config.js). A suggestion one client asked for appears once,
- * in both; either client's Accept or Reject is seen by both; undo (the
- * extension's command, and the notebook's own `z`) takes a decision back for
- * both; an edit of a cell (a diff over it) is shown to both and either can
- * decide it; each decision reaches the server's decisions store once, not
- * once per client. The real server, kernel and strategies; the model is
- * tests/openai_server.py.
+ * in both, and neither runs it before it is accepted; either client's Accept
+ * or Reject is seen by both; undo (the extension's command, and the
+ * notebook's own `z`) takes a decision back for both; an edit of a cell (a
+ * diff over it) is shown to both and either can decide it; the candidate
+ * either client cycles to is the one both show and decide; each decision
+ * reaches the server's decisions store once, from the client that made it.
+ * The real server, kernel and strategies; the model is tests/openai_server.py
+ * (the last test scripts client A's turns instead).
  */
 import {
   IJupyterLabPageFixture,
