@@ -5,9 +5,16 @@
  * Selected, Restart & Run All and every other command would send the
  * model's code to the real kernel (and trust its outputs). JupyterLab runs
  * every cell through one `INotebookCellExecutor`; this extension provides it
- * in place of the stock one (disabled in package.json), and skips a code
- * cell whose tag says `pending` with a notice. Accept (or Accept & Run)
- * clears the tag first, so the accepted cell runs as any other.
+ * in place of the stock one, and skips a code cell whose tag says `pending`
+ * with a notice. Accept (or Accept & Run) clears the tag first, so the
+ * accepted cell runs as any other.
+ *
+ * The last plugin registered for the token wins, so every other provider is
+ * disabled in package.json: JupyterLab's, and jupyter-collaboration's
+ * (`@jupyter/docprovider-extension:notebook-cell-executor`, registered
+ * after this one: with it, pending suggestions ran). Its server-side
+ * execution (`YDocExtension.server_side_execution`) is then off: cells run
+ * over the kernel's websocket, as they do without it.
  */
 import type {
   JupyterFrontEnd,

@@ -31,6 +31,7 @@ import {
   accept,
   cycle,
   emptySuggestion,
+  follow,
   insert,
   observe,
   reject,
@@ -39,7 +40,7 @@ import {
   solutionCode,
   undo
 } from './suggestions';
-import { SharedCells } from './ynotebook';
+import { LocalEdits, SharedCells, touchesTurn } from './ynotebook';
 
 export { SUGGESTION_CLASS } from './suggestionbar';
 export type { SuggestionAction } from './suggestionbar';
@@ -67,6 +68,7 @@ export class SuggestionController implements IDisposable {
     this.store = new ConversationStore(panel);
     this._cells = new SharedCells(panel);
     const model = panel.model!;
+    this._localEdits = new LocalEdits(model.sharedModel);
     model.cells.changed.connect(this._scheduleSync, this);
     model.contentChanged.connect(this._scheduleSync, this);
     model.metadataChanged.connect(this._onNotebookMetadata, this);
@@ -278,6 +280,7 @@ export class SuggestionController implements IDisposable {
     }
     this._disposed = true;
     window.clearTimeout(this._syncTimer);
+    this._localEdits.dispose();
     this._decorations.dispose();
     Signal.clearData(this);
   }
@@ -295,6 +298,15 @@ export class SuggestionController implements IDisposable {
     this._cells.apply(result.changes, () => {
       if (decision) {
         this._recordDecision(state, decision);
+      } else if (
+        state.status === 'suggested' &&
+        before &&
+        before.index !== state.index &&
+        this.store.turn(state.turnId)
+      ) {
+        // Another candidate shown: the turn says which, so that every
+        // client's toolbar, diff and Accept follow (see `follow`).
+        this.store.updateTurn(state.turnId, { code: this._turnCode(state) });
       }
     });
     this._decorate();
@@ -322,15 +334,7 @@ export class SuggestionController implements IDisposable {
     decision: TurnStatus,
     edited?: string
   ): void {
-    const existing = this.store.turn(state.turnId);
-    // An edit turn's cell holds the candidate only once accepted.
-    const placed =
-      state.cells.length && (!state.target || state.status === 'accepted');
-    const code =
-      edited ??
-      (placed
-        ? solutionCode(state.cells)
-        : (state.candidates[state.index]?.code ?? existing?.code ?? ''));
+    const code = edited ?? this._turnCode(state);
     if (decision === 'accepted' && edited === undefined) {
       this._acceptedCode.set(state.turnId, code);
     }
@@ -349,6 +353,18 @@ export class SuggestionController implements IDisposable {
     });
   }
 
+  /** The code a turn holds now: its cells', or the candidate's it shows. */
+  private _turnCode(state: ISuggestionState): string {
+    // An edit turn's cell holds the candidate only once accepted.
+    const placed =
+      state.cells.length && (!state.target || state.status === 'accepted');
+    return placed
+      ? solutionCode(state.cells)
+      : (state.candidates[state.index]?.code ??
+          this.store.turn(state.turnId)?.code ??
+          '');
+  }
+
   private _watchCell(cell: ICellModel): void {
     cell.metadataChanged.connect(this._scheduleSync, this);
   }
@@ -356,6 +372,8 @@ export class SuggestionController implements IDisposable {
   private _onNotebookMetadata(_: unknown, change: { key: string }): void {
     if (change.key === METADATA_KEY) {
       this._changed.emit();
+      // A collaborator's choice of candidate arrives in the turn.
+      this._scheduleSync();
     }
   }
 
@@ -420,19 +438,35 @@ export class SuggestionController implements IDisposable {
     }
     this._restoreAll();
     const tagged = this._cells.tagged();
+    const local = this._localEdits.take();
+    const turns = this.conversation.turns;
     let changed = false;
     for (const state of [...this._states.values()]) {
       const observed = tagged.get(state.turnId) ?? [];
-      const result = observe(state, observed);
-      if (result.state !== state) {
-        this._states.set(state.turnId, result.state);
+      const { decision, state: seen } = observe(state, observed);
+      // The candidate shown, as whichever client chose it last.
+      const next = follow(
+        seen,
+        turns.find(t => t.turn_id === state.turnId)?.code
+      );
+      if (next !== state) {
+        this._states.set(state.turnId, next);
         changed = true;
       }
-      if (result.decision) {
-        this._writeDecisionQuietly(result.state, result.decision);
+      // What a change means (a suggestion deleted is rejected, an accepted
+      // cell edited is "edited") is recorded by the client that made it:
+      // with real-time collaboration every client sees the change, and the
+      // decision must reach the server's store once.
+      const ours = touchesTurn(
+        local,
+        state.cells.map(c => c.id),
+        observed.map(c => c.id)
+      );
+      if (decision && ours) {
+        this._writeDecisionQuietly(next, decision);
         changed = true;
       }
-      if (this._checkEdited(result.state, observed)) {
+      if (ours && this._checkEdited(next, observed)) {
         changed = true;
       }
     }
@@ -537,6 +571,7 @@ export class SuggestionController implements IDisposable {
   }
 
   private _cells: SharedCells;
+  private _localEdits: LocalEdits;
   private _states = new Map<string, ISuggestionState>();
   private _acceptedCode = new Map<string, string>();
   private _acceptingToRun = false;

@@ -340,6 +340,28 @@ export function undo(state: ISuggestionState): ITransition {
   };
 }
 
+/**
+ * Follow the candidate a collaborator chose (real-time collaboration): the
+ * turn's stored `code` is the candidate a pending suggestion shows, written
+ * by whichever client cycled. The cells were changed by that client; only
+ * the index (the toolbar's count, an edit's diff, what Accept records)
+ * follows. No cell changes, no history.
+ */
+export function follow(
+  state: ISuggestionState,
+  code: string | undefined
+): ISuggestionState {
+  if (state.status !== 'suggested' || !code?.trim()) {
+    return state;
+  }
+  const wanted = code.trim();
+  if (state.candidates[state.index]?.code.trim() === wanted) {
+    return state;
+  }
+  const found = state.candidates.findIndex(c => c.code.trim() === wanted);
+  return found < 0 ? state : { ...state, index: found };
+}
+
 export interface IObservedCell {
   id: string;
   source: string;

@@ -2,9 +2,11 @@
  * The Yjs adapter: the suggestion machine's cell changes applied to the
  * notebook's shared model (one transaction, one undoable step), and the
  * notebook's cells read back as the machine sees them (the cells tagged
- * with a turn, sources, anchors).
+ * with a turn, sources, anchors), with which of their changes this client
+ * made itself and which came from a collaborator (real-time collaboration).
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
+import type { IDisposable } from '@lumino/disposable';
 
 import { ICellAgentMetadata, METADATA_KEY, readCellTag } from './metadata';
 import type { CellChange, IAnchor, IObservedCell } from './suggestions';
@@ -17,6 +19,143 @@ interface IEditableCell {
   setSource(s: string): void;
   setMetadata(k: string, v: any): void;
   deleteMetadata(k: string): void;
+}
+
+/** A Yjs shared type, as much as `foldLocalEdits` reads of it. */
+export interface IYTypeLike {
+  readonly parent: IYTypeLike | null;
+  get?(key: string): unknown;
+}
+
+/** A Yjs event (of `observeDeep`), as much as `foldLocalEdits` reads of it. */
+export interface IYEventLike {
+  readonly target: IYTypeLike;
+  readonly transaction: { readonly local: boolean };
+}
+
+/** What this client changed in the notebook's cells itself. */
+export interface ILocalEdits {
+  /** Cells whose source, metadata or outputs it changed, by id. */
+  cells: Set<string>;
+  /** It inserted, removed or moved cells. */
+  layout: boolean;
+}
+
+export function noLocalEdits(): ILocalEdits {
+  return { cells: new Set(), layout: false };
+}
+
+/**
+ * Fold Yjs events of the notebook's cells array (`cellsType`) into `edits`:
+ * the changes made by this client's own transactions. A collaborator's
+ * changes arrive as remote transactions (`local` false) and are left out.
+ */
+export function foldLocalEdits(
+  events: readonly IYEventLike[],
+  cellsType: IYTypeLike,
+  edits: ILocalEdits
+): ILocalEdits {
+  for (const event of events) {
+    if (!event.transaction.local) {
+      continue;
+    }
+    if (event.target === cellsType) {
+      edits.layout = true;
+      continue;
+    }
+    // Up from the changed type (a source, a metadata map) to its cell.
+    let type: IYTypeLike | null = event.target;
+    while (type && type.parent !== cellsType) {
+      type = type.parent;
+    }
+    const id = type?.get?.('id');
+    if (typeof id === 'string') {
+      edits.cells.add(id);
+    }
+  }
+  return edits;
+}
+
+/**
+ * Did this client's own edits change a turn's cells? `before`: the ids the
+ * suggestion held; `now`: the ids tagged with the turn now, in order.
+ * `edits` null: changes are not told apart, so yes.
+ */
+export function touchesTurn(
+  edits: ILocalEdits | null,
+  before: readonly string[],
+  now: readonly string[]
+): boolean {
+  if (!edits) {
+    return true;
+  }
+  if (before.some(id => edits.cells.has(id))) {
+    return true;
+  }
+  if (now.some(id => edits.cells.has(id))) {
+    return true;
+  }
+  // Its cells came or went (a delete, a cut, the notebook's undo) as this
+  // client reordered the notebook.
+  return (
+    edits.layout &&
+    (before.length !== now.length || before.some((id, i) => id !== now[i]))
+  );
+}
+
+/**
+ * Keeps `ILocalEdits` for one notebook from its shared model's Yjs
+ * document, until taken. Without one (a model of another kind) every
+ * change counts as this client's, as it does for a notebook of one user.
+ */
+export class LocalEdits implements IDisposable {
+  constructor(sharedModel: unknown) {
+    const ydoc = (sharedModel as { ydoc?: IYDocLike } | null)?.ydoc;
+    const cells = ydoc?.getArray?.('cells');
+    if (cells && typeof cells.observeDeep === 'function') {
+      this._cells = cells;
+      cells.observeDeep(this._onEvents);
+    }
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  /** This client's edits since the last `take`; null: not told apart. */
+  take(): ILocalEdits | null {
+    const edits = this._edits;
+    this._edits = noLocalEdits();
+    return this._cells ? edits : null;
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this._cells?.unobserveDeep?.(this._onEvents);
+    this._cells = null;
+  }
+
+  private _onEvents = (events: IYEventLike[]): void => {
+    if (this._cells) {
+      foldLocalEdits(events, this._cells, this._edits);
+    }
+  };
+
+  private _cells: IYArrayLike | null = null;
+  private _edits = noLocalEdits();
+  private _disposed = false;
+}
+
+interface IYArrayLike extends IYTypeLike {
+  observeDeep?(f: (events: IYEventLike[]) => void): void;
+  unobserveDeep?(f: (events: IYEventLike[]) => void): void;
+}
+
+interface IYDocLike {
+  getArray?(name: string): IYArrayLike | undefined;
 }
 
 export class SharedCells {

@@ -13,12 +13,18 @@ from jupyterlab.galata import configure_jupyter_server
 configure_jupyter_server(c)  # noqa: F821
 
 # Real-time collaboration (jupyter-collaboration) only on the second server the UI tests
-# start (JDA_UI_RTC=1, rtc.spec.ts): the other specs run as one user always does.
+# start (JDA_UI_RTC=1, rtc.spec.ts): the other specs run as one user always does (their
+# server also has jupyter-collaboration's lab extensions disabled: single-user/).
 RTC = os.environ.get("JDA_UI_RTC") == "1"
 c.ServerApp.port = int(os.environ.get("JDA_UI_RTC_PORT" if RTC else "JDA_UI_LAB_PORT", "8888"))  # noqa: F821
 c.YDocExtension.disable_rtc = not RTC  # noqa: F821
-# The shared documents' store: a temporary file, not one in the working tree.
-c.SQLiteYStore.db_path = os.path.join(tempfile.mkdtemp(prefix="jda-ui-ystore-"), "ystore.db")  # noqa: F821
+# jupyter-collaboration's own state (the Y updates of each document, file ids, session ids)
+# in a folder of this server's, not in the working directory or the user's data directory:
+# every run starts from the files alone, and side-by-side runs share nothing.
+_state = tempfile.mkdtemp(prefix="galata-collaboration-")
+c.SQLiteYStore.db_path = os.path.join(_state, "ystore.db")  # noqa: F821
+c.BaseFileIdManager.db_path = os.path.join(_state, "file_id_manager.db")  # noqa: F821
+c.YDocExtension.session_store_path = os.path.join(_state, "collaboration_sessions.json")  # noqa: F821
 # Quieter logs; the extension's own log lines stay visible.
 c.ServerApp.log_level = "INFO"  # noqa: F821
 # CI containers run as root.

@@ -62,6 +62,14 @@ module.exports = {
       reuseExistingServer: false,
       env: {
         ...process.env,
+        // Plain JupyterLab: jupyter-collaboration's lab extensions disabled
+        // (single-user/labconfig/page_config.json), whatever else is installed.
+        JUPYTER_CONFIG_PATH: [
+          path.join(__dirname, 'single-user'),
+          process.env.JUPYTER_CONFIG_PATH
+        ]
+          .filter(Boolean)
+          .join(path.delimiter),
         JDA_UI_LAB_PORT: String(LAB_PORT),
         JUPYTER_DATA_AGENT_BACKEND: 'openai',
         OPENAI_BASE_URL: `http://127.0.0.1:${OPENAI_PORT}/v1`,
@@ -70,6 +78,7 @@ module.exports = {
       }
     },
     {
+      // A second JupyterLab with real-time collaboration on (rtc.spec.ts).
       command: 'jlpm start',
       cwd: __dirname,
       url: `http://localhost:${RTC_PORT}/lab`,

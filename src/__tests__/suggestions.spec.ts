@@ -7,6 +7,7 @@ import {
   cycle,
   diffCells,
   emptySuggestion,
+  follow,
   insert,
   isEditIntent,
   observe,
@@ -619,6 +620,66 @@ describe('replace mode (a suggestion that edits an existing cell)', () => {
       op: 'setSource',
       id: 'x',
       source: 'df.delay.mean()'
+    });
+  });
+});
+
+describe('follow: the candidate a collaborator chose', () => {
+  it('takes the index of the candidate the turn names, nothing else', () => {
+    const { state } = inserted();
+    const seen = follow(state, `${candidates[2].code}\n`);
+    expect(seen).toEqual({ ...state, index: 2 });
+    // The history is the client's own: a followed choice is not undone by it.
+    expect(seen.history).toBe(state.history);
+  });
+
+  it('keeps the state when the turn names the shown candidate or none', () => {
+    const { state } = inserted();
+    expect(follow(state, candidates[0].code)).toBe(state);
+    expect(follow(state, undefined)).toBe(state);
+    expect(follow(state, '  ')).toBe(state);
+    // Code no candidate has (edited by hand): nothing to follow.
+    expect(follow(state, 'df.head()')).toBe(state);
+  });
+
+  it('a duplicate of the shown candidate keeps its index', () => {
+    const twins = [candidates[0], { ...candidates[0] }, candidates[1]];
+    const { state } = insert(emptySuggestion('t1', 'q'), {
+      candidates: twins,
+      index: 1,
+      mode: 'single',
+      anchor: { afterId: 'b', index: 2 },
+      newId: ids()
+    });
+    expect(follow(state, candidates[0].code)).toBe(state);
+  });
+
+  it('only a pending suggestion follows', () => {
+    const first = inserted();
+    const accepted = accept(first.state).state;
+    expect(follow(accepted, candidates[1].code)).toBe(accepted);
+    const rejected = reject(first.state).state;
+    expect(follow(rejected, candidates[1].code)).toBe(rejected);
+  });
+
+  it('an edit turn follows too: its diff and Accept take that candidate', () => {
+    const start = emptySuggestion('t2', 'Fix it', 'single', {
+      id: 'b',
+      original: "df = pd.read_csv('f.csv')",
+      tag: null
+    });
+    const { state } = insert(start, {
+      candidates,
+      index: 0,
+      mode: 'single',
+      anchor: { afterId: 'a', index: 1 }
+    });
+    const seen = follow(state, candidates[1].code);
+    expect(seen.index).toBe(1);
+    expect(accept(seen).changes).toContainEqual({
+      op: 'setSource',
+      id: 'b',
+      source: candidates[1].code
     });
   });
 });
