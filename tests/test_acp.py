@@ -20,8 +20,8 @@ import acp
 import nbformat
 import pytest
 
+from tests.test_mcp import NOTEBOOK, open_notebook
 from tests.test_server import (  # noqa: F401 -- pytest fixtures, used by name
-    DF_CELL,
     jp_server_config,
     model_server,
     on_server_loop,
@@ -52,28 +52,10 @@ class RecordingClient:
                        if getattr(u, "session_update", "") == kind and getattr(u.content, "type", "") == "text")
 
 
-async def notebook_with_kernel(jp_fetch, jp_serverapp, root: Path, name: str) -> tuple[str, Any]:
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(DF_CELL)
-    cell.execution_count = 1
-    nb.cells = [nbformat.v4.new_markdown_cell("# Cities"), cell]
-    nbformat.write(nb, root / name)
-    r = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
-        {"path": name, "type": "notebook", "name": name, "kernel": {"name": "python3"}}))
-    kernel_id = json.loads(r.body)["kernel"]["id"]
-    km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
-    kc = km.client()
-    kc.start_channels()
-    await kc.wait_for_ready(timeout=120)
-    reply = await kc.execute(DF_CELL, reply=True, timeout=120)
-    assert reply["content"]["status"] == "ok", reply["content"]
-    return kernel_id, kc
-
-
 @pytest.mark.timeout(240)
 @on_server_loop
 async def test_a_prompt_becomes_a_turn_and_a_pending_proposal(jp_fetch, jp_serverapp, jp_root_dir):
-    _, kc = await notebook_with_kernel(jp_fetch, jp_serverapp, jp_root_dir, "cities.ipynb")
+    _, kc = await open_notebook(jp_fetch, jp_serverapp, jp_root_dir)
     try:
         env = {**os.environ, "JUPYTER_DATA_AGENT_SERVER_URL": jp_serverapp.connection_url.rstrip("/"),
                "JUPYTER_DATA_AGENT_TOKEN": jp_serverapp.identity_provider.token,
@@ -86,12 +68,12 @@ async def test_a_prompt_becomes_a_turn_and_a_pending_proposal(jp_fetch, jp_serve
             assert init.agent_info.name == "jupyter-data-agent"
             session = await conn.new_session(cwd=str(jp_root_dir), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[
-                acp.text_block("/vote @cities.ipynb How many rows have a above 1?")])
+                acp.text_block(f"/vote @{NOTEBOOK} How many rows have a above 1?")])
         assert reply.stop_reason == "end_turn"
         thoughts, said = client.texts("agent_thought_chunk"), client.texts("agent_message_chunk")
         assert "Running the vote strategy." in thoughts, thoughts
-        assert "len(big)" in said and "Proposed as a new cell in cities.ipynb" in said, said
-        r = await jp_fetch("jupyter-data-agent", "proposals", params={"notebook_path": "cities.ipynb"})
+        assert "len(big)" in said and f"Proposed as a new cell in {NOTEBOOK}" in said, said
+        r = await jp_fetch("jupyter-data-agent", "proposals", params={"notebook_path": NOTEBOOK})
         proposals = json.loads(r.body)["proposals"]
         assert len(proposals) == 1, proposals
         proposal = proposals[0]
@@ -103,7 +85,7 @@ async def test_a_prompt_becomes_a_turn_and_a_pending_proposal(jp_fetch, jp_serve
         user = await kc.execute("", user_expressions={"r": "'big' in globals()"}, reply=True, timeout=30)
         assert user["content"]["user_expressions"]["r"]["data"]["text/plain"] == "False"
         # the notebook file is as it was: the proposal waits for the user's Accept
-        assert len(nbformat.read(jp_root_dir / "cities.ipynb", as_version=4).cells) == 2
+        assert len(nbformat.read(jp_root_dir / NOTEBOOK, as_version=4).cells) == 2
     finally:
         kc.stop_channels()
 
