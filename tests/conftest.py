@@ -43,3 +43,11 @@ def agent_server_config(model_server, monkeypatch, extension: dict | None = None
                       "model": "test-model", "max_retries": 0, **agent},
         "DataAgentExtension": dict(extension or {}),
     }
+
+
+def agent_extension(serverapp):
+    """The running DataAgentExtension (the package also registers the MCP extension point)."""
+    from jupyter_data_agent.server.app import DataAgentExtension
+
+    apps = serverapp.extension_manager.extension_apps["jupyter_data_agent"]
+    return next(app for app in apps if isinstance(app, DataAgentExtension))

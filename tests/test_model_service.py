@@ -278,8 +278,9 @@ def jp_server_config(model_server, monkeypatch):
 
 def test_agent_in_a_server_kernel_uses_the_server_model(jp_serverapp, jp_asyncio_loop,
                                                         model_server):
-    ext = jp_serverapp.extension_manager.extension_apps["jupyter_data_agent"]
-    service = next(iter(ext)).service
+    from tests.conftest import agent_extension
+
+    service = agent_extension(jp_serverapp).service
     assert service is not None and os.environ[ENV_SOCKET] == service.socket_path
 
     async def start():

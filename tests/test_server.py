@@ -368,8 +368,9 @@ async def test_stop_extension_leaves_no_kernel_copies(jp_fetch, jp_serverapp, mo
         job_id = (await post_turn(jp_fetch, kernel_id=kernel_id))["job_id"]
         await poll_until(jp_fetch, job_id, lambda e: e["data"].get("state") == "searching")
         assert kernel_children(km)
-        ext = jp_serverapp.extension_manager.extension_apps["jupyter_data_agent"]
-        app = next(iter(ext))
+        from tests.conftest import agent_extension
+
+        app = agent_extension(jp_serverapp)
         await app.stop_extension()
         assert await wait_no_children(km) == []
         assert app.jobs.jobs[job_id].status == "cancelled"

@@ -186,8 +186,9 @@ async def test_server_streams_deltas_and_cancel_stops_the_model_call(jp_fetch, j
     assert reply["status"] == "cancelled"
     assert reply["events"][-1]["data"]["state"] == "cancelled"
 
-    ext = jp_serverapp.extension_manager.extension_apps["jupyter_data_agent"]
-    jobs = next(iter(ext)).jobs
+    from tests.conftest import agent_extension
+
+    jobs = agent_extension(jp_serverapp).jobs
     # The worker thread ends within a batch, and the model's HTTP stream was closed.
     while time.monotonic() - started < 1.0 and (
             any(t.is_alive() for t in jobs._workers) or model_server.aborted_streams < 1):
