@@ -30,7 +30,8 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from ..turn.events import API_VERSION, AnalysisStep, ExecResult, JobEvent, StrategyName
 
-__all__ = ["API_VERSION", "AgentConfig", "AnalysisRevision", "AnalysisRevised", "AnalysisStepEdit", "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest",
+__all__ = ["API_VERSION", "AgentConfig", "AnalysisRevision", "AnalysisRevised", "AnalysisStepEdit",
+           "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest",
            "InlineCompletionChunk",
            "InlineCompletionRequest", "JobEvent",
            "AgentActivityModel", "ProposalDecisionRequest", "ProposalModel", "ProposalReply", "ProposalRequest",
