@@ -2,6 +2,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 
+import type { IRerunStep } from './analysis';
 import { JobStatus } from './models';
 import type {
   AgentConfig,
@@ -129,6 +130,45 @@ export function cancelJob(jobId: string): Promise<CancelReply> {
   return requestAPI<CancelReply>(
     URLExt.join('jobs', encodeURIComponent(jobId), 'cancel'),
     { method: 'POST', body: '{}' }
+  );
+}
+
+/**
+ * Stop an analysis after the step in progress: it ends with `done` and the
+ * verified steps so far (other strategies are cancelled: `cancelJob`).
+ */
+export function finishJob(jobId: string): Promise<unknown> {
+  return requestAPI<unknown>(
+    URLExt.join('jobs', encodeURIComponent(jobId), 'finish'),
+    { method: 'POST', body: '{}' }
+  );
+}
+
+/** The steps from `from_step` of an analysis, as the user left them. */
+export interface IAnalysisRerunRequest {
+  version: 1;
+  from_step: number;
+  steps: IRerunStep[];
+}
+
+/** The steps re-run in copies (renumbered from `from_step`). */
+export interface IAnalysisRerunReply {
+  version: 1;
+  steps: unknown[];
+  message: string;
+}
+
+/**
+ * Re-run an analysis's steps from an edited one, in a chain of copies from
+ * the step before it. 409: the turn's copies expired.
+ */
+export function rerunAnalysis(
+  turnId: string,
+  body: IAnalysisRerunRequest
+): Promise<IAnalysisRerunReply> {
+  return requestAPI<IAnalysisRerunReply>(
+    URLExt.join('turns', encodeURIComponent(turnId), 'analysis'),
+    { method: 'POST', body: JSON.stringify(body) }
   );
 }
 

@@ -65,6 +65,8 @@ export interface ICellAgentMetadata {
   turn_id: string;
   intent: string;
   status: TurnStatus;
+  /** The step of an analysis this cell belongs to (1-based). */
+  step?: number;
 }
 
 const STATUSES: TurnStatus[] = ['pending', 'accepted', 'rejected', 'edited'];
@@ -364,10 +366,14 @@ export function readCellTag(
   const status = STATUSES.includes(raw.status as TurnStatus)
     ? (raw.status as TurnStatus)
     : 'pending';
+  const step = raw.step;
   return {
     turn_id: asString(raw.turn_id),
     intent: asString(raw.intent),
-    status
+    status,
+    ...(typeof step === 'number' && Number.isInteger(step) && step > 0
+      ? { step }
+      : {})
   };
 }
 

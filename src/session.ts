@@ -19,8 +19,10 @@ import {
   JobStream,
   answerWithoutKernel,
   cancelJob,
+  finishJob,
   startTurn
 } from './handler';
+import { ANALYSIS } from './analysis';
 import {
   EditKind,
   IEditedCell,
@@ -354,6 +356,21 @@ export class NotebookSession implements IDisposable {
       this._setJob(key, job => endJob(job, 'cancelled'));
       this._recordFailure(key);
       return;
+    }
+    if (exchange.strategy === ANALYSIS) {
+      // The analysis ends after the step in progress, with `done` and the
+      // verified steps so far: reviewed like a whole one.
+      this._setJob(key, job => ({
+        ...job,
+        message: 'Stopping after the step in progress…'
+      }));
+      try {
+        await finishJob(jobId);
+        return;
+      } catch (error) {
+        // A server without it: stopped as any other turn.
+        console.warn('jupyter-data-agent: finish failed', error);
+      }
     }
     this._setJob(key, job => ({ ...job, message: 'Stopping…' }));
     try {

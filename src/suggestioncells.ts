@@ -5,6 +5,7 @@
  * undo is "diff back"). The state machine in suggestions.ts is built on
  * these; the notebook adapter applies the changes (ynotebook.ts).
  */
+import type { IAnalysisStep } from './analysis';
 import { ICellAgentMetadata, TurnStatus } from './metadata';
 
 export type InsertMode = 'single' | 'perStep';
@@ -19,6 +20,10 @@ export interface ISuggestionCandidate {
   code: string;
   explanation: string;
   steps: ISuggestionStep[];
+  /** An analysis (analysis.ts): its steps become the cells. */
+  analysis?: IAnalysisStep[];
+  /** The analysis as it came, before the review re-ran steps. */
+  originalAnalysis?: IAnalysisStep[];
 }
 
 /** One cell this suggestion owns, as it should be in the notebook. */
@@ -28,6 +33,8 @@ export interface ICellSpec {
   source: string;
   /** Written to cell.metadata.jupyter_data_agent (the Python side's pointer). */
   tag: ICellAgentMetadata;
+  /** A code cell's outputs when inserted (an analysis step's, from its copy). */
+  outputs?: Record<string, unknown>[];
 }
 
 /** Where the first cell goes: after `afterId`, or at `index` if that cell is gone. */
@@ -131,7 +138,10 @@ function sameTag(
     return a === b;
   }
   return (
-    a.turn_id === b.turn_id && a.intent === b.intent && a.status === b.status
+    a.turn_id === b.turn_id &&
+    a.intent === b.intent &&
+    a.status === b.status &&
+    a.step === b.step
   );
 }
 

@@ -1,0 +1,293 @@
+/**
+ * Analysis mode (issue 26), DOM-free: the plan shown while the turn runs,
+ * the steps of a finished analysis as they come from the server, the cells
+ * they become (a Markdown cell and a code cell with the copy's outputs per
+ * step: the whole analysis is one suggestion), and which decision goes out
+ * per step. The review's operations on those cells are in
+ * analysisreview.ts.
+ */
+import { ICellAgentMetadata, TurnStatus } from './metadata';
+import { NbformatOutput, previewOutputs } from './models';
+import { ICellSpec, IdFactory, tagFor } from './suggestioncells';
+import type { ExecResult } from './wire';
+
+/** The strategy name of Analysis mode in the server's catalog. */
+export const ANALYSIS: string = 'analysis';
+
+export type PlanStatus =
+  | 'pending'
+  | 'generating'
+  | 'running'
+  | 'repairing'
+  | 'ok'
+  | 'error'
+  | 'skipped';
+
+/** One step of the plan while the analysis runs (`progress` data.plan). */
+export interface IPlanStep {
+  number: number;
+  title: string;
+  status: PlanStatus;
+}
+
+export type StepStatus = 'ok' | 'error' | 'timeout' | 'died' | 'not_run';
+
+/** One step of a finished analysis (the candidate's `analysis`). */
+export interface IAnalysisStep {
+  number: number;
+  title: string;
+  /** Markdown. */
+  explanation: string;
+  code: string;
+  /** null: a new cell; else the existing cell this step edits. */
+  cell_id: string | null;
+  /** What the step did in its kernel copy; null: not run. */
+  result: ExecResult | null;
+  status: StepStatus;
+  repairs: number;
+  replanned: boolean;
+}
+
+const PLAN_STATUSES: PlanStatus[] = [
+  'pending',
+  'generating',
+  'running',
+  'repairing',
+  'ok',
+  'error',
+  'skipped'
+];
+const STEP_STATUSES: StepStatus[] = [
+  'ok',
+  'error',
+  'timeout',
+  'died',
+  'not_run'
+];
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return !!value && typeof value === 'object' && !Array.isArray(value);
+}
+
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}
+
+function count(value: unknown, fallback: number): number {
+  return typeof value === 'number' && Number.isFinite(value)
+    ? Math.floor(value)
+    : fallback;
+}
+
+/**
+ * The plan in a progress event's data; null when the event has none (then
+ * the plan shown stays). The server sends the whole plan each time.
+ */
+export function planOf(data: unknown): IPlanStep[] | null {
+  const raw = isRecord(data) ? data.plan : undefined;
+  if (!Array.isArray(raw)) {
+    return null;
+  }
+  return raw.filter(isRecord).map((s, i) => ({
+    number: count(s.number, i + 1),
+    title: text(s.title),
+    status: PLAN_STATUSES.includes(s.status as PlanStatus)
+      ? (s.status as PlanStatus)
+      : 'pending'
+  }));
+}
+
+/** A candidate's analysis steps (empty for every other strategy). */
+export function analysisOf(candidate: unknown): IAnalysisStep[] {
+  const raw = isRecord(candidate) ? candidate.analysis : undefined;
+  if (!Array.isArray(raw)) {
+    return [];
+  }
+  return raw.filter(isRecord).map((s, i) => ({
+    number: count(s.number, i + 1),
+    title: text(s.title),
+    explanation: text(s.explanation),
+    code: text(s.code),
+    cell_id: typeof s.cell_id === 'string' && s.cell_id ? s.cell_id : null,
+    result: isRecord(s.result) ? (s.result as unknown as ExecResult) : null,
+    status: STEP_STATUSES.includes(s.status as StepStatus)
+      ? (s.status as StepStatus)
+      : 'not_run',
+    repairs: count(s.repairs, 0),
+    replanned: s.replanned === true
+  }));
+}
+
+/** Words and an icon for a plan step's status (the sidebar's list). */
+export const PLAN_LABELS: Record<PlanStatus, { icon: string; words: string }> =
+  {
+    pending: { icon: '○', words: 'to do' },
+    generating: { icon: '✎', words: 'writing the code' },
+    running: { icon: '▶', words: 'running in a kernel copy' },
+    repairing: { icon: '↻', words: 'repairing an error' },
+    ok: { icon: '✓', words: 'done' },
+    error: { icon: '✗', words: 'failed' },
+    skipped: { icon: '–', words: 'skipped' }
+  };
+
+/** Steps done / all, for the plan's heading. */
+export function planSummary(plan: readonly IPlanStep[]): string {
+  const done = plan.filter(s => s.status === 'ok').length;
+  return `${done} of ${plan.length} step${plan.length === 1 ? '' : 's'} done`;
+}
+
+/**
+ * Only the rich outputs a copy may show: text and images. A copy's output
+ * is data, never trusted HTML or script (DESIGN: kernel copies).
+ */
+const SAFE_MIME = ['text/plain', 'image/png', 'image/jpeg', 'text/latex'];
+
+/** The copy's outputs of a step as nbformat outputs for its code cell. */
+export function stepOutputs(step: IAnalysisStep): NbformatOutput[] {
+  return previewOutputs(step.result)
+    .map(o => {
+      if (
+        o.output_type !== 'execute_result' &&
+        o.output_type !== 'display_data'
+      ) {
+        return o;
+      }
+      const data = isRecord(o.data) ? o.data : {};
+      const safe = Object.fromEntries(
+        Object.entries(data).filter(([mime]) => SAFE_MIME.includes(mime))
+      );
+      return Object.keys(safe).length
+        ? { ...o, data: safe, metadata: {} }
+        : null;
+    })
+    .filter((o): o is NbformatOutput => o !== null);
+}
+
+/** The Markdown cell of a step: its number, title, explanation, and why it failed. */
+export function stepMarkdown(step: IAnalysisStep): string {
+  const title = step.title.trim();
+  const head = `**Step ${step.number}.**${title ? ` ${title}` : ''}`;
+  const lines = [head];
+  if (step.explanation.trim()) {
+    lines.push('', step.explanation.trim());
+  }
+  if (step.status !== 'ok') {
+    const why =
+      step.status === 'not_run'
+        ? 'was not run in a kernel copy'
+        : step.status === 'error'
+          ? `raised ${step.result?.ename ?? 'an error'} in its kernel copy`
+          : step.status === 'timeout'
+            ? 'timed out in its kernel copy'
+            : 'ended its kernel copy (it died)';
+    lines.push('', `> ⚠ This step ${why}.`);
+  }
+  return lines.join('\n');
+}
+
+/** A cell of an analysis step carries the step number in its tag. */
+function stepTag(
+  state: { turnId: string; intent: string },
+  status: TurnStatus,
+  step: number
+): ICellAgentMetadata {
+  return { ...tagFor(state, status), step };
+}
+
+/**
+ * The cells of an analysis: per new step a Markdown cell (number, title,
+ * explanation) and its code cell with the outputs computed in the copy.
+ * Steps that edit an existing cell are not laid out as new cells.
+ */
+export function analysisCells(
+  state: { turnId: string; intent: string },
+  steps: readonly IAnalysisStep[],
+  status: TurnStatus,
+  newId: IdFactory
+): ICellSpec[] {
+  const cells: ICellSpec[] = [];
+  for (const step of steps) {
+    if (step.cell_id) {
+      continue;
+    }
+    cells.push({
+      id: newId(),
+      cell_type: 'markdown',
+      source: stepMarkdown(step),
+      tag: stepTag(state, status, step.number)
+    });
+    cells.push({
+      id: newId(),
+      cell_type: 'code',
+      source: step.code.replace(/\s+$/, ''),
+      tag: stepTag(state, status, step.number),
+      outputs: stepOutputs(step)
+    });
+  }
+  return cells;
+}
+
+/** The step numbers the cells hold, in order, each once. */
+export function stepsShown(cells: readonly ICellSpec[]): number[] {
+  const seen: number[] = [];
+  for (const cell of cells) {
+    const step = cell.tag.step;
+    if (typeof step === 'number' && !seen.includes(step)) {
+      seen.push(step);
+    }
+  }
+  return seen;
+}
+
+/** One step as the analysis endpoint takes it (a re-run after an edit). */
+export interface IRerunStep {
+  code: string;
+  cell_id: string | null;
+  title: string;
+  explanation: string;
+}
+
+export type StepDecision = 'accepted' | 'accepted_run' | 'rejected' | 'edited';
+
+/** One decision per step of the analysis as it came from the server. */
+export interface IStepDecision {
+  step: number;
+  decision: StepDecision;
+  /** The step's code as it came. */
+  code: string;
+  /** The code the notebook keeps ('' when dropped). */
+  finalCode: string;
+}
+
+/**
+ * Which decision goes out for each step: kept as it came -> accepted (or
+ * accepted_run), changed -> edited with its final code, not kept ->
+ * rejected. `cells`: the turn's cells as they are after the decision
+ * (none after a reject).
+ */
+export function stepDecisions(
+  steps: readonly IAnalysisStep[],
+  cells: readonly Pick<ICellSpec, 'cell_type' | 'source' | 'tag'>[],
+  run: boolean
+): IStepDecision[] {
+  const finalCode = new Map<number, string>();
+  for (const cell of cells) {
+    if (cell.cell_type === 'code' && typeof cell.tag.step === 'number') {
+      finalCode.set(cell.tag.step, cell.source);
+    }
+  }
+  return steps.map(step => {
+    const final = finalCode.get(step.number);
+    const code = step.code;
+    if (final === undefined) {
+      return { step: step.number, decision: 'rejected', code, finalCode: '' };
+    }
+    const same = final.trim() === code.trim();
+    return {
+      step: step.number,
+      decision: same ? (run ? 'accepted_run' : 'accepted') : 'edited',
+      code,
+      finalCode: final
+    };
+  });
+}
