@@ -29,9 +29,13 @@ if TYPE_CHECKING:
 
 USAGE = """\
 Usage:
-  %%agent [--strategy direct|vote|react|mcts|explain] [--samples N] [--budget N]
-         [--temperature T] [--model M] [--no-exemplars] [--no-exec]
+  %%agent [--strategy direct|vote|react|mcts|analysis|explain] [--analysis] [--samples N]
+         [--budget N] [--temperature T] [--model M] [--no-exemplars] [--no-exec]
   <what you want, in plain words>
+
+  --analysis (= --strategy analysis): a plan of steps, each a cell run in a copy chained on the
+  previous step's; every step is shown with its output, and the whole analysis goes into the
+  next cell (one "# Step N:" block per step), not run in this kernel.
 
   Defaults come from c.DataAgent.* (temperature, strategy_defaults...), as in the sidebar.
 
@@ -114,6 +118,7 @@ class AgentMagics(Magics):
     @magic_arguments()
     @argument("--samples", "-n", type=int, default=None, help="Candidates to sample (>1: vote).")
     @argument("--strategy", "-s", default=None, help=", ".join(STRATEGIES) + ".")
+    @argument("--analysis", action="store_true", help="A whole analysis: --strategy analysis.")
     @argument("--temperature", "-t", type=float, default=None, help="Sampling temperature.")
     @argument("--model", "-m", default=None, help="Model id, directory or GGUF file.")
     @argument("--budget", type=int, default=None, help="Search budget (iterations) for mcts.")
@@ -159,8 +164,10 @@ class AgentMagics(Magics):
                 "%%agent\nWhich 5 airlines have the longest average delay?"
             )
         settings = _settings(args)
+        if args.analysis and args.strategy not in (None, "analysis"):
+            raise AgentError(f"--analysis and --strategy {args.strategy} ask for two strategies; give one.")
         try:
-            ask = TurnAsk(intent=intent, strategy=args.strategy, samples=args.samples,
+            ask = TurnAsk(intent=intent, strategy="analysis" if args.analysis else args.strategy, samples=args.samples,
                           budget=args.budget, temperature=args.temperature,
                           exemplars=False if args.no_exemplars else None,
                           execute=not args.no_exec, no_exec_reason="--no-exec was given")
@@ -185,10 +192,13 @@ class AgentMagics(Magics):
         handle = NamespaceHandle(ns, notebook_dir=os.getcwd(), wipe=[settings.api_key], limits=self.limits)
         inputs = prepare(spec, context, handle, redact=scrub.json)
         copies = inputs.copies
+        result = None
         try:
             result = run_turn(spec, inputs.context, backend, schema=inputs.schema,
                               schema_cuts=inputs.schema_cuts, copies=copies, events=progress)
         finally:
+            if result is not None and result.chain is not None:
+                result.chain.close()  # no review here: the steps' copies end with the turn
             copies.close()
         result.stats.transport = inputs.transport
         # Everything below is shown as escaped text: step explanations and the
@@ -201,6 +211,11 @@ class AgentMagics(Magics):
         else:
             display(summary, raw=True)
         chosen = result.chosen
+        if chosen is not None and chosen.analysis:
+            self._show_analysis(chosen, scrub)
+            if chosen.code:
+                shell.set_next_input(scrub.text(chosen.code), replace=False)
+            return
         if chosen is not None:
             plan = [f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation]
             display(scrub.json(text_bundle("Plan" if plan else "Suggested cell below.", plan)),
@@ -212,6 +227,21 @@ class AgentMagics(Magics):
             if preview:
                 display(scrub.json(preview), raw=True)
             shell.set_next_input(scrub.text(chosen.code), replace=False)
+
+    @staticmethod
+    def _show_analysis(chosen, scrub) -> None:
+        """Each step: its title, explanation and status, then what it printed in its copy."""
+        for step in chosen.analysis:
+            where = f" (a new source for cell {step.cell_id}: not applied here)" if step.cell_id else ""
+            lines = [step.explanation] if step.explanation else []
+            if step.status != "ok":
+                lines.append(f"status: {step.status}")
+            if step.cell_id:
+                lines.append(step.code)
+            display(scrub.json(text_bundle(f"Step {step.number}: {step.title}{where}", lines)), raw=True)
+            preview = preview_bundle(step.result)
+            if preview:
+                display(scrub.json(preview), raw=True)
 
     @staticmethod
     def _summary(result) -> str:

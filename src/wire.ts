@@ -16,6 +16,8 @@ export interface Wire {
   JobEvent: JobEvent;
   JobPoll: JobPoll;
   CancelReply: CancelReply;
+  AnalysisRevision: AnalysisRevision;
+  AnalysisRevised: AnalysisRevised;
   AgentConfig: AgentConfig;
   DecisionRequest: DecisionRequest;
   DecisionRecorded: DecisionRecorded;
@@ -41,7 +43,7 @@ export interface TurnRequest {
   active_index?: number | null;
   kernel_id?: string | null;
   intent?: string;
-  strategy?: 'direct' | 'vote' | 'react' | 'mcts' | 'explain';
+  strategy?: 'direct' | 'vote' | 'react' | 'mcts' | 'analysis' | 'explain';
   options?: TurnOptions;
   metadata?: {
     [k: string]: unknown | undefined;
@@ -134,6 +136,8 @@ export interface ProgressData {
         | 'prompt'
         | 'generating'
         | 'no_kernel'
+        | 'planning'
+        | 'step'
       )
     | null;
   backend?: string | null;
@@ -150,6 +154,7 @@ export interface ProgressData {
   best_value?: number | null;
   answers?: AnswerVotes[] | null;
   selected?: string | null;
+  plan?: PlanStepState[] | null;
   prompt_tokens?: number | null;
   tokens?: number | null;
   elapsed_s?: number | null;
@@ -207,6 +212,14 @@ export interface AnswerVotes {
   answer: string;
   votes: number;
 }
+/**
+ * One step of an analysis's plan, and where it stands (the sidebar's live plan).
+ */
+export interface PlanStepState {
+  number: number;
+  title: string;
+  status: 'pending' | 'generating' | 'running' | 'repairing' | 'ok' | 'error' | 'skipped';
+}
 export interface CandidateEvent {
   version: 1;
   job_id: string;
@@ -236,6 +249,7 @@ export interface Candidate {
     [k: string]: unknown | undefined;
   };
   trace: TraceStep[];
+  analysis: AnalysisStep[];
   explanation: string;
 }
 /**
@@ -298,6 +312,20 @@ export interface TraceStep {
   status: 'ok' | 'error' | 'timeout' | 'died' | 'answer' | 'invalid';
   answer: string | null;
 }
+/**
+ * One step of an analysis: its cell (or cell edit) and what it printed in its copy.
+ */
+export interface AnalysisStep {
+  number: number;
+  title: string;
+  explanation: string;
+  code: string;
+  cell_id: string | null;
+  result: ExecResult | null;
+  status: 'ok' | 'error' | 'timeout' | 'died' | 'not_run';
+  repairs: number;
+  replanned: boolean;
+}
 export interface LogEvent {
   version: 1;
   job_id: string;
@@ -343,7 +371,7 @@ export interface DoneData {
  * The turn's outcome; the candidates themselves came as ``candidate`` events.
  */
 export interface DoneResult {
-  strategy: 'direct' | 'vote' | 'react' | 'mcts' | 'explain';
+  strategy: 'direct' | 'vote' | 'react' | 'mcts' | 'analysis' | 'explain';
   answer: string | null;
   chosen: number | null;
   candidates: number;
@@ -420,6 +448,37 @@ export interface CancelReply {
   status: 'running' | 'done' | 'error' | 'cancelled';
 }
 /**
+ * ``POST turns/<turn_id>/analysis``: run steps ``from_step``.. again after an edit or a drop.
+ *
+ * ``steps`` are the new steps ``from_step``..n (a dropped step left out); they run in a
+ * chain of copies forked from step ``from_step - 1``'s copy.
+ */
+export interface AnalysisRevision {
+  version?: 1;
+  from_step: number;
+  /**
+   * @maxItems 100
+   */
+  steps: AnalysisStepEdit[];
+}
+/**
+ * One step of an analysis as the user left it in review (new code, or the step as it was).
+ */
+export interface AnalysisStepEdit {
+  code: string;
+  cell_id?: string | null;
+  title?: string;
+  explanation?: string;
+}
+/**
+ * Reply of ``POST turns/<turn_id>/analysis``: the steps as they ran again, numbered from ``from_step``.
+ */
+export interface AnalysisRevised {
+  version: 1;
+  steps: AnalysisStep[];
+  message: string;
+}
+/**
  * Reply of ``GET config``: the public settings (never a secret) and what the server offers.
  *
  * Further ``Settings.public()`` fields come along as extra keys.
@@ -441,14 +500,14 @@ export interface AgentConfig {
  * One strategy the sidebar may offer (``turn.resolve.catalog``).
  */
 export interface StrategyInfo {
-  name: 'direct' | 'vote' | 'react' | 'mcts' | 'explain';
+  name: 'direct' | 'vote' | 'react' | 'mcts' | 'analysis' | 'explain';
   label: string;
   summary: string;
   samples: number | null;
   budget: number | null;
 }
 export interface Capabilities {
-  strategies: ('direct' | 'vote' | 'react' | 'mcts' | 'explain')[];
+  strategies: ('direct' | 'vote' | 'react' | 'mcts' | 'analysis' | 'explain')[];
   chat: boolean;
   live_state: boolean;
   events: 'websocket';
@@ -485,6 +544,7 @@ export interface DecisionRequest {
   code?: string;
   final_code?: string;
   notebook_path?: string;
+  step?: number | null;
 }
 /**
  * Reply of ``POST decisions``: whether it was stored, and with the turn's full record.

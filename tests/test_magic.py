@@ -403,3 +403,31 @@ def test_vote_picks_the_answer_over_silent_cells(agent_kernel, model_server):
     finally:
         model_server.reply = replies
     assert run.next_input() == "# Step 1: Sum a.\ndf['a'].sum()"
+
+
+def test_analysis_shows_each_step_and_puts_the_whole_analysis_below(agent_kernel, model_server):
+    """``%%agent --analysis``: a plan, each step run in a copy chained on the last; nothing runs here."""
+    def analysis_replies(request):
+        prompt = request.prompt
+        if "Plan an analysis" in prompt:
+            return "1. Keep the big rows\n2. Count them"
+        if "Write step 1:" in prompt:
+            return "We keep rows with a above 1.\n```python\nbig = df[df['a'] > 1]\n```"
+        return "We count the kept rows.\n```python\nlen(big)\n```"
+
+    before = run_cell(agent_kernel, STATE).stdout
+    model_server.reply = analysis_replies
+    try:
+        run = run_cell(agent_kernel, "%%agent --analysis\nHow many rows have a above 1?")
+    finally:
+        model_server.reply = replies
+    assert run.status == "ok", run
+    shown = run.display_text()
+    assert "Step 1: Keep the big rows" in shown and "Step 2: Count them" in shown
+    assert "We count the kept rows." in shown
+    assert "<pre>2</pre>" in shown  # step 2 saw step 1's `big`, in its copy
+    assert run.next_input() == ("# Step 1: Keep the big rows\nbig = df[df['a'] > 1]\n\n"
+                                "# Step 2: Count them\nlen(big)")
+    assert run_cell(agent_kernel, STATE).stdout == before  # no `big` in the user's kernel
+    clash = run_cell(agent_kernel, "%%agent --analysis --strategy vote\nCount rows.")
+    assert "two strategies" in clash.stderr + clash.display_text()

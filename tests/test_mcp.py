@@ -321,6 +321,17 @@ async def test_ask_data_agent_runs_a_whole_turn_and_inserts_nothing(server, jp_f
         assert candidates and all("df['a'].sum()" in x["code"] and x["status"] == "ok" for x in candidates)
         assert answer["chosen"] is not None and "6" in json.dumps(answer)
         assert asking_model.requests  # the turn asked the model
+        # an analysis: the steps with their outputs from the chain of copies
+        asking_model.reply = lambda request: (
+            "1. Keep the big rows\n2. Sum their a" if "Plan an analysis" in request.prompt else
+            "Keep rows with a above 1.\n```python\nbig = df[df['a'] > 1]\n```" if "Write step 1:" in request.prompt
+            else "Sum them.\n```python\nbig['a'].sum()\n```")
+        async with client(app, port) as c:
+            analysis = data(await c.call_tool("ask_data_agent", {
+                "notebook": NOTEBOOK, "intent": "Sum of a over the big rows?", "strategy": "analysis"}))
+        steps = analysis["chosen"]["steps"]
+        assert [(s["number"], s["status"]) for s in steps] == [(1, "ok"), (2, "ok")]
+        assert "5" in steps[1]["output"] and analysis["strategy"] == "analysis"
         # a turn, not an insertion: the notebook file and the live kernel are as they were
         assert (root / NOTEBOOK).read_text() == before
         assert await live_value(kc, "'big' in dir()") == "False"

@@ -253,9 +253,11 @@ def build_server() -> MCPServer:
     async def ask_data_agent(
         ctx: Context, notebook: Notebook,
         intent: Annotated[str, Field(min_length=1, max_length=20_000, description="The question.")],
-        strategy: Annotated[Literal["direct", "vote", "search", "react"], Field(
+        strategy: Annotated[Literal["direct", "vote", "search", "react", "analysis"], Field(
             description="direct: one answer; vote: several, the majority answer; search: a value-guided "
-                        "tree search over kernel copies; react: an agent loop.")] = "vote",
+                        "tree search over kernel copies; react: an agent loop; analysis: a plan of "
+                        "steps, each a cell verified in a copy chained on the previous step's "
+                        "(the reply lists the steps with their outputs).")] = "vote",
     ) -> CallToolResult:
         """A whole Data Agent turn on the notebook (its model, its search over kernel copies): the
         chosen candidate, its outputs and the vote classes. Nothing is inserted into the notebook."""
@@ -324,7 +326,7 @@ def _cell_json(index: int, cell: dict) -> dict[str, Any]:
 
 
 async def _ask(caller: Caller, notebook: str, intent: str,
-               strategy: Literal["direct", "vote", "search", "react"]) -> dict[str, Any]:
+               strategy: Literal["direct", "vote", "search", "react", "analysis"]) -> dict[str, Any]:
     from ..context.notebook import from_notebook
     from ..server.models import TurnRequestModel
 
@@ -360,15 +362,22 @@ async def _ask(caller: Caller, notebook: str, intent: str,
     result = last["data"]["result"]
     chosen = result.get("chosen")
 
-    def brief(c: dict) -> dict:
-        cand = c["candidate"]
-        run = cand.get("result") or {}
+    def ran(run: dict) -> dict:
         outs = "".join(str(o.get("text") or (o.get("data") or {}).get("text/plain") or "")
                        for o in run.get("outputs") or [])
-        return {"index": c["index"], "code": cut(cand.get("code") or "", 10_000),
-                "explanation": cand.get("explanation", ""), "support": cand.get("support"),
-                "status": run.get("status"), "output": cut(outs, 4_000),
+        return {"status": run.get("status"), "output": cut(outs, 4_000),
                 "error": run.get("evalue") if run.get("status") not in (None, "ok") else None}
+
+    def brief(c: dict) -> dict:
+        cand = c["candidate"]
+        item = {"index": c["index"], "code": cut(cand.get("code") or "", 10_000),
+                "explanation": cand.get("explanation", ""), "support": cand.get("support"),
+                **ran(cand.get("result") or {})}
+        if cand.get("analysis"):
+            item["steps"] = [{"number": s["number"], "title": s["title"], "explanation": s["explanation"],
+                              "code": cut(s["code"], 10_000), "edits_cell": s["cell_id"],
+                              **ran(s.get("result") or {})} for s in cand["analysis"]]
+        return item
 
     shown = [brief(c) for c in candidates]
     return {"turn_id": last["data"].get("turn_id"), "strategy": result.get("strategy"),

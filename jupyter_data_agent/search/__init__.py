@@ -7,7 +7,8 @@ from .options import STRATEGIES
 
 #: The class of each strategy; each lives in the module of its name.
 _CLASSES = {"direct": "DirectStrategy", "vote": "VoteStrategy", "react": "ReactStrategy",
-            "explain": "ExplainStrategy", "mcts": "MCTSStrategy"}
+            "explain": "ExplainStrategy", "mcts": "MCTSStrategy",
+            "analysis": "AnalysisStrategy"}
 
 
 def get_strategy(name: str) -> Strategy:

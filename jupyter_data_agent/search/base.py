@@ -63,6 +63,25 @@ class TraceStep:
 
 
 @dataclass
+class AnalysisStep:
+    """One step of an analysis: a Markdown explanation and a new cell (or a new source for
+    the existing cell ``cell_id``), run in a copy forked from the previous step's copy."""
+
+    number: int
+    title: str
+    explanation: str = ""
+    code: str = ""
+    cell_id: str | None = None  # None: a new cell; else an edit of that cell
+    result: ExecResult | None = None  # what it printed in its copy (None: not run)
+    status: str = "not_run"  # ok | error | timeout | died | not_run
+    repairs: int = 0  # how many fixes it took
+    replanned: bool = False  # planned again after an earlier step went otherwise
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "result": self.result.to_json(form=False) if self.result else None}
+
+
+@dataclass
 class Candidate:
     """One proposed solution: code split in explained steps, and what running it gave."""
 
@@ -77,6 +96,8 @@ class Candidate:
     meta: dict[str, Any] = field(default_factory=dict)
     # Multi-step strategies: the steps in order, with their outputs.
     trace: list[TraceStep] = field(default_factory=list)
+    # The analysis strategy: one verified cell (or cell edit) per step, reviewed as one change.
+    analysis: list[AnalysisStep] = field(default_factory=list)
 
     @property
     def explanation(self) -> str:
@@ -97,6 +118,7 @@ class Candidate:
             "repaired": self.repaired,
             "meta": self.meta,
             "trace": [asdict(t) for t in self.trace],
+            "analysis": [a.to_json() for a in self.analysis],
         }
 
 
@@ -143,6 +165,9 @@ class SearchResult:
     prompt: str = ""
     # The final answer in words where the strategy produces one (react, mcts).
     answer: str | None = None
+    # The copies an analysis keeps for its review (``search.analysis.AnalysisChain``); whoever
+    # runs the turn closes it. Not on the wire.
+    chain: Any = None
 
     def to_json(self) -> dict:
         return {
@@ -182,6 +207,9 @@ class RunContext:
     executor: Executor | None = None
     events: EventSink = ignore_events
     cancel: threading.Event = field(default_factory=threading.Event)
+    # Set: wrap up and return what is verified (the analysis's Stop); strategies that cannot
+    # stop early ignore it.
+    finish: threading.Event = field(default_factory=threading.Event)
     protections: Protections | None = None
     started: float = field(default_factory=time.monotonic)
     # The first prompt's report, set where the prompt is built; ``turn.run_turn`` puts it in the stats.

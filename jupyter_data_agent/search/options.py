@@ -121,15 +121,29 @@ class MCTSOptions(_Model):
     value: str | None = None  # a value-model directory, "heuristic" or "zero"
 
 
+class AnalysisOptions(_Model):
+    """A plan of steps, each a cell run in a copy chained on the previous step's, reviewed as one change."""
+
+    label: ClassVar[str] = "Analysis"
+    summary: ClassVar[str] = ("A whole analysis: a plan, then one verified cell per step, "
+                              "reviewed as one change.")
+    strategy: Literal["analysis"] = "analysis"
+    max_steps: int = Field(6, ge=1)  # at most c.DataAgent.max_budget (turn.resolve)
+    samples: int = Field(1, ge=1)  # candidates per step: 1 direct, more a vote per step
+    max_repairs: int = Field(2, ge=0)  # fixes per step that raised
+    max_replans: int = Field(1, ge=0)  # times the rest of the plan may be planned again
+    observation_chars: int = Field(1500, ge=100)
+
+
 StrategyOptions = Annotated[
-    Union[DirectOptions, ExplainOptions, VoteOptions, ReactOptions, MCTSOptions],
+    Union[DirectOptions, ExplainOptions, VoteOptions, ReactOptions, MCTSOptions, AnalysisOptions],
     Field(discriminator="strategy"),
 ]
 
 #: Every strategy by name, in the order the sidebar offers them.
 OPTIONS_BY_STRATEGY: dict[str, type[_Model]] = {
     cls.model_fields["strategy"].default: cls
-    for cls in (DirectOptions, VoteOptions, ReactOptions, MCTSOptions, ExplainOptions)
+    for cls in (DirectOptions, VoteOptions, ReactOptions, MCTSOptions, AnalysisOptions, ExplainOptions)
 }
 STRATEGIES: tuple[str, ...] = tuple(OPTIONS_BY_STRATEGY)
 
@@ -138,12 +152,14 @@ KNOBS: dict[str, dict[str, str]] = {
     "vote": {"samples": "samples"},
     "react": {"budget": "max_turns"},
     "mcts": {"samples": "k", "budget": "iterations"},
+    "analysis": {"samples": "samples", "budget": "max_steps"},
 }
 
 _ADAPTER: TypeAdapter = TypeAdapter(StrategyOptions)
 
 
-def strategy_options(data: dict) -> DirectOptions | ExplainOptions | VoteOptions | ReactOptions | MCTSOptions:
+def strategy_options(data: dict) -> (DirectOptions | ExplainOptions | VoteOptions | ReactOptions | MCTSOptions
+                                     | AnalysisOptions):
     """Validate ``{"strategy": name, ...}``; errors name the unknown strategy or field."""
     name = data.get("strategy")
     if name not in OPTIONS_BY_STRATEGY:

@@ -18,9 +18,11 @@ from ..store.value_models import value_model_label, with_newest_value_model
 from ..turn.resolve import load_settings
 from .complete import CompleteHandler
 from .handlers import (
+    AnalysisHandler,
     CancelHandler,
     ConfigHandler,
     DecisionsHandler,
+    FinishHandler,
     JobEventsHandler,
     JobHandler,
     NoKernelHandler,
@@ -38,6 +40,7 @@ from .tries import TryLimits, TryManager
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
 _PROPOSAL_ID = r"(?P<proposal_id>[^/]+)"
+_TURN_ID = r"(?P<turn_id>[^/]+)"
 
 class DataAgentExtension(ExtensionApp):
     name = "jupyter_data_agent"
@@ -229,11 +232,13 @@ class DataAgentExtension(ExtensionApp):
                 (route("config"), ConfigHandler),
                 (route("complete"), CompleteHandler),
                 (route("turns"), TurnsHandler),
+                (route("turns", _TURN_ID, "analysis"), AnalysisHandler),
                 (route("decisions"), DecisionsHandler),
                 (route("value-model", "reload"), ValueModelReloadHandler),
                 (route("variables"), VariablesHandler),
                 (route("jobs", _JOB_ID), JobHandler),
                 (route("jobs", _JOB_ID, "cancel"), CancelHandler),
+                (route("jobs", _JOB_ID, "finish"), FinishHandler),
                 (route("jobs", _JOB_ID, "no-kernel"), NoKernelHandler),
                 (route("jobs", _JOB_ID, "events"), JobEventsHandler),
                 (route("proposals"), ProposalsHandler),

@@ -25,7 +25,10 @@ from ..llm.scrub import MASK, redact_url
 from ..search.options import STRATEGIES, short_errors
 from ..turn.resolve import catalog
 from .models import (
+    API_VERSION,
     AgentConfig,
+    AnalysisRevised,
+    AnalysisRevision,
     CancelReply,
     DecisionRecorded,
     DecisionRequest,
@@ -238,6 +241,39 @@ class CancelHandler(AgentAPIHandler):
         self.finish(CancelReply(job_id=job.id, status=job.status).model_dump_json())
 
 
+class FinishHandler(AgentAPIHandler):
+    """``POST jobs/<id>/finish``: Stop. An analysis ends with the steps verified so far (its
+    ``done`` follows); any other turn is cancelled as by ``cancel``."""
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self, job_id: str) -> None:
+        job = self.owned_job(job_id)
+        await self.jobs.finish(job)
+        self.set_status(202)
+        self.finish(CancelReply(job_id=job.id, status=job.status).model_dump_json())
+
+
+class AnalysisHandler(AgentAPIHandler):
+    """``POST turns/<turn_id>/analysis``: after an edit or a drop in review, the steps from
+    ``from_step`` on run again in the analysis's kept copies (no model is asked)."""
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self, turn_id: str) -> None:
+        request = self.parse_body(AnalysisRevision, "analysis revision")
+        try:
+            steps = await self.jobs.revise(turn_id, self.job_owner(), request.from_step, request.steps)
+        except self.jobs.Rejected as exc:
+            raise web.HTTPError(exc.status, exc.message) from None
+        ok = sum(1 for s in steps if s.status == "ok")
+        message = (f"Steps {request.from_step}-{request.from_step + len(steps) - 1} ran again in kernel copies: "
+                   f"{ok} of {len(steps)} ok." if steps else "Nothing to run again.")
+        reply = {"version": API_VERSION, "steps": [self.jobs.scrub.json(s.to_json()) for s in steps],
+                 "message": message}
+        self.finish(AnalysisRevised.model_validate(reply).model_dump_json())
+
+
 class NoKernelHandler(AgentAPIHandler):
     """``POST jobs/<id>/no-kernel``: stop waiting for a busy kernel and answer
     from the notebook text now (as after ``kernel_wait_timeout_s``)."""
@@ -273,7 +309,8 @@ class DecisionsHandler(AgentAPIHandler):
         outcome = self.jobs.find_turn(request.turn_id, self.job_owner()) or TurnOutcome(
             turn_id=request.turn_id, owner="", intent=request.intent,
             notebook_path=request.notebook_path)
-        record = outcome.record(request.decision, request.candidate, request.code, request.final_code)
+        record = outcome.record(request.decision, request.candidate, request.code, request.final_code,
+                                request.step)
         # The store is a file on disk: no configured secret goes into it (a cell may print one).
         scrub = self.jobs.scrub
         record.prompt, record.code, record.final_code = map(scrub.text, (record.prompt, record.code,

@@ -67,6 +67,11 @@ class Job:
         self.events: list[dict] = []
         self.listeners: list[Callable[[dict], None]] = []
         self.cancel_event = threading.Event()
+        # Set by ``POST jobs/<id>/finish``: an analysis ends with its verified steps.
+        self.finish_event = threading.Event()
+        # A done analysis's copies, kept for its review (``search.analysis.AnalysisChain``).
+        self.chain: Any = None
+        self.chain_used = 0.0  # time.monotonic() of the chain's last use
         # Set by ``POST jobs/<id>/no-kernel``: stop waiting for a busy kernel (read by a worker).
         self.skip_kernel = threading.Event()
         self.task: asyncio.Task | None = None

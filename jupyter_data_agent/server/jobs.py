@@ -53,6 +53,9 @@ class JobLimits:
     kernel_wait_timeout_s: float = 600.0
     schema_time_limit_s: float = 2.0
     snapshot_timeout_s: float = 60.0
+    # A done analysis keeps its chain of copies for its review: edits re-run later steps there.
+    analysis_keep_s: float = 900.0
+    max_kept_analyses_per_user: int = 2
 
 
 class _Rejected(Exception):
@@ -164,6 +167,47 @@ class JobManager:
             self.log.warning("jupyter_data_agent: snapshot creation of job %s did not end", job.id)
         await self._close_tree(job)
 
+    async def finish(self, job: Job) -> None:
+        """Stop: an analysis that is running ends with its verified steps (a normal ``done``);
+        any other turn, or one not yet running its strategy, is cancelled."""
+        if job.finished:
+            return
+        if job.spec.strategy == "analysis" and job.phase == "searching":
+            job.finish_event.set()
+            job.progress("Stopping: keeping the steps verified so far.", state="step")
+            return
+        await self.cancel(job, "The turn was stopped.")
+
+    async def revise(self, turn_id: str, owner: str, from_step: int, steps: list) -> list:
+        """Steps ``from_step``.. of a done analysis replaced and run again in its kept copies."""
+        from ..search.analysis import StepCode
+
+        job = next((j for j in self.jobs.values() if j.turn_id == turn_id and j.owner == owner), None)
+        if job is None or job.outcome is None or job.spec.strategy != "analysis":
+            raise _Rejected(404, "No such analysis (it may have expired).")
+        chain = job.chain
+        if chain is None or chain.closed:
+            minutes = self.limits.analysis_keep_s / 60
+            raise _Rejected(409, f"The kernel copies of this analysis were closed (they are kept "
+                                 f"{minutes:g} minutes after the turn, for at most "
+                                 f"{self.limits.max_kept_analyses_per_user} analyses); ask again to "
+                                 "build it anew. Your edits in the notebook are kept.")
+        if not 1 <= from_step <= len(chain.steps) + 1:
+            raise _Rejected(400, f"from_step must be between 1 and {len(chain.steps) + 1}; got {from_step}.")
+        job.chain_used = time.monotonic()
+        edits = [StepCode(code=s.code, cell_id=s.cell_id, title=s.title, explanation=s.explanation)
+                 for s in steps]
+        try:
+            new = await asyncio.to_thread(chain.revise, from_step, edits)
+        except RuntimeError as exc:  # closed meanwhile
+            raise _Rejected(409, f"The kernel copies of this analysis were closed: {exc}.") from None
+        job.chain_used = time.monotonic()
+        candidate = job.outcome.candidates[0]
+        candidate["analysis"] = [s.to_json() for s in chain.steps]
+        candidate["code"] = "\n\n".join(f"# Step {s.number}: {s.title}\n{s.code.strip()}"
+                                         for s in chain.steps if s.cell_id is None)
+        return new
+
     async def shutdown(self) -> None:
         """Cancel every running job and close every snapshot tree (no orphans)."""
         self._closing = True
@@ -191,6 +235,8 @@ class JobManager:
         for i, job in enumerate(finished):
             if i < excess or (job.finished_at is not None and now - job.finished_at > ttl):
                 del self.jobs[job.id]
+                if job.chain is not None:  # an analysis's copies go with it
+                    asyncio.ensure_future(self._close_tree(job))
                 if job.outcome is not None:
                     self.done_turns[job.turn_id] = job.outcome
         while len(self.done_turns) > MAX_DECIDABLE_TURNS:
@@ -225,7 +271,29 @@ class JobManager:
                 self.log.warning("jupyter_data_agent: turn %s failed: %s", job.id,
                                  self.scrub.text("".join(traceback.format_exception(exc))))
         finally:
-            await self._close_tree(job)
+            if job.chain is not None and job.status == "done" and not self._closing:
+                self._keep(job)
+            else:
+                await self._close_tree(job)
+
+    def _keep(self, job: Job) -> None:
+        """Keep a done analysis's copies for its review: closed when idle for ``analysis_keep_s``,
+        beyond ``max_kept_analyses_per_user`` (the oldest first), when pruned, at shutdown."""
+        job.chain_used = time.monotonic()
+        kept = sorted((j for j in self.jobs.values() if j.owner == job.owner and j.chain is not None
+                       and j is not job), key=lambda j: j.chain_used)
+        for old in kept[:max(0, len(kept) + 1 - self.limits.max_kept_analyses_per_user)]:
+            asyncio.ensure_future(self._close_tree(old))
+        asyncio.get_running_loop().call_later(self.limits.analysis_keep_s, self._expire, job)
+
+    def _expire(self, job: Job) -> None:
+        if job.chain is None:
+            return
+        idle = time.monotonic() - job.chain_used
+        if idle >= self.limits.analysis_keep_s:
+            asyncio.ensure_future(self._close_tree(job))
+        else:
+            asyncio.get_running_loop().call_later(self.limits.analysis_keep_s - idle, self._expire, job)
 
     async def _run_in_slot(self, job: Job) -> None:
         from ..llm.factory import create_backend
@@ -281,7 +349,8 @@ class JobManager:
                      strategy=spec.strategy)
         result = await self._in_worker(job, lambda: job.prerender(run_turn(
             spec, inputs.context, backend, schema=inputs.schema, schema_cuts=inputs.schema_cuts,
-            copies=inputs.copies, events=sink, cancel=job.cancel_event)))
+            copies=inputs.copies, events=sink, cancel=job.cancel_event, finish=job.finish_event)))
+        job.chain = getattr(result, "chain", None)
         if job.finished:
             return
         result.stats.transport = inputs.transport
@@ -364,9 +433,10 @@ class JobManager:
         if job.close_task is None:
             tree, job.tree = job.tree, None
             handle, job.handle = job.handle, None
-            if tree is None and handle is None:
+            chain, job.chain = job.chain, None
+            if tree is None and handle is None and chain is None:
                 return
-            job.close_task = asyncio.ensure_future(asyncio.to_thread(_close_everything, tree, handle))
+            job.close_task = asyncio.ensure_future(asyncio.to_thread(_close_everything, tree, handle, chain))
         try:
             await asyncio.shield(job.close_task)
         except Exception:
@@ -391,10 +461,12 @@ class JobManager:
         return f"The turn failed: {type(exc).__name__}: {exc}"
 
 
-def _close_everything(tree: Any, handle: KernelHandle | None) -> None:
-    """Close the tree, then any copy a racing fork attached after the close, then the handle
-    (the copies over the kernel channel travel through its client)."""
+def _close_everything(tree: Any, handle: KernelHandle | None, chain: Any = None) -> None:
+    """Close an analysis's kept chain, the tree, then any copy a racing fork attached after the
+    close, then the handle (the copies over the kernel channel travel through its client)."""
     try:
+        if chain is not None:
+            chain.close()
         if tree is not None:
             tree.close()
             for node in list(tree.live()):

@@ -28,9 +28,10 @@ from pydantic import (
 )
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..turn.events import API_VERSION, ExecResult, JobEvent, StrategyName
+from ..turn.events import API_VERSION, AnalysisStep, ExecResult, JobEvent, StrategyName
 
-__all__ = ["API_VERSION", "AgentConfig", "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest",
+__all__ = ["API_VERSION", "AgentConfig", "AnalysisRevision", "AnalysisRevised", "AnalysisStepEdit",
+           "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest",
            "InlineCompletionChunk",
            "InlineCompletionRequest", "JobEvent",
            "AgentActivityModel", "ProposalDecisionRequest", "ProposalModel", "ProposalReply", "ProposalRequest",
@@ -312,6 +313,41 @@ class DecisionRequest(BaseModel):
     code: str = Field("", max_length=1_000_000)  # the candidate's code as suggested
     final_code: str = Field("", max_length=1_000_000)  # the cells' code after the decision (edits)
     notebook_path: str = Field("", max_length=4096)
+    # An analysis's step (1-based) this decision is about: kept "accepted", dropped "rejected",
+    # changed "edited"; None: the turn's candidate as a whole.
+    step: int | None = Field(None, ge=1, le=1000)
+
+
+class AnalysisStepEdit(BaseModel):
+    """One step of an analysis as the user left it in review (new code, or the step as it was)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(max_length=200_000)
+    cell_id: str | None = Field(None, max_length=200)  # None: a new cell; else an edit of that cell
+    title: str = Field("", max_length=2_000)
+    explanation: str = Field("", max_length=20_000)
+
+
+class AnalysisRevision(BaseModel):
+    """``POST turns/<turn_id>/analysis``: run steps ``from_step``.. again after an edit or a drop.
+
+    ``steps`` are the new steps ``from_step``..n (a dropped step left out); they run in a
+    chain of copies forked from step ``from_step - 1``'s copy.
+    """
+
+    model_config = ConfigDict(extra="forbid", title="AnalysisRevision")
+
+    version: Literal[1] = API_VERSION
+    from_step: int = Field(ge=1, le=1000)
+    steps: list[AnalysisStepEdit] = Field(max_length=100)
+
+
+class AnalysisRevised(_Versioned):
+    """Reply of ``POST turns/<turn_id>/analysis``: the steps as they ran again, numbered from ``from_step``."""
+
+    steps: list[AnalysisStep]
+    message: str
 
 
 class DecisionRecorded(_Versioned):
@@ -486,6 +522,8 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "JobEvent": (JobEvent, "serialization"),
     "JobPoll": (JobPoll, "serialization"),
     "CancelReply": (CancelReply, "serialization"),
+    "AnalysisRevision": (AnalysisRevision, "validation"),
+    "AnalysisRevised": (AnalysisRevised, "serialization"),
     "AgentConfig": (AgentConfig, "serialization"),
     "DecisionRequest": (DecisionRequest, "validation"),
     "DecisionRecorded": (DecisionRecorded, "serialization"),

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import agent_data_dir, private_dir, private_file
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ``step`` (an analysis step's decision)
 FILE_NAME = "decisions.sqlite"
 
 _SCHEMA = """
@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     candidate TEXT NOT NULL DEFAULT '{}',
     answer TEXT,
     asked_at REAL,
-    complete INTEGER NOT NULL DEFAULT 0
+    complete INTEGER NOT NULL DEFAULT 0,
+    step INTEGER
 );
 CREATE INDEX IF NOT EXISTS decisions_turn ON decisions (turn_id);
 """
@@ -74,6 +75,9 @@ class DecisionRecord:
     answer: str | None = None
     asked_at: float | None = None
     complete: bool = False
+    # An analysis's step (1-based) the decision is about; ``candidate`` is then that step
+    # (its code and its run in the copy). None: the turn's candidate as a whole.
+    step: int | None = None
     recorded_at: float = 0.0
     id: int | None = None
 
@@ -98,11 +102,17 @@ class TurnOutcome:
     answer: str | None = None
     asked_at: float | None = None
 
-    def record(self, decision: str, index: int, code: str = "", final_code: str = "") -> DecisionRecord:
+    def record(self, decision: str, index: int, code: str = "", final_code: str = "",
+               step: int | None = None) -> DecisionRecord:
+        """The record of a decision on candidate ``index``, or on its analysis step ``step``."""
         candidate = self.candidates[index] if 0 <= index < len(self.candidates) else {}
+        if step is not None:
+            steps = candidate.get("analysis") or []
+            candidate = steps[step - 1] if 0 < step <= len(steps) else {}
         turn = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("owner", "candidates")}
         return DecisionRecord(decision=decision, candidate_index=index, code=str(candidate.get("code") or code),
-                              final_code=final_code or code, candidate=candidate, complete=bool(candidate), **turn)
+                              final_code=final_code or code, candidate=candidate, complete=bool(candidate),
+                              step=step, **turn)
 
 
 class StoreError(RuntimeError):
@@ -127,6 +137,9 @@ class DecisionStore:
                 raise StoreError(f"{self.path} has schema version {version}; this version of "
                                  f"jupyter_data_agent reads up to {SCHEMA_VERSION}. Upgrade the package.")
             conn.executescript(_SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(decisions)")}
+            if "step" not in columns:  # a version-1 file: decisions on whole candidates only
+                conn.execute("ALTER TABLE decisions ADD COLUMN step INTEGER")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
         finally:

@@ -43,7 +43,7 @@ from ..search.options import STRATEGIES
 API_VERSION: Literal[1] = 1
 
 #: Every strategy the server knows (``search.options.STRATEGIES``, checked below).
-StrategyName = Literal["direct", "vote", "react", "mcts", "explain"]
+StrategyName = Literal["direct", "vote", "react", "mcts", "analysis", "explain"]
 if set(get_args(StrategyName)) != set(STRATEGIES):  # pragma: no cover - a contract check
     raise ImportError(f"turn.events.StrategyName {get_args(StrategyName)} differs from "
                       f"search.options.STRATEGIES {STRATEGIES}")
@@ -62,6 +62,8 @@ ProgressState = Literal[
     "prompt",  # the model is asked: ``prompt_tokens`` in the prompt
     "generating",  # the model is writing: ``tokens`` so far, ``elapsed_s`` since it was asked
     "no_kernel",  # the notebook text alone: no kernel, or a dead one
+    "planning",  # analysis: the model writes (or rewrites) the plan
+    "step",  # analysis: a step of the plan is generated, run or repaired (``plan``, ``turn``)
 ]
 
 #: ``state`` of a log event: something the user may want to know, not a step.
@@ -146,6 +148,8 @@ _mirror(results.ExecResult,
 _mirror(parse.Step, "One explained step of a candidate (``# Step N: explanation`` and its code).")
 _mirror(base.TraceStep, "One executed step of a multi-step strategy (react, mcts).",
         status=Literal["ok", "error", "timeout", "died", "answer", "invalid"])
+_mirror(base.AnalysisStep, "One step of an analysis: its cell (or cell edit) and what it printed in its copy.",
+        status=Literal["ok", "error", "timeout", "died", "not_run"])
 _mirror(base.Candidate, "One proposed solution (``search.base.Candidate.to_json``).",
         drop=("raw",), explanation=str)
 _mirror(results.Protections,
@@ -167,6 +171,20 @@ if TYPE_CHECKING:  # mypy cannot see into create_model: to it, a mirror is a wir
 else:
     Candidate, Confinement, Protections, SearchStats, ExecResult = (_MIRRORS[c] for c in (
         base.Candidate, policy.Confinement, results.Protections, base.SearchStats, results.ExecResult))
+
+
+if TYPE_CHECKING:
+    AnalysisStep = _Wire
+else:
+    AnalysisStep = _MIRRORS[base.AnalysisStep]
+
+
+class PlanStepState(_Wire):
+    """One step of an analysis's plan, and where it stands (the sidebar's live plan)."""
+
+    number: int = Field(ge=1)
+    title: str
+    status: Literal["pending", "generating", "running", "repairing", "ok", "error", "skipped"]
 
 
 class AnswerVotes(_Wire):
@@ -197,6 +215,7 @@ class ProgressData(_Sparse):
     best_value: float | None = None
     answers: list[AnswerVotes] | None = None
     selected: str | None = None  # the search node being expanded (mcts)
+    plan: list[PlanStepState] | None = None  # analysis: the whole plan, each step's status
     prompt_tokens: int | None = Field(default=None, ge=0)  # prompt
     tokens: int | None = Field(default=None, ge=0)  # generating
     elapsed_s: float | None = Field(default=None, ge=0)  # generating

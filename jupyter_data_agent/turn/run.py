@@ -56,11 +56,13 @@ def turn_request(spec: TurnSpec, context: NotebookContext, schema: str = "",
 def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, schema: str = "",
              schema_cuts: SchemaCuts | None = None,
              copies: Copies | None = None, events: EventSink = ignore_events,
-             cancel: threading.Event | None = None, strategy: Strategy | None = None) -> SearchResult:
+             cancel: threading.Event | None = None, finish: threading.Event | None = None,
+             strategy: Strategy | None = None) -> SearchResult:
     """Run ``spec``'s strategy; candidates run in ``copies`` when the policy let them.
 
     ``schema_cuts`` (``kernel.schema.schema_cuts``) says what ``schema`` left
     out; with the prompt's own truncation it becomes ``stats.context``.
+    ``finish`` asks a strategy that can stop early (the analysis) to end with what it verified.
     ``strategy`` replaces the named one where a caller needs constructor
     arguments (a reward function for trajectory collection).
     """
@@ -70,6 +72,7 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
         executor=copies.executor if copies is not None else None,
         events=events,
         cancel=cancel or threading.Event(),
+        finish=finish or threading.Event(),
         protections=copies.protections if copies is not None else None,
     )
     request = turn_request(spec, context, schema, schema_cuts)
