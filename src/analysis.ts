@@ -9,113 +9,37 @@
 import { ICellAgentMetadata, TurnStatus } from './metadata';
 import { NbformatOutput, previewOutputs } from './models';
 import { ICellSpec, IdFactory, tagFor } from './suggestioncells';
-import type { ExecResult } from './wire';
+import type {
+  AnalysisStep,
+  AnalysisStepEdit,
+  Candidate,
+  PlanStepState,
+  ProgressData
+} from './wire';
 
 /** The strategy name of Analysis mode in the server's catalog. */
 export const ANALYSIS: string = 'analysis';
 
-export type PlanStatus =
-  | 'pending'
-  | 'generating'
-  | 'running'
-  | 'repairing'
-  | 'ok'
-  | 'error'
-  | 'skipped';
-
-/** One step of the plan while the analysis runs (`progress` data.plan). */
-export interface IPlanStep {
-  number: number;
-  title: string;
-  status: PlanStatus;
-}
-
-export type StepStatus = 'ok' | 'error' | 'timeout' | 'died' | 'not_run';
-
-/** One step of a finished analysis (the candidate's `analysis`). */
-export interface IAnalysisStep {
-  number: number;
-  title: string;
-  /** Markdown. */
-  explanation: string;
-  code: string;
-  /** null: a new cell; else the existing cell this step edits. */
-  cell_id: string | null;
-  /** What the step did in its kernel copy; null: not run. */
-  result: ExecResult | null;
-  status: StepStatus;
-  repairs: number;
-  replanned: boolean;
-}
-
-const PLAN_STATUSES: PlanStatus[] = [
-  'pending',
-  'generating',
-  'running',
-  'repairing',
-  'ok',
-  'error',
-  'skipped'
-];
-const STEP_STATUSES: StepStatus[] = [
-  'ok',
-  'error',
-  'timeout',
-  'died',
-  'not_run'
-];
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return !!value && typeof value === 'object' && !Array.isArray(value);
-}
-
-function text(value: unknown): string {
-  return typeof value === 'string' ? value : '';
-}
-
-function count(value: unknown, fallback: number): number {
-  return typeof value === 'number' && Number.isFinite(value)
-    ? Math.floor(value)
-    : fallback;
-}
+export type IPlanStep = PlanStepState;
+export type PlanStatus = PlanStepState['status'];
+export type IAnalysisStep = AnalysisStep;
+export type StepStatus = AnalysisStep['status'];
+/** One step as the analysis endpoint takes it (a re-run after an edit). */
+export type IRerunStep = AnalysisStepEdit;
 
 /**
  * The plan in a progress event's data; null when the event has none (then
  * the plan shown stays). The server sends the whole plan each time.
  */
-export function planOf(data: unknown): IPlanStep[] | null {
-  const raw = isRecord(data) ? data.plan : undefined;
-  if (!Array.isArray(raw)) {
-    return null;
-  }
-  return raw.filter(isRecord).map((s, i) => ({
-    number: count(s.number, i + 1),
-    title: text(s.title),
-    status: PLAN_STATUSES.includes(s.status as PlanStatus)
-      ? (s.status as PlanStatus)
-      : 'pending'
-  }));
+export function planOf(data: Pick<ProgressData, 'plan'>): IPlanStep[] | null {
+  return data.plan ?? null;
 }
 
-/** A candidate's analysis steps (empty for every other strategy). */
-export function analysisOf(candidate: unknown): IAnalysisStep[] {
-  const raw = isRecord(candidate) ? candidate.analysis : undefined;
-  if (!Array.isArray(raw)) {
-    return [];
-  }
-  return raw.filter(isRecord).map((s, i) => ({
-    number: count(s.number, i + 1),
-    title: text(s.title),
-    explanation: text(s.explanation),
-    code: text(s.code),
-    cell_id: typeof s.cell_id === 'string' && s.cell_id ? s.cell_id : null,
-    result: isRecord(s.result) ? (s.result as unknown as ExecResult) : null,
-    status: STEP_STATUSES.includes(s.status as StepStatus)
-      ? (s.status as StepStatus)
-      : 'not_run',
-    repairs: count(s.repairs, 0),
-    replanned: s.replanned === true
-  }));
+/** A candidate's analysis steps (none for every other strategy, or an older server). */
+export function analysisOf(
+  candidate: Partial<Pick<Candidate, 'analysis'>>
+): IAnalysisStep[] {
+  return candidate.analysis ?? [];
 }
 
 /** Words and an icon for a plan step's status (the sidebar's list). */
@@ -152,7 +76,7 @@ export function stepOutputs(step: IAnalysisStep): NbformatOutput[] {
       ) {
         return o;
       }
-      const data = isRecord(o.data) ? o.data : {};
+      const data = (o.data ?? {}) as Record<string, unknown>;
       const safe = Object.fromEntries(
         Object.entries(data).filter(([mime]) => SAFE_MIME.includes(mime))
       );
@@ -237,14 +161,6 @@ export function stepsShown(cells: readonly ICellSpec[]): number[] {
     }
   }
   return seen;
-}
-
-/** One step as the analysis endpoint takes it (a re-run after an edit). */
-export interface IRerunStep {
-  code: string;
-  cell_id: string | null;
-  title: string;
-  explanation: string;
 }
 
 export type StepDecision = 'accepted' | 'accepted_run' | 'rejected' | 'edited';

@@ -2,10 +2,11 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 
-import type { IRerunStep } from './analysis';
 import { JobStatus } from './models';
 import type {
   AgentConfig,
+  AnalysisRevised,
+  AnalysisRevision,
   CancelReply,
   DecisionRecorded,
   DecisionRequest,
@@ -144,29 +145,15 @@ export function finishJob(jobId: string): Promise<unknown> {
   );
 }
 
-/** The steps from `from_step` of an analysis, as the user left them. */
-export interface IAnalysisRerunRequest {
-  version: 1;
-  from_step: number;
-  steps: IRerunStep[];
-}
-
-/** The steps re-run in copies (renumbered from `from_step`). */
-export interface IAnalysisRerunReply {
-  version: 1;
-  steps: unknown[];
-  message: string;
-}
-
 /**
  * Re-run an analysis's steps from an edited one, in a chain of copies from
  * the step before it. 409: the turn's copies expired.
  */
 export function rerunAnalysis(
   turnId: string,
-  body: IAnalysisRerunRequest
-): Promise<IAnalysisRerunReply> {
-  return requestAPI<IAnalysisRerunReply>(
+  body: AnalysisRevision
+): Promise<AnalysisRevised> {
+  return requestAPI<AnalysisRevised>(
     URLExt.join('turns', encodeURIComponent(turnId), 'analysis'),
     { method: 'POST', body: JSON.stringify(body) }
   );

@@ -13,7 +13,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { analysisOf, stepDecisions } from './analysis';
+import { stepDecisions } from './analysis';
 import { AnalysisAction } from './analysisbar';
 import {
   acceptUpTo,
@@ -300,7 +300,7 @@ export class SuggestionController implements IDisposable {
         replaceFrom(
           now,
           edited.fromStep,
-          analysisOf({ analysis: reply.steps }),
+          reply.steps,
           defaultIdFactory,
           this._sources(now)
         )

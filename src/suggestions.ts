@@ -377,6 +377,8 @@ export interface IObservedCell {
   status: TurnStatus;
   /** The analysis step its tag names, if any. */
   step?: number;
+  /** Its type, where the observer knows it (the notebook adapter does). */
+  cell_type?: ICellSpec['cell_type'];
 }
 
 /**
@@ -417,9 +419,12 @@ export function observe(
     source: c.source,
     tag: seenTag(c)
   });
-  const typeOf = (id: string): ICellSpec['cell_type'] => {
+  const typeOf = (c: IObservedCell): ICellSpec['cell_type'] => {
+    if (c.cell_type) {
+      return c.cell_type;
+    }
     for (const s of [...state.history].reverse()) {
-      const found = s.cells.find(c => c.id === id);
+      const found = s.cells.find(k => k.id === c.id);
       if (found) {
         return found.cell_type;
       }
@@ -445,7 +450,7 @@ export function observe(
       ? observed.map(c =>
           known.has(c.id)
             ? refreshed([state.cells.find(k => k.id === c.id)!])[0]
-            : toSpec(c, typeOf(c.id))
+            : toSpec(c, typeOf(c))
         )
       : refreshed(ours);
     const statuses = new Set(observed.map(c => c.status));
@@ -469,7 +474,7 @@ export function observe(
   if (!observed.length) {
     return unchanged(state);
   }
-  const cells = observed.map(c => toSpec(c, typeOf(c.id)));
+  const cells = observed.map(c => toSpec(c, typeOf(c)));
   const accepted = observed.every(
     c => c.status === 'accepted' || c.status === 'edited'
   );
