@@ -8,7 +8,7 @@
  */
 import { ICellAgentMetadata, TurnStatus } from './metadata';
 import { NbformatOutput, previewOutputs } from './models';
-import { ICellSpec, IdFactory, tagFor } from './suggestioncells';
+import { ICellSpec, IExistingCell, IdFactory, tagFor } from './suggestioncells';
 import type {
   AnalysisStep,
   AnalysisStepEdit,
@@ -88,10 +88,14 @@ export function stepOutputs(step: IAnalysisStep): NbformatOutput[] {
 }
 
 /** The Markdown cell of a step: its number, title, explanation, and why it failed. */
-export function stepMarkdown(step: IAnalysisStep): string {
+export function stepMarkdown(step: IAnalysisStep, edit = false): string {
   const title = step.title.trim();
   const head = `**Step ${step.number}.**${title ? ` ${title}` : ''}`;
-  const lines = [head];
+  const lines = [
+    edit
+      ? `${head} _(edits an existing cell: the change is shown over it)_`
+      : head
+  ];
   if (step.explanation.trim()) {
     lines.push('', step.explanation.trim());
   }
@@ -118,35 +122,51 @@ function stepTag(
   return { ...tagFor(state, status), step };
 }
 
+/** An existing code cell as it is now; null: gone, not code, or not editable. */
+export type ExistingCells = (cellId: string) => IExistingCell | null;
+
 /**
- * The cells of an analysis: per new step a Markdown cell (number, title,
- * explanation) and its code cell with the outputs computed in the copy.
- * Steps that edit an existing cell are not laid out as new cells.
+ * The cells of an analysis: per step a Markdown cell (number, title,
+ * explanation) and, for a new cell, its code cell with the outputs
+ * computed in the copy. A step that edits an existing cell lays out that
+ * cell (it stays where it is, shown as a diff while pending, the step's
+ * code once accepted); when it is gone the step becomes a new cell.
  */
 export function analysisCells(
   state: { turnId: string; intent: string },
   steps: readonly IAnalysisStep[],
   status: TurnStatus,
-  newId: IdFactory
+  newId: IdFactory,
+  existing: ExistingCells = () => null
 ): ICellSpec[] {
   const cells: ICellSpec[] = [];
   for (const step of steps) {
-    if (step.cell_id) {
-      continue;
-    }
+    const tag = stepTag(state, status, step.number);
+    const code = step.code.replace(/\s+$/, '');
+    const edited = step.cell_id ? existing(step.cell_id) : null;
     cells.push({
       id: newId(),
       cell_type: 'markdown',
-      source: stepMarkdown(step),
-      tag: stepTag(state, status, step.number)
+      source: stepMarkdown(step, !!edited),
+      tag
     });
-    cells.push({
-      id: newId(),
-      cell_type: 'code',
-      source: step.code.replace(/\s+$/, ''),
-      tag: stepTag(state, status, step.number),
-      outputs: stepOutputs(step)
-    });
+    if (edited && step.cell_id) {
+      cells.push({
+        id: step.cell_id,
+        cell_type: 'code',
+        source: status === 'pending' ? edited.original : code,
+        tag: { ...tag },
+        edits: edited
+      });
+    } else {
+      cells.push({
+        id: newId(),
+        cell_type: 'code',
+        source: code,
+        tag: { ...tag },
+        outputs: stepOutputs(step)
+      });
+    }
   }
   return cells;
 }

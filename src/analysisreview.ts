@@ -8,6 +8,7 @@
  * change, not each review step).
  */
 import {
+  ExistingCells,
   IAnalysisStep,
   IRerunStep,
   analysisCells,
@@ -76,9 +77,19 @@ export function acceptUpTo(
   }
   const current = absorbSources(state, sources);
   const status: TurnStatus = 'accepted';
+  const code = new Map(shownAnalysis(current).map(s => [s.number, s.code]));
   const cells = current.cells
     .filter(c => upTo === null || (c.tag.step ?? 0) <= upTo)
-    .map(c => ({ ...c, tag: { ...c.tag, status } }));
+    .map(c => ({
+      ...c,
+      // An edited existing cell takes the step's code now.
+      ...(c.edits
+        ? {
+            source: (code.get(c.tag.step ?? 0) ?? c.source).replace(/\s+$/, '')
+          }
+        : {}),
+      tag: { ...c.tag, status }
+    }));
   const result = cells.length
     ? transitionTo(current, { ...current, status: 'accepted', cells }, status)
     : transitionTo(
@@ -125,7 +136,12 @@ export function editedFrom(
   const byNumber = new Map(shownAnalysis(state).map(s => [s.number, s]));
   const codeOf = new Map<number, string>();
   for (const cell of state.cells) {
-    if (cell.cell_type === 'code' && typeof cell.tag.step === 'number') {
+    // An existing cell's edit is shown as a diff, not edited in review.
+    if (
+      cell.cell_type === 'code' &&
+      typeof cell.tag.step === 'number' &&
+      !cell.edits
+    ) {
       codeOf.set(cell.tag.step, sources[cell.id] ?? cell.source);
     }
   }
@@ -142,7 +158,7 @@ export function editedFrom(
     .filter(n => n >= first)
     .map(n => ({
       code: codeOf.get(n) ?? byNumber.get(n)?.code ?? '',
-      cell_id: null,
+      cell_id: byNumber.get(n)?.cell_id ?? null,
       title: byNumber.get(n)?.title ?? '',
       explanation: byNumber.get(n)?.explanation ?? ''
     }));
@@ -159,7 +175,8 @@ export function replaceFrom(
   fromStep: number,
   steps: readonly IAnalysisStep[],
   newId: IdFactory,
-  sources?: Record<string, string>
+  sources?: Record<string, string>,
+  existing?: ExistingCells
 ): ITransition {
   if (state.status !== 'suggested') {
     return unchanged(state);
@@ -168,7 +185,20 @@ export function replaceFrom(
   const kept: ICellSpec[] = current.cells.filter(
     c => (c.tag.step ?? 0) < fromStep
   );
-  const cells = [...kept, ...analysisCells(current, steps, 'pending', newId)];
+  // An existing cell edited again keeps its original (what it holds now).
+  const edited = new Map(
+    current.cells.filter(c => c.edits).map(c => [c.id, c.edits!])
+  );
+  const cells = [
+    ...kept,
+    ...analysisCells(
+      current,
+      steps,
+      'pending',
+      newId,
+      id => edited.get(id) ?? existing?.(id) ?? null
+    )
+  ];
   const candidates = current.candidates.slice();
   const candidate = candidates[current.index];
   candidates[current.index] = {

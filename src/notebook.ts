@@ -13,7 +13,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { stepDecisions } from './analysis';
+import { ExistingCells, stepDecisions } from './analysis';
 import { AnalysisAction } from './analysisbar';
 import {
   acceptUpTo,
@@ -162,6 +162,7 @@ export class SuggestionController implements IDisposable {
     }
     const target = this._targetOf(options.replaceCellId, options.turnId);
     const result = insert(previous, {
+      existing: this._existing(options.turnId),
       candidates: options.candidates,
       index: options.index,
       mode: options.mode,
@@ -207,6 +208,27 @@ export class SuggestionController implements IDisposable {
       id: cell.getId(),
       original: cell.getSource(),
       tag: readCellTag(cell.metadata as Record<string, unknown>)
+    };
+  }
+
+  /**
+   * The existing code cells an analysis may edit, as they are now; not
+   * another turn's pending suggestion (it is not edited under it).
+   */
+  private _existing(turnId: string): ExistingCells {
+    return id => {
+      const index = this._cells.indexOf(id);
+      const cell = index >= 0 ? this._cells.cells[index] : null;
+      if (!cell || cell.cell_type !== 'code') {
+        return null;
+      }
+      const tag = readCellTag(cell.metadata as Record<string, unknown>);
+      const owner =
+        tag && tag.turn_id !== turnId ? this._states.get(tag.turn_id) : null;
+      if (owner?.status === 'suggested') {
+        return null;
+      }
+      return { original: cell.getSource(), tag };
     };
   }
 
@@ -302,7 +324,8 @@ export class SuggestionController implements IDisposable {
           edited.fromStep,
           reply.steps,
           defaultIdFactory,
-          this._sources(now)
+          this._sources(now),
+          this._existing(turnId)
         )
       );
     } catch (error) {

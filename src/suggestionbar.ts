@@ -166,9 +166,18 @@ export class SuggestionDecorations implements IDisposable {
       cell.toggleClass(SUGGESTION_CLASS, pending);
       const replacing =
         pending && state?.target?.id === cell.model.id ? state : null;
-      cell.toggleClass(REPLACING_CLASS, !!replacing);
+      // An analysis step that edits this existing cell.
+      const stepEdit =
+        pending && state?.cells.find(c => c.id === cell.model.id)?.edits
+          ? state.candidates[state.index]?.analysis?.find(
+              s => s.number === tag!.step
+            )
+          : undefined;
+      cell.toggleClass(REPLACING_CLASS, !!replacing || !!stepEdit);
       if (replacing) {
-        this._showDiff(cell, replacing);
+        this._showDiff(cell, replacing.candidates[replacing.index]?.code ?? '');
+      } else if (stepEdit) {
+        this._showDiff(cell, stepEdit.code);
       }
       // An analysis's cells say which step they are (styles, tests).
       if (pending && tag!.step) {
@@ -217,8 +226,8 @@ export class SuggestionDecorations implements IDisposable {
     }
   }
 
-  /** The candidate as a diff against the cell's source, below the toolbar. */
-  private _showDiff(cell: Cell, state: ISuggestionState): void {
+  /** `candidate` as a diff against the cell's source, below the toolbar. */
+  private _showDiff(cell: Cell, candidate: string): void {
     let diff = this._diffs.get(cell);
     if (!diff || diff.isDisposed) {
       // Owned by this._diffs: disposed when the cell stops being replaced.
@@ -230,7 +239,6 @@ export class SuggestionDecorations implements IDisposable {
       layout.insertWidget(at, diff);
       this._diffs.set(cell, diff);
     }
-    const candidate = state.candidates[state.index]?.code ?? '';
     diff.render(
       cell.model.sharedModel.getSource(),
       candidate.replace(/\s+$/, ''),

@@ -18,7 +18,7 @@
  * turn's tag; accept writes the candidate into it; reject and undo put back
  * the source and tag it had, so one undo restores the original exactly.
  */
-import { analysisCells } from './analysis';
+import { ExistingCells, analysisCells } from './analysis';
 import { TurnStatus } from './metadata';
 import {
   CellChange,
@@ -40,6 +40,7 @@ export type {
   CellChange,
   IAnchor,
   ICellSpec,
+  IExistingCell,
   IReplaceTarget,
   ISuggestionCandidate,
   ISuggestionStep,
@@ -195,6 +196,8 @@ export interface IInsertOptions {
   newId?: IdFactory;
   /** Replace this cell (its current source and tag) instead of inserting. */
   target?: IReplaceTarget | null;
+  /** The existing cells an analysis's steps may edit, as they are now. */
+  existing?: ExistingCells;
 }
 
 /** Place candidate `index` as a suggestion (from none or rejected). */
@@ -218,7 +221,7 @@ export function insert(
   const cells = target
     ? [targetCell(state, target, target.original, 'pending')]
     : analysis?.length
-      ? analysisCells(state, analysis, 'pending', newId)
+      ? analysisCells(state, analysis, 'pending', newId, options.existing)
       : layoutCells(
           state,
           options.candidates[index],

@@ -123,7 +123,10 @@ const BEFORE: IFake[] = [
   { id: 'b', cell_type: 'markdown', source: '# notes' }
 ];
 
-function placed(steps = STEPS): { state: ISuggestionState; cells: IFake[] } {
+function placed(
+  steps = STEPS,
+  existing?: (id: string) => { original: string; tag: null } | null
+): { state: ISuggestionState; cells: IFake[] } {
   const t = insert(emptySuggestion('t1', 'analyse a'), {
     candidates: [
       {
@@ -136,7 +139,8 @@ function placed(steps = STEPS): { state: ISuggestionState; cells: IFake[] } {
     index: 0,
     mode: 'single',
     anchor: { afterId: 'a', index: 1 },
-    newId
+    newId,
+    existing
   });
   return { state: t.state, cells: apply(BEFORE, t.changes) };
 }
@@ -198,13 +202,16 @@ describe('the cells of an analysis', () => {
       'pending',
       newId
     );
-    // The step that edits an existing cell is not a new cell.
+    // A step that edits a cell the notebook no longer has becomes a new cell.
     expect(cells.map(c => [c.cell_type, c.tag.step])).toEqual([
       ['markdown', 1],
       ['code', 1],
+      ['markdown', 2],
+      ['code', 2],
       ['markdown', 3],
       ['code', 3]
     ]);
+    expect(cells[3].source).toBe('df2');
     expect(cells[0].source).toBe('**Step 1.** Title 1\n\nWhy step 1.');
     expect(cells[1].source).toBe('x = 1');
     expect(cells[1].outputs).toEqual([
@@ -347,5 +354,47 @@ describe('the review', () => {
     expect(back.state.cells.map(c => c.cell_type)).toEqual(
       state.cells.map(c => c.cell_type)
     );
+  });
+
+  it('a step that edits an existing cell is a diff over it until accepted, and undo restores it', () => {
+    const steps = [
+      step(1, 'x = 1'),
+      step(2, 'import pandas as pd\nimport numpy as np', { cell_id: 'a' }),
+      step(3, 'y = np.sqrt(x)')
+    ];
+    const existing = (id: string) =>
+      id === 'a' ? { original: 'import pandas as pd', tag: null } : null;
+    const { state, cells } = placed(steps, existing);
+    // Cell a stays where it is, with its source, marked as step 2.
+    expect(cells.map(c => c.id)[0]).toBe('a');
+    expect(cells[0].source).toBe('import pandas as pd');
+    expect(cells[0].tag).toMatchObject({ status: 'pending', step: 2 });
+    // The new cells follow the anchor, in order, without a gap for the edit.
+    expect(cells.slice(1, 6).map(c => [c.cell_type, c.tag?.step])).toEqual([
+      ['markdown', 1],
+      ['code', 1],
+      ['markdown', 2],
+      ['markdown', 3],
+      ['code', 3]
+    ]);
+    expect(cells[3].source).toContain('edits an existing cell');
+    expect(cells[cells.length - 1].id).toBe('b');
+    // Its code is not "edited by the user": nothing to re-run.
+    expect(editedFrom(state, {})).toBeNull();
+
+    const accepted = acceptUpTo(state, null);
+    const after = apply(cells, accepted.changes);
+    expect(after[0].source).toBe('import pandas as pd\nimport numpy as np');
+    expect(after[0].tag).toMatchObject({ status: 'accepted', step: 2 });
+    expect(
+      stepDecisions(steps, accepted.state.cells, false).map(d => d.decision)
+    ).toEqual(['accepted', 'accepted', 'accepted']);
+    expect(apply(after, undo(accepted.state).changes)).toEqual(BEFORE);
+
+    // Accepting only step 1 leaves cell a as it was.
+    const partial = acceptUpTo(state, 1);
+    const kept = apply(cells, partial.changes);
+    expect(kept[0]).toEqual(BEFORE[0]);
+    expect(kept).toHaveLength(2 + 2);
   });
 });

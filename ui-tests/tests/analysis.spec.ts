@@ -13,6 +13,7 @@ import type { Page } from '@playwright/test';
 import {
   CATALOG,
   CONFIG,
+  DF_CODE,
   MockServer,
   ask,
   event,
@@ -332,4 +333,74 @@ test('Accept & Run runs the steps in order in the live kernel and stops at the f
   await expect
     .poll(() => decisions.map(d => d.decision))
     .toEqual(Array(5).fill('accepted_run'));
+});
+
+test('Stop finishes an analysis after its step; the prefix, with an edit of a cell shown as a diff, is reviewed', async ({
+  page
+}) => {
+  const server = new MockServer();
+  await server.install(page, ANALYSIS_CONFIG);
+  const finished: string[] = [];
+  await page.route(
+    /\/jupyter-data-agent\/jobs\/[^/]+\/finish(\?.*)?$/,
+    async route => {
+      finished.push(route.request().url());
+      await route.fulfill({
+        status: 202,
+        contentType: 'application/json',
+        body: JSON.stringify({ version: 1, job_id: 'job1', status: 'running' })
+      });
+    }
+  );
+  await notebookWithDf(page, 'analysis-stop.ipynb');
+  await askForAnalysis(page, server, 'Analyse and stop');
+  await server.send('job1', [
+    event('job1', 1, 'progress', 'step 2 of 4: running in a kernel copy', {
+      state: 'step',
+      turn: 2,
+      plan: plan(TITLES, ['ok', 'running', 'pending', 'pending'])
+    })
+  ]);
+  await panel(page).locator('.jp-DataAgent-stop').click();
+  await expect.poll(() => finished.length).toBe(1);
+  expect(server.cancelled).toEqual([]);
+  // The verified prefix: step 1 a new cell, step 2 an edit of the df cell.
+  const prefix = analysisCandidate(FOUR.slice(0, 2)) as any;
+  prefix.analysis[1].cell_id = (await notebookCells(page))[0].id;
+  prefix.analysis[1].code = DF_CODE.replace(
+    '[10, 25, 30, 5, 15]',
+    '[1, 2, 3, 4, 5]'
+  );
+  await server.send(
+    'job1',
+    finishEvents('job1', 2, [prefix as any], {
+      turnId: 'turn-stop',
+      result: { strategy: 'analysis' as any }
+    })
+  );
+  const bar = page.locator('.jp-DataAgent-analysisBar');
+  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText(
+    '2 steps'
+  );
+  // The df cell shows the step's change as a diff; its source is unchanged.
+  await expect(
+    page.locator('.jp-Cell.jp-DataAgent-replacing .jp-DataAgent-cellDiff')
+  ).toHaveCount(1);
+  let cells = await notebookCells(page);
+  expect(cells[0].source).toBe(DF_CODE);
+  expect(cells[0].metadata.jupyter_data_agent).toMatchObject({
+    status: 'pending',
+    step: 2
+  });
+  await page.screenshot({ path: screenshotPath('analysis-edit-diff.png') });
+  await bar.locator('.jp-DataAgent-accept').click();
+  await expect(page.locator('.jp-DataAgent-cellDiff')).toHaveCount(0);
+  cells = await notebookCells(page);
+  expect(cells[0].source).toBe(prefix.analysis[1].code);
+  // One undo: the df cell as it was, the new cells gone.
+  await execute(page, 'jupyter-data-agent:undo');
+  await expect.poll(async () => (await notebookCells(page)).length).toBe(1);
+  cells = await notebookCells(page);
+  expect(cells[0].source).toBe(DF_CODE);
+  expect(cells[0].metadata.jupyter_data_agent).toBeUndefined();
 });
