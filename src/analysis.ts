@@ -51,8 +51,21 @@ export const PLAN_LABELS: Record<PlanStatus, { icon: string; words: string }> =
     repairing: { icon: '↻', words: 'repairing an error' },
     ok: { icon: '✓', words: 'done' },
     error: { icon: '✗', words: 'failed' },
-    skipped: { icon: '–', words: 'skipped' }
+    skipped: { icon: '–', words: 'not done' }
   };
+
+/**
+ * A step's status once the turn ended: one still being written, run or
+ * repaired was stopped there (a Stop keeps only the verified steps).
+ */
+export function planStatusAtEnd(status: PlanStatus): PlanStatus {
+  return status === 'generating' ||
+    status === 'running' ||
+    status === 'repairing' ||
+    status === 'pending'
+    ? 'skipped'
+    : status;
+}
 
 /** Steps done / all, for the plan's heading. */
 export function planSummary(plan: readonly IPlanStep[]): string {

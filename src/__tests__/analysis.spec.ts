@@ -1,6 +1,7 @@
 import {
   IAnalysisStep,
   analysisCells,
+  planStatusAtEnd,
   planSummary,
   stepDecisions,
   stepMarkdown,
@@ -191,6 +192,12 @@ describe('the live plan', () => {
     );
     expect(job.plan?.map(s => s.title)).toEqual(['Load', 'Sum', 'Clean first']);
     expect(job.plan?.[2].status).toBe('generating');
+    // Once the turn ended (a Stop), a step under way was not done.
+    expect(job.plan?.map(s => planStatusAtEnd(s.status))).toEqual([
+      'ok',
+      'error',
+      'skipped'
+    ]);
   });
 });
 

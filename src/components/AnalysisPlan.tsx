@@ -6,10 +6,19 @@
  */
 import * as React from 'react';
 
-import { IPlanStep, PLAN_LABELS, planSummary } from '../analysis';
+import {
+  IPlanStep,
+  PLAN_LABELS,
+  planStatusAtEnd,
+  planSummary
+} from '../analysis';
 
-export function AnalysisPlan(props: { plan: readonly IPlanStep[] }) {
-  const { plan } = props;
+export function AnalysisPlan(props: {
+  plan: readonly IPlanStep[];
+  /** False once the turn ended: a step still under way was stopped. */
+  running: boolean;
+}) {
+  const { plan, running } = props;
   if (!plan.length) {
     return null;
   }
@@ -20,19 +29,20 @@ export function AnalysisPlan(props: { plan: readonly IPlanStep[] }) {
       </div>
       <ol aria-label="Analysis plan" aria-live="polite">
         {plan.map(step => {
-          const label = PLAN_LABELS[step.status];
+          const status = running ? step.status : planStatusAtEnd(step.status);
+          const label = PLAN_LABELS[status];
           return (
             <li
               key={step.number}
-              className={`jp-DataAgent-planStep jp-mod-${step.status}`}
+              className={`jp-DataAgent-planStep jp-mod-${status}`}
               data-step={step.number}
-              data-status={step.status}
+              data-status={status}
             >
               <span className="jp-DataAgent-planIcon" aria-hidden="true">
                 {label.icon}
               </span>{' '}
               <span className="jp-DataAgent-planTitle">
-                {step.number}. {step.title || `Step ${step.number}`}
+                {step.title || `Step ${step.number}`}
               </span>{' '}
               <span className="jp-DataAgent-planStatus">({label.words})</span>
             </li>

@@ -48,7 +48,7 @@ export function Progress(props: {
           </span>
         </div>
       )}
-      {job.plan && <AnalysisPlan plan={job.plan} />}
+      {job.plan && <AnalysisPlan plan={job.plan} running={running} />}
       {running && job.streaming && job.streaming.text && (
         <div aria-label="The model is writing">
           <StreamingText text={job.streaming.text} rendermime={rendermime} />

@@ -382,6 +382,10 @@ test('Stop finishes an analysis after its step; the prefix, with an edit of a ce
   await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText(
     '2 steps'
   );
+  // The plan says where the stop left it.
+  await expect(
+    panel(page).locator('.jp-DataAgent-planStep').nth(1)
+  ).toHaveAttribute('data-status', 'skipped');
   // The df cell shows the step's change as a diff; its source is unchanged.
   await expect(
     page.locator('.jp-Cell.jp-DataAgent-replacing .jp-DataAgent-cellDiff')
