@@ -408,3 +408,42 @@ test('Stop finishes an analysis after its step; the prefix, with an edit of a ce
   expect(cells[0].source).toBe(DF_CODE);
   expect(cells[0].metadata.jupyter_data_agent).toBeUndefined();
 });
+
+test('a real analysis: the server plans and runs two steps in copies (scripted model); Accept & Run', async ({
+  page
+}) => {
+  // No mocked routes: the extension's server, its kernel copies and the
+  // OpenAI-protocol test server (fixtures/replies.json) answer.
+  await notebookWithDf(page, 'analysis-real.ipynb');
+  await openPanel(page);
+  await panel(page)
+    .locator('.jp-DataAgent-strategy select')
+    .selectOption('analysis');
+  await ask(page, 'Analyse the delays in two verified steps');
+  const bar = page.locator('.jp-DataAgent-analysisBar');
+  await expect(bar).toHaveCount(1, { timeout: 90_000 });
+  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText(
+    '2 steps'
+  );
+  await expect(
+    panel(page).locator('.jp-DataAgent-planStep[data-status="ok"]')
+  ).toHaveCount(2);
+  let cells = await notebookCells(page);
+  expect(cells).toHaveLength(5);
+  expect(cells[1].source).toContain(
+    '**Step 1.** Sum the delays of every flight'
+  );
+  expect(cells[2].source).toBe('total_delay = df["delay"].sum()\ntotal_delay');
+  // Step 2 ran in a copy forked from step 1's: it saw `total_delay`.
+  expect(cells[4].outputs[0].data['text/plain']).toContain('17.0');
+  // The live kernel has neither.
+  expect(await kernelRepr(page, 'total_delay')).toBe('NameError');
+
+  await bar.locator('.jp-DataAgent-acceptAndRun').click();
+  await expect
+    .poll(async () => (await notebookCells(page))[4].execution_count)
+    .not.toBeNull();
+  cells = await notebookCells(page);
+  expect(cells[2].execution_count).toBeLessThan(cells[4].execution_count);
+  expect(await kernelRepr(page, 'float(mean_delay)')).toBe('17.0');
+});
