@@ -409,7 +409,7 @@ test('Stop finishes an analysis after its step; the prefix, with an edit of a ce
   expect(cells[0].metadata.jupyter_data_agent).toBeUndefined();
 });
 
-test('a real analysis: the server plans and runs two steps in copies (scripted model); Accept & Run', async ({
+test('a real analysis: the server plans and runs two steps in copies (scripted model); an edit re-runs step 2; Accept & Run', async ({
   page
 }) => {
   // No mocked routes: the extension's server, its kernel copies and the
@@ -439,11 +439,36 @@ test('a real analysis: the server plans and runs two steps in copies (scripted m
   // The live kernel has neither.
   expect(await kernelRepr(page, 'total_delay')).toBe('NameError');
 
+  // Edit step 1 in review; step 2 re-runs in copies from the edited one.
+  const rerun = bar.locator('.jp-DataAgent-rerun');
+  await expect(rerun).toBeDisabled();
+  await page.evaluate(() => {
+    const widget = (window as any).jupyterapp.shell.currentWidget;
+    widget.content.model.sharedModel.cells[2].setSource(
+      'total_delay = df["delay"].sum() * 2\ntotal_delay'
+    );
+  });
+  await expect(rerun).toHaveText('Re-run from step 1');
+  await rerun.click();
+  await expect
+    .poll(
+      async () => (await notebookCells(page))[4]?.outputs[0]?.data['text/plain']
+    )
+    .toContain('34.0');
+  cells = await notebookCells(page);
+  expect(cells).toHaveLength(5);
+  expect(cells[2].source).toBe(
+    'total_delay = df["delay"].sum() * 2\ntotal_delay'
+  );
+  expect(cells[2].outputs[0].data['text/plain']).toContain('170');
+  expect(await kernelRepr(page, 'total_delay')).toBe('NameError');
+  await expect(rerun).toBeDisabled();
+
   await bar.locator('.jp-DataAgent-acceptAndRun').click();
   await expect
     .poll(async () => (await notebookCells(page))[4].execution_count)
     .not.toBeNull();
   cells = await notebookCells(page);
   expect(cells[2].execution_count).toBeLessThan(cells[4].execution_count);
-  expect(await kernelRepr(page, 'float(mean_delay)')).toBe('17.0');
+  expect(await kernelRepr(page, 'float(mean_delay)')).toBe('34.0');
 });
