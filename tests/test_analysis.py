@@ -246,3 +246,44 @@ def test_edits_of_known_cells_are_steps_with_a_cell_id(tree):
     assert steps[1].result.stream("stdout").strip() == "12"
     assert "x = base * 2" not in result.chosen.code  # the edit is not a new cell
     result.chain.close()
+
+
+def test_step_decisions_are_stored_and_become_training_records(tmp_path):
+    """Kept / dropped / edited per step: the store holds the step as it ran; training sees the step."""
+    import sqlite3
+
+    from jupyter_data_agent.store.decisions import DecisionStore, TurnOutcome
+    from jupyter_data_agent.train.decisions import decision_trajectories
+
+    # a store written by the previous schema (no step column) is upgraded in place
+    old = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(old)
+    conn.executescript("CREATE TABLE decisions (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at REAL NOT NULL, "
+                       "decision TEXT NOT NULL, turn_id TEXT NOT NULL, job_id TEXT NOT NULL DEFAULT '', "
+                       "candidate_index INTEGER NOT NULL DEFAULT 0, intent TEXT NOT NULL DEFAULT '', "
+                       "strategy TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '', "
+                       "notebook_path TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '', "
+                       "final_code TEXT NOT NULL DEFAULT '', prompt TEXT NOT NULL DEFAULT '', "
+                       "candidate TEXT NOT NULL DEFAULT '{}', answer TEXT, asked_at REAL, "
+                       "complete INTEGER NOT NULL DEFAULT 0); PRAGMA user_version = 1;")
+    conn.execute("INSERT INTO decisions (recorded_at, decision, turn_id) VALUES (1, 'accepted', 't-old')")
+    conn.commit()
+    conn.close()
+    store = DecisionStore(old)
+    steps = [{"number": 1, "title": "Load", "explanation": "We load it.", "code": "df = load()",
+              "cell_id": None, "status": "ok", "repairs": 0, "replanned": False,
+              "result": {"status": "ok", "outputs": [], "execution_count": None, "ename": None, "evalue": None,
+                         "duration_s": 0.1, "value": None, "limit": None}},
+             {"number": 2, "title": "Sum", "explanation": "We sum.", "code": "df.a.sum()", "cell_id": None,
+              "status": "ok", "repairs": 0, "replanned": False, "result": None}]
+    outcome = TurnOutcome(turn_id="t-1", owner="me", intent="Total?", strategy="analysis",
+                          candidates=[{"code": "...", "analysis": steps}])
+    store.add(outcome.record("accepted", 0, step=1))
+    store.add(outcome.record("rejected", 0, step=2))
+    records = [r for r in store.records() if r.turn_id == "t-1"]
+    assert [(r.step, r.decision, r.code) for r in records] == [(1, "accepted", "df = load()"),
+                                                                (2, "rejected", "df.a.sum()")]
+    assert next(store.records()).step is None  # the old row reads as a whole-candidate decision
+    trained = decision_trajectories(records)
+    assert len(trained) == 2
+    assert "We load it." in trained[0].messages[-2]["content"] and "df = load()" in trained[0].messages[-2]["content"]

@@ -522,7 +522,7 @@ async def test_config_never_holds_the_key(jp_fetch):
     # The sidebar's knobs show the server's defaults (one place: search/options.py).
     knobs = {s["name"]: (s["samples"], s["budget"]) for s in body["strategies"]}
     assert knobs == {"direct": (None, None), "vote": (5, None), "react": (None, 10),
-                     "mcts": (3, 40), "explain": (None, None)}
+                     "mcts": (3, 40), "analysis": (1, 6), "explain": (None, None)}
 
 
 @on_server_loop

@@ -9,7 +9,10 @@ as the model, on the tasks that have a reference solution
 
 Equal budgets are in completions (model samples): ``vote:k`` draws
 ``min(k, N)``; ``react`` may take up to ``N`` turns; ``mcts`` gets ``N // k``
-iterations of ``k`` samples; ``direct`` always draws one. ``mcts:heuristic``
+iterations of ``k`` samples; ``direct`` always draws one; ``analysis:k`` plans
+(one completion), then draws ``k`` candidates per step (a vote per step; 1 by
+default) for at most ``ANALYSIS_STEPS`` steps, plus its repairs: its real
+count is reported, since it depends on the plan's length. ``mcts:heuristic``
 is value-guided by the execution heuristic, ``mcts:NAME`` by the trained value
 model given as ``--value-model NAME=DIR`` (``mcts:value`` for a bare
 ``--value-model DIR``). Tasks are split by id into train and test halves (a
@@ -40,6 +43,7 @@ from .references import load_references
 from .runner_common import RunFolder, parse_csv_list, progress_bar, pyplot
 
 MCTS_K = 3  # MCTSOptions.k's default: samples per expansion
+ANALYSIS_STEPS = 8  # the references have 3-8 steps
 
 
 def split_of(task_id: Any, test_share: float = 0.5) -> str:
@@ -71,7 +75,10 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
         return "react", budget, {}
     if name == "mcts":
         return "mcts", max(1, budget // MCTS_K), {"value": arg or "heuristic", "k": MCTS_K}
-    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|NAME|DIR]")
+    if name == "analysis":
+        return "analysis", ANALYSIS_STEPS, {"samples": int(arg or 1)}
+    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|NAME|DIR], "
+                     "analysis[:k]")
 
 
 def accuracy(rows: list[dict], strategy: str, p: float) -> tuple[float, int] | None:
@@ -120,6 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-calls", type=int, default=16, help="completions per task, every strategy")
     p.add_argument("--split", choices=("test", "train", "all"), default="test")
     p.add_argument("--limit", type=int, default=None, help="at most this many tasks")
+    p.add_argument("--min-steps", type=int, default=0, help="only tasks whose reference has this many steps")
     p.add_argument("--seed", type=int, default=0, help="the policy's seed")
     p.add_argument("--value-model", action="append", default=[], metavar="[NAME=]DIR",
                    help="a trained value model for mcts:NAME (repeatable)")
@@ -136,6 +144,7 @@ def main(args: argparse.Namespace) -> int:
     tasks, labels = load_tasks(data)
     refs = load_references(args.references)
     chosen = [t for t in tasks if int(t["id"]) in refs and labels.get(t["id"])
+              and len(refs[int(t["id"])].steps) >= args.min_steps
               and (args.split == "all" or split_of(t["id"]) == args.split)][: args.limit]
     ps = [float(x) for x in parse_csv_list(args.p)]
     strategies = parse_csv_list(args.strategies)
@@ -146,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
     todo = [(p, s, t) for p in ps for s in strategies for t in chosen
             if f"{p}|{s}|{t['id']}" not in folder.records]
     meta = {"kind": "lab", "p": ps, "strategies": strategies, "budget_calls": args.budget_calls,
-            "split": args.split, "seed": args.seed, "tasks": [t["id"] for t in chosen],
+            "split": args.split, "seed": args.seed, "min_steps": args.min_steps, "tasks": [t["id"] for t in chosen],
             "value_models": args.value_model, "collect": args.collect}
     folder.start(meta, len(ps) * len(strategies) * len(chosen), len(todo), "run", print)
     settings = Settings(backend="openai", exemplars=False)  # the policy is the model; no endpoint is used

@@ -11,11 +11,13 @@ informative but noisy: a right step's mean log-prob is drawn around
 ``logprob_right``, a wrong one's around ``logprob_wrong``, both with
 ``logprob_noise``.
 
-It answers in both formats the product uses: the ARCADE step-by-step cell
-(direct, vote: the whole solution, each step right with probability ``p``)
-and JUPITER's ReAct turns (react, mcts: the step after the ones whose
+It answers in every format the product uses: the ARCADE step-by-step cell
+(direct, vote: the whole solution, each step right with probability ``p``),
+JUPITER's ReAct turns (react, mcts: the step after the ones whose
 observations were not errors; once every step ran, ``Final Answer:`` with
-what the last step printed). Deterministic under ``seed``.
+what the last step printed) and the analysis's plan and steps (the plan is
+the reference's steps; each step, or its fix, is drawn like a ReAct step).
+Deterministic under ``seed``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from jupyter_data_agent.prompts.analysis import PLAN_SYSTEM, STEP_SYSTEM
 from jupyter_data_agent.prompts.react import SYSTEM as REACT_SYSTEM
 
 from .references import Reference, RefStep
@@ -193,17 +196,35 @@ class SimulatedPolicy(Backend):
         step, ok = self._step(done, rng)
         return self._completion(f"Thought: {step.thought}\nAction:\n```python\n{step.code}\n```", ok, rng)
 
+    def _analysis(self, messages: list[dict], rng: random.Random) -> Completion:
+        """The analysis's plan (the reference's steps), a revised plan (the same steps from the one
+        that broke), or step k / its fix, drawn like a ReAct step."""
+        steps = self.reference.steps
+        if messages[0]["content"].startswith(PLAN_SYSTEM[:60]):
+            return self._completion("\n".join(f"{i}. {s.thought}" for i, s in enumerate(steps, 1)), True, rng)
+        last = messages[-1]["content"]
+        m = re.search(r"(?:Write|Fix) step (\d+)|Step (\d+) cannot be fixed", last)
+        k = min(len(steps), int((m.group(1) or m.group(2)) if m else 1))
+        if "cannot be fixed as planned" in last:
+            return self._completion("Revised plan:\n" + "\n".join(
+                f"{i}. {s.thought}" for i, s in enumerate(steps[k - 1:], 1)), True, rng)
+        step, ok = self._step(k - 1, rng)
+        return self._completion(f"{step.thought}\n```python\n{step.code}\n```", ok, rng)
+
     # -- Backend ----------------------------------------------------------------
     def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
         self.calls += 1
         messages = [{"role": m.role, "content": m.content} for m in prompt.messages or ()] \
             or [{"role": "user", "content": prompt.text or ""}]
         react = any(m["role"] == "system" and m["content"] == REACT_SYSTEM for m in messages)
+        analysis = messages[0]["role"] == "system" and (messages[0]["content"] == STEP_SYSTEM
+                                                        or messages[0]["content"].startswith(PLAN_SYSTEM[:60]))
         digest = hashlib.sha256(repr((messages, params.seed, self.calls)).encode()).hexdigest()[:16]
         out = []
         for i in range(max(1, params.n)):
             rng = random.Random(f"{self.config.seed}/{self.reference.id}/{digest}/{i}")
-            out.append(self._react(messages, rng) if react else self._cell(rng))
+            out.append(self._react(messages, rng) if react else self._analysis(messages, rng) if analysis
+                       else self._cell(rng))
         return out
 
 

@@ -27,11 +27,12 @@ STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
 def candidate_messages(record: DecisionRecord) -> list[dict]:
-    """A one-cell candidate's history: task, the cell as a step, its output."""
+    """A one-cell candidate's history (or an analysis step's): task, the cell as a step, its output."""
     candidate = record.candidate or {}
     code = str(candidate.get("code") or record.code)
     steps = candidate.get("steps") or []
-    thought = " ".join(str(s.get("explanation", "")).strip() for s in steps).strip() or record.intent
+    thought = (" ".join(str(s.get("explanation", "")).strip() for s in steps).strip()
+               or str(candidate.get("explanation") or candidate.get("title") or "").strip() or record.intent)
     result = ExecResult.from_json(candidate["result"]) if candidate.get("result") else None
     return [
         {"role": "system", "content": SYSTEM},
