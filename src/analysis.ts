@@ -6,7 +6,7 @@
  * per step. The review's operations on those cells are in
  * analysisreview.ts.
  */
-import { ICellAgentMetadata, TurnStatus } from './metadata';
+import { ICellAgentMetadata, IStoredStep, TurnStatus } from './metadata';
 import { NbformatOutput, previewOutputs } from './models';
 import { ICellSpec, IExistingCell, IdFactory, tagFor } from './suggestioncells';
 import type {
@@ -40,6 +40,39 @@ export function analysisOf(
   candidate: Partial<Pick<Candidate, 'analysis'>>
 ): IAnalysisStep[] {
   return candidate.analysis ?? [];
+}
+
+/** The steps as stored with the turn (no outputs: those are in the cells). */
+export function storedSteps(steps: readonly IAnalysisStep[]): IStoredStep[] {
+  return steps.map(s => ({
+    number: s.number,
+    title: s.title,
+    explanation: s.explanation,
+    code: s.code,
+    cell_id: s.cell_id,
+    status: s.status
+  }));
+}
+
+const STEP_STATUSES: StepStatus[] = [
+  'ok',
+  'error',
+  'timeout',
+  'died',
+  'not_run'
+];
+
+/** Stored steps back as the review's steps (a reopened notebook). */
+export function restoredSteps(stored: readonly IStoredStep[]): IAnalysisStep[] {
+  return stored.map(s => ({
+    ...s,
+    result: null,
+    status: STEP_STATUSES.includes(s.status as StepStatus)
+      ? (s.status as StepStatus)
+      : 'not_run',
+    repairs: 0,
+    replanned: false
+  }));
 }
 
 /** Words and an icon for a plan step's status (the sidebar's list). */

@@ -44,9 +44,9 @@ function unchanged(state: ISuggestionState): ITransition {
 }
 
 /**
- * After an accept (or a reject) the review's own steps are folded away:
- * undo returns to the last snapshot without this turn's cells, the
- * notebook before the analysis was placed.
+ * After an accept the review's own steps are folded away: undo returns to
+ * the last snapshot without this turn's cells, the notebook before the
+ * analysis was placed.
  */
 function beforePlaced(
   result: ITransition,
@@ -57,13 +57,20 @@ function beforePlaced(
   while (at >= 0 && history[at].status === 'suggested') {
     at--;
   }
-  if (at < 0) {
-    return result;
-  }
-  return {
-    ...result,
-    state: { ...result.state, history: history.slice(0, at + 1) }
-  };
+  // Placed before this page loaded (a reopened notebook): its history
+  // starts at the review, so the notebook before it is "none of its cells".
+  const placed =
+    at >= 0
+      ? history.slice(0, at + 1)
+      : [
+          {
+            status: 'none' as const,
+            index: before.index,
+            anchor: before.anchor,
+            cells: []
+          }
+        ];
+  return { ...result, state: { ...result.state, history: placed } };
 }
 
 /** Accept the steps up to `upTo` (all: null); the later ones go. */
@@ -211,4 +218,28 @@ export function replaceFrom(
     originalAnalysis: originalAnalysis(current)
   };
   return transitionTo(current, { ...current, candidates, cells }, null);
+}
+
+/**
+ * A pending analysis rebuilt from a reopened notebook: the existing cells
+ * its steps edit hold their own source until accepted, so that is what a
+ * reject or an undo gives back (their earlier tag is not known).
+ */
+export function withStepEdits(state: ISuggestionState): ISuggestionState {
+  const edits = new Set(
+    shownAnalysis(state)
+      .map(s => s.cell_id)
+      .filter(id => id !== null)
+  );
+  if (!edits.size || state.status !== 'suggested') {
+    return state;
+  }
+  return {
+    ...state,
+    cells: state.cells.map(c =>
+      edits.has(c.id) && !c.edits
+        ? { ...c, edits: { original: c.source, tag: null } }
+        : c
+    )
+  };
 }

@@ -3,7 +3,7 @@
  * (an event of its job, a candidate picked) makes a new exchange, so the
  * panel re-renders the one exchange that changed and no other.
  */
-import { analysisOf } from './analysis';
+import { analysisOf, storedSteps } from './analysis';
 import type { EditKind } from './celledit';
 import { IJobView } from './events';
 import { ITurn, boundPreviews, newTurnId, nowSeconds } from './metadata';
@@ -125,6 +125,9 @@ export function turnOfExchange(exchange: IExchange): ITurn {
         }
       : {}),
     ...(job.confinement ? { confinement: job.confinement } : {}),
+    ...(chosen && analysisOf(chosen).length
+      ? { analysis: storedSteps(analysisOf(chosen)) }
+      : {}),
     ...(job.candidates.length
       ? {
           previews: boundPreviews(

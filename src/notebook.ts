@@ -13,7 +13,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ExistingCells, stepDecisions } from './analysis';
+import { ExistingCells, restoredSteps, stepDecisions } from './analysis';
 import { AnalysisAction } from './analysisbar';
 import {
   acceptUpTo,
@@ -21,7 +21,8 @@ import {
   editedFrom,
   isAnalysis,
   originalAnalysis,
-  replaceFrom
+  replaceFrom,
+  withStepEdits
 } from './analysisreview';
 import { ConversationStore } from './conversation';
 import { rerunAnalysis } from './handler';
@@ -555,7 +556,11 @@ export class SuggestionController implements IDisposable {
     return (turn?.candidates ?? []).map((code, i) => ({
       code,
       explanation: turn?.explanations?.[i] ?? '',
-      steps: []
+      steps: [],
+      // An analysis has one candidate: its steps come back with it.
+      ...(i === 0 && turn?.analysis?.length
+        ? { analysis: restoredSteps(turn.analysis) }
+        : {})
     }));
   }
 
@@ -575,21 +580,19 @@ export class SuggestionController implements IDisposable {
         cells[0].id === turn.edits_cell
           ? cells[0]
           : null;
-      this._states.set(
+      const restored = restore({
         turnId,
-        restore({
-          turnId,
-          intent: turn?.intent ?? cells[0].source,
-          candidates: this._candidatesOf(turn),
-          mode: cells.length > 1 ? 'perStep' : 'single',
-          cells,
-          anchor: this._cells.anchorAt(first),
-          target: edited
-            ? { id: edited.id, original: edited.source, tag: null }
-            : null,
-          code: turn?.code
-        })
-      );
+        intent: turn?.intent ?? cells[0].source,
+        candidates: this._candidatesOf(turn),
+        mode: cells.length > 1 ? 'perStep' : 'single',
+        cells,
+        anchor: this._cells.anchorAt(first),
+        target: edited
+          ? { id: edited.id, original: edited.source, tag: null }
+          : null,
+        code: turn?.code
+      });
+      this._states.set(turnId, withStepEdits(restored));
       if (turn?.status === 'accepted') {
         this._acceptedCode.set(turnId, turn.code);
       }

@@ -3,17 +3,21 @@ import {
   analysisCells,
   planStatusAtEnd,
   planSummary,
+  restoredSteps,
   stepDecisions,
   stepMarkdown,
   stepOutputs,
-  stepsShown
+  stepsShown,
+  storedSteps
 } from '../analysis';
 import {
   acceptUpTo,
   dropStep,
   editedFrom,
-  replaceFrom
+  replaceFrom,
+  withStepEdits
 } from '../analysisreview';
+import { parseTurn } from '../metadata';
 import { initialJob, reduceJob } from '../events';
 import {
   CellChange,
@@ -403,5 +407,56 @@ describe('the review', () => {
     const kept = apply(cells, partial.changes);
     expect(kept[0]).toEqual(BEFORE[0]);
     expect(kept).toHaveLength(2 + 2);
+  });
+
+  it('comes back from a reopened notebook: the steps stored with the turn, the edited cell', () => {
+    const steps = [
+      step(1, 'x = 1'),
+      step(2, 'import numpy as np', { cell_id: 'a' })
+    ];
+    const stored = storedSteps(steps);
+    expect(JSON.stringify(stored)).not.toContain('out 1');
+    const turn = parseTurn({
+      turn_id: 't1',
+      intent: 'analyse a',
+      code: '',
+      status: 'pending',
+      cell_ids: [],
+      candidates: ['x'],
+      created: 1,
+      analysis: [...stored, { title: 'no number' }]
+    });
+    expect(turn?.analysis).toEqual(stored);
+    const { state } = placed(restoredSteps(turn!.analysis!), (id: string) =>
+      id === 'a' ? { original: 'import pandas as pd', tag: null } : null
+    );
+    // What restore() gives: the cells without the knowledge of the edit.
+    const bare = {
+      ...state,
+      history: [],
+      cells: state.cells.map(({ edits, ...c }) => c)
+    };
+    const back = withStepEdits(bare);
+    expect(back.cells.find(c => c.id === 'a')?.edits).toEqual({
+      original: 'import pandas as pd',
+      tag: null
+    });
+    // Accepting only step 1 gives cell a back its source, untagged.
+    const acceptedOne = acceptUpTo(back, 1);
+    expect(acceptedOne.changes).toContainEqual({
+      op: 'setTag',
+      id: 'a',
+      tag: null
+    });
+    // With no history from before the reload, undo after an accept still
+    // takes the whole analysis out.
+    const undone = undo(acceptUpTo(back, null).state);
+    expect(undone.state.status).toBe('none');
+    expect(undone.changes.filter(c => c.op === 'remove')).toHaveLength(3);
+    expect(undone.changes).toContainEqual({
+      op: 'setSource',
+      id: 'a',
+      source: 'import pandas as pd'
+    });
   });
 });

@@ -23,6 +23,7 @@ import {
   notebookWithDf,
   openPanel,
   panel,
+  reloadAndReopen,
   screenshotPath
 } from './helpers';
 
@@ -397,6 +398,16 @@ test('Stop finishes an analysis after its step; the prefix, with an edit of a ce
     step: 2
   });
   await page.screenshot({ path: screenshotPath('analysis-edit-diff.png') });
+  // The review survives a reload: its bar, its steps, the diff.
+  await page.notebook.save();
+  await reloadAndReopen(page, 'analysis-stop.ipynb');
+  await expect(bar.locator('.jp-DataAgent-suggestionCount')).toHaveText(
+    '2 steps'
+  );
+  await expect(
+    page.locator('.jp-Cell.jp-DataAgent-replacing .jp-DataAgent-cellDiff')
+  ).toHaveCount(1);
+  expect((await notebookCells(page))[0].source).toBe(DF_CODE);
   await bar.locator('.jp-DataAgent-accept').click();
   await expect(page.locator('.jp-DataAgent-cellDiff')).toHaveCount(0);
   cells = await notebookCells(page);
