@@ -357,9 +357,11 @@ export class NotebookSession implements IDisposable {
       this._recordFailure(key);
       return;
     }
-    if (exchange.strategy === ANALYSIS) {
+    if (exchange.strategy === ANALYSIS && !this._finishing.has(key)) {
       // The analysis ends after the step in progress, with `done` and the
-      // verified steps so far: reviewed like a whole one.
+      // verified steps so far: reviewed like a whole one. A second Stop
+      // cancels it outright.
+      this._finishing.add(key);
       this._setJob(key, job => ({
         ...job,
         message: 'Stopping after the step in progress…'
@@ -736,6 +738,8 @@ export class NotebookSession implements IDisposable {
   private _blocked = new Map<string, string>();
   private _exchanges = new ExchangeList();
   private _streams = new Map<string, JobStream>();
+  /** Analyses asked to finish after their step (a second Stop cancels). */
+  private _finishing = new Set<string>();
   private _pinned: string | null = null;
   private _changed = new Signal<this, void>(this);
   private _disposed = false;
