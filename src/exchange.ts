@@ -3,6 +3,7 @@
  * (an event of its job, a candidate picked) makes a new exchange, so the
  * panel re-renders the one exchange that changed and no other.
  */
+import { analysisOf, storedSteps } from './analysis';
 import type { EditKind } from './celledit';
 import { IJobView } from './events';
 import { ITurn, boundPreviews, newTurnId, nowSeconds } from './metadata';
@@ -93,10 +94,12 @@ export interface IRetryRequest {
 export function toSuggestionCandidate(
   candidate: Candidate
 ): ISuggestionCandidate {
+  const analysis = analysisOf(candidate);
   return {
     code: candidate.code,
     explanation: candidate.explanation,
-    steps: candidate.steps.map(s => ({ ...s }))
+    steps: candidate.steps.map(s => ({ ...s })),
+    ...(analysis.length ? { analysis } : {})
   };
 }
 
@@ -122,6 +125,9 @@ export function turnOfExchange(exchange: IExchange): ITurn {
         }
       : {}),
     ...(job.confinement ? { confinement: job.confinement } : {}),
+    ...(chosen && analysisOf(chosen).length
+      ? { analysis: storedSteps(analysisOf(chosen)) }
+      : {}),
     ...(job.candidates.length
       ? {
           previews: boundPreviews(

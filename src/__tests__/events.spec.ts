@@ -93,7 +93,8 @@ const candidate = (code: string, status: 'ok' | 'error' = 'ok'): Candidate => ({
   support: 1,
   repaired: false,
   meta: {},
-  trace: []
+  trace: [],
+  analysis: []
 });
 
 const sent = (

@@ -7,6 +7,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
 import { formatElapsed, IJobView, isFinished } from '../events';
+import { AnalysisPlan } from './AnalysisPlan';
 import { StreamingText } from './blocks';
 
 /** Seconds since the component mounted, ticking once a second while `running`. */
@@ -47,6 +48,7 @@ export function Progress(props: {
           </span>
         </div>
       )}
+      {job.plan && <AnalysisPlan plan={job.plan} running={running} />}
       {running && job.streaming && job.streaming.text && (
         <div aria-label="The model is writing">
           <StreamingText text={job.streaming.text} rendermime={rendermime} />
