@@ -172,7 +172,7 @@ def _node(x: Any, budget: list[int], depth: int) -> dict:
                       dtypes=[x.dtype])
     if pd is not None and isinstance(x, pd.Index):
         if isinstance(x, pd.MultiIndex):
-            levels = [x.get_level_values(i) for i in range(x.nlevels)]
+            levels = _levels(x)
             return _table("Index", list(x.names), [lv.to_numpy() for lv in levels], None, [len(x)],
                           budget, dtypes=[lv.dtype for lv in levels])
         return _table("Index", [x.name], [x.to_numpy()], None, [len(x)], budget, dtypes=[x.dtype])
@@ -260,6 +260,15 @@ def _default_index(index: Any, n: int) -> bool:
     return bool(np.array_equal(index.to_numpy(), np.arange(n)))
 
 
+def _levels(index: Any) -> list:
+    """The index's levels by position. ``get_level_values(i)`` resolves ``i`` as a level *name* first, so
+    integer level names would swap or repeat levels; positional names make ``i`` mean position ``i``."""
+    if not isinstance(index, _pd().MultiIndex):
+        return [index]
+    positional = index.set_names(list(range(index.nlevels)))
+    return [positional.get_level_values(i) for i in range(index.nlevels)]
+
+
 def _table(src: str, names: list, columns: list, index: Any, shape: list[int], budget: list[int],
            dtypes: list | None = None) -> dict:
     rows = len(columns[0]) if columns else (len(index) if index is not None else 0)
@@ -267,9 +276,8 @@ def _table(src: str, names: list, columns: list, index: Any, shape: list[int], b
             for j in range(len(columns))]
     index_cols = []
     if index is not None and not _default_index(index, rows):
-        for i in range(index.nlevels):
-            level = index.get_level_values(i)
-            index_cols.append(_column(_label(index.names[i]), level.to_numpy(), level.dtype, budget))
+        for name, level in zip(index.names, _levels(index)):
+            index_cols.append(_column(_label(name), level.to_numpy(), level.dtype, budget))
     return {"k": "table", "src": src, "rows": rows, "shape": shape, "cols": cols, "index": index_cols}
 
 
