@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jupyter_data_agent.kernel.answer_form import BUDGET_CELLS, answer_form, is_form
+from jupyter_data_agent.kernel.answer_form import BUDGET_CELLS, SKETCH_BLOCKS, SKETCH_SAMPLE, answer_form, is_form
 from jupyter_data_agent.search.equivalence import answer_key, same_answer
 
 
@@ -334,6 +334,6 @@ def test_past_the_budget_a_float_column_keeps_a_size_free_sketch():
     col = form["cols"][0]
     assert "values" not in col
     sketch = col["sketch"]
-    assert len(sketch["sample"]) == 16 and len(sketch["sums"]) == len(sketch["abs"]) == 32
+    assert len(sketch["sample"]) == SKETCH_SAMPLE and len(sketch["sums"]) == len(sketch["abs"]) == SKETCH_BLOCKS
     assert sketch["sample"][0] == 0.0 and sketch["sample"][-1] == 1.0  # both ends are sampled
     assert json.loads(json.dumps(form)) == form

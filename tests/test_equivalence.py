@@ -156,11 +156,6 @@ def test_a_set_is_not_a_list_even_sorted():
     assert not same_answer({1, 2}, {1, 2, 3})
 
 
-def test_a_dict_is_not_a_series():
-    # documented behaviour: dicts keep their own node kind
-    assert not same_answer({"x": 1, "y": 2}, pd.Series([1, 2], index=["x", "y"]))
-
-
 def test_a_one_million_row_frame_with_its_last_text_cell_changed():
     n = 1_000_000
     a = pd.DataFrame({"i": np.arange(n), "t": np.array([f"w{i % 997}" for i in range(n)], dtype=object)})

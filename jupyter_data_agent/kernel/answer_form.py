@@ -26,7 +26,14 @@ rounded to 20 mantissa bits (about 1e-6 relative, the comparison's tolerance)
 on grids half a step apart, so recomputation noise far below the tolerance
 keeps one of them (most of the time: a value that sits on a grid boundary in
 both grids splits a long column that only noise separates). ``values`` are there while the form's
-cell budget lasts; past it a column is its digests, never a prefix.
+cell budget lasts; past it a column is its digests, never a prefix, and a
+number column also keeps a ``sketch`` (:func:`num_sketch`: 16 values at fixed
+positions, both ends included, and sums and absolute sums over 16 row blocks,
+while a second budget of twice as many numbers lasts). Tolerance past the budget
+rests on the sketch, whose size depends on nothing but the cap: within
+tolerance everywhere implies the sketches agree (noise never splits them, as
+it splits the rounded digests of a long column); a difference that no sampled
+cell shows and that hides inside a block's summed tolerance is missed.
 
 Standard library only at import: this module is injected into kernels that
 may not have jupyter_data_agent installed; numpy/pandas are used only when the
@@ -42,12 +49,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BUDGET_CELLS", "answer_form", "is_form"]
+__all__ = ["BUDGET_CELLS", "SKETCH_BLOCKS", "SKETCH_SAMPLE", "answer_form", "is_form", "num_sketch"]
 
 BUDGET_CELLS = 50_000  # values kept in one form; past this, columns are digests only
 _MAX_DEPTH = 12
 _MAX_ITEMS = 10_000  # items of a nested container kept (the count is kept exactly)
 _QBITS = 20  # a grid step of ~1e-6 relative: equal q digests are within RTOL
+_CELL_VALUES = 16  # values kept inside one cell that holds a container (a tuple, a list)
+SKETCH_SAMPLE = 16  # values kept at fixed positions of a number column past the budget
+SKETCH_BLOCKS = 16  # row blocks whose sums and absolute sums it keeps
 
 
 def is_form(x: Any) -> bool:
@@ -56,7 +66,7 @@ def is_form(x: Any) -> bool:
 
 def answer_form(obj: Any, *, budget_cells: int = BUDGET_CELLS) -> dict:
     """The canonical form of ``obj`` (see the module docstring)."""
-    budget = [budget_cells]
+    budget = [budget_cells, 2 * budget_cells]  # values; then sketch numbers (1,950 columns of 1,000 x 2,000)
     return {"form": 1, **_node(obj, budget, 0)}
 
 
@@ -308,7 +318,29 @@ def _column(name: Any, values: Any, dtype: Any, budget: list[int]) -> dict:
     budget[0] = budget[0] - n if keep else 0
     col: dict[str, Any] = {"name": name, "kind": kind, "n": n}
     _FILL[kind](col, data, keep)
+    size = min(n, SKETCH_SAMPLE) + 2 * min(n, SKETCH_BLOCKS)
+    if kind == "num" and not keep and budget[1] >= size:
+        budget[1] -= size
+        col["sketch"] = num_sketch(data)
     return col
+
+
+def num_sketch(values: Any) -> dict:
+    """A number column in a size-free summary: the values at fixed positions (``None`` missing, non-finite as
+    text), the sums and absolute sums of the finite values of each row block, the digest of the missing mask.
+    Positions and blocks depend only on the length, so two columns of one length compare block by block."""
+    np = _numpy()
+    x = np.asarray(values, dtype=np.float64)
+    n = int(x.shape[0])
+    miss = np.isnan(x)
+    at = np.unique(np.linspace(0, n - 1, min(n, SKETCH_SAMPLE)).round().astype(np.int64)) if n else []
+    finite = np.where(np.isfinite(x), x, 0.0)
+    starts = (np.arange(min(n, SKETCH_BLOCKS)) * n) // max(1, min(n, SKETCH_BLOCKS))
+    sums = np.add.reduceat(finite, starts) if n else finite[:0]
+    abs_sums = np.add.reduceat(np.abs(finite), starts) if n else finite[:0]
+    return {"sample": [None if math.isnan(v) else _float_json(v) for v in x[at].tolist()],
+            "sums": [_float_json(v) for v in sums.tolist()], "abs": [_float_json(v) for v in abs_sums.tolist()],
+            "mask": _digest(b"mask", miss.tobytes())}
 
 
 def _numpy_column(a: Any, dtype: Any) -> tuple[str, Any]:
@@ -471,7 +503,9 @@ def _fill_str(col: dict, vals: list, keep: bool) -> None:
 
 
 def _fill_obj(col: dict, values: list, keep: bool) -> None:
-    nodes = [{"k": "scalar", "t": "missing", "v": None} if v is None else _node(v, [0], 1) for v in values]
+    # a cell holding a container keeps a few values of its own (tuples as rows), whatever the form's budget
+    nodes = [{"k": "scalar", "t": "missing", "v": None} if v is None else _node(v, [_CELL_VALUES], 1)
+             for v in values]
     col["nulls"] = sum(1 for n in nodes if n.get("t") == "missing")
     col["digest"] = _digest(b"obj", json.dumps(nodes, sort_keys=True, default=str).encode())
     if keep:
