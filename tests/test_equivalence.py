@@ -365,3 +365,19 @@ def test_cells_holding_tuples_or_lists_match_the_list_of_rows():
     assert same_both_ways(pd.Series(rows), rows)
     assert same_both_ways(pd.Series([list(r) for r in rows]), pd.DataFrame(rows, columns=["n", "s"]))
     assert not same_both_ways(pd.Series(rows), [(1, "a"), (2, "b"), (3, "d")])
+
+
+def test_majority_can_merge_classes_where_one_covers_the_other():
+    right = pd.DataFrame({"k": ["a", "b"], "x": [1.5, 2.5]})
+    extra = right.assign(n=[3, 4])  # the same answer with an extra column
+    wrong = right.assign(x=[1.5, 9.0])
+    answers = [right, wrong, wrong, extra]
+    assert majority(answers, covering=False)[0] == [1, 2]  # by same_answer alone: 2 wrong vs 1 + 1 right
+    merged = majority(answers)
+    assert sorted(merged[0]) == [0, 3] and sorted(merged[1]) == [1, 2]  # a tie: first seen goes first
+    assert majority([right, extra, extra]) == [[1, 2, 0]]  # the representative: from the larger sub-class
+    assert len(majority(["a b", "a"], lambda a, b: a == b)) == 2  # an own relation: nothing covers
+    # an answer that both a right and a wrong answer cover (values without their keys) bridges nothing
+    keyed = pd.Series([3, 1], index=pd.Index(["Lima", "Oslo"], name="city"))
+    wrong_keys = pd.Series([3, 1], index=pd.Index(["Lima", "Rome"], name="city"))
+    assert sorted(map(sorted, majority([keyed, wrong_keys, [3, 1]]))) == [[0], [1], [2]]

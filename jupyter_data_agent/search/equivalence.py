@@ -523,14 +523,18 @@ def _key(node: dict, *, strip: bool = False) -> Any:
 
 def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = None, *,
              scores: Sequence[float | None] | None = None,
-             steps: Sequence[int] | None = None) -> list[list[int]]:
+             steps: Sequence[int] | None = None, covering: bool = True) -> list[list[int]]:
     """Self-consistency: indices of equal answers grouped, the winner first.
 
     ``None`` answers (errors, silent cells) never vote. Groups are ordered by
     size, then by their best score, then by first appearance; each group's
     first index is its representative: the member equal to most others, ties
     to the higher score, then fewer steps, then the earlier answer. ``same``
-    replaces :func:`same_answer` (e.g. for answers in words).
+    replaces :func:`same_answer` (e.g. for answers in words). With forms,
+    two classes where one :func:`covers` the other (an extra column, row
+    labels kept, the key as index and column) are one class: right answers
+    in such forms no longer split the vote (measured in the equivalence lab,
+    docs/benchmarks.md "Covering classes"); ``covering=False`` keeps them apart.
     """
     voters = [i for i, a in enumerate(answers) if a is not None]
     if same is None:
@@ -558,6 +562,10 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
         for kb in distinct[a_i + 1:]:
             if root(ka) != root(kb) and relation(values[firsts[ka]], values[firsts[kb]]):
                 parent[root(kb)] = root(ka)
+    if covering and same is None:
+        for component in _covering_cliques([root(k) for k in distinct], lambda k: values[firsts[k]]):
+            for k in component[1:]:
+                parent[root(k)] = root(component[0])
     classes: dict[str, list[int]] = {}
     for i in voters:
         classes.setdefault(root(keys[i]), []).append(i)
@@ -576,6 +584,33 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
 
     groups = [rep_order(g) for g in classes.values()]
     return sorted(groups, key=lambda g: (-len(g), -max(score(i) for i in g), min(g)))
+
+
+def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list[str]]:
+    """Classes (by their root key) linked where one covers the other, as groups to merge: a linked group
+    merges only if every two of its classes are linked, so an answer that two different answers both
+    cover (the values with the keys dropped) joins neither, and never bridges them."""
+    roots = list(dict.fromkeys(keys))
+    linked = {(a, b) for i, a in enumerate(roots) for b in roots[i + 1:]
+              if covers(value(a), value(b)) or covers(value(b), value(a))}
+    linked |= {(b, a) for a, b in linked}
+    seen: set[str] = set()
+    out = []
+    for start in roots:
+        if start in seen:
+            continue
+        group, todo = [], [start]
+        seen.add(start)
+        while todo:
+            k = todo.pop()
+            group.append(k)
+            for other in roots:
+                if other not in seen and (k, other) in linked:
+                    seen.add(other)
+                    todo.append(other)
+        if len(group) > 1 and all((a, b) in linked for i, a in enumerate(group) for b in group[i + 1:]):
+            out.append(group)
+    return out
 
 
 def exec_output(result: ExecResult | None) -> dict | None:
