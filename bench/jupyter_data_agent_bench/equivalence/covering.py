@@ -149,7 +149,7 @@ def simulate(pools: Sequence[CoverPool], ps: Sequence[float] = PS, ns: Sequence[
                         forms.append(cp.covering[int(rng.integers(len(cp.covering)))])
                     else:
                         forms.append(cp.pool.right[int(rng.integers(len(cp.pool.right)))])
-                plain, merged = majority(forms), majority(forms, covering=True)
+                plain, merged = majority(forms, covering=False), majority(forms, covering=True)
                 rp += labels[plain[0][0]] == 0
                 wp += labels[plain[0][0]] != 0
                 rm += labels[merged[0][0]] == 0
