@@ -588,8 +588,9 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
 
 def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list[str]]:
     """Classes (by their root key) linked where one covers the other, as groups to merge: a linked group
-    merges only if every two of its classes are linked, so an answer that two different answers both
-    cover (the values with the keys dropped) joins neither, and never bridges them."""
+    merges only if every two of its classes are linked or agree on every meaningful name they share (and
+    share one), so an answer that two different answers both cover (the values with the keys dropped)
+    never bridges them, while the same answer with an extra column and with its row labels do join."""
     roots = list(dict.fromkeys(keys))
     linked = {(a, b) for i, a in enumerate(roots) for b in roots[i + 1:]
               if covers(value(a), value(b)) or covers(value(b), value(a))}
@@ -608,9 +609,21 @@ def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list
                 if other not in seen and (k, other) in linked:
                     seen.add(other)
                     todo.append(other)
-        if len(group) > 1 and all((a, b) in linked for i, a in enumerate(group) for b in group[i + 1:]):
+        if len(group) > 1 and all((a, b) in linked or _agree_on_names(value(a), value(b))
+                                  for i, a in enumerate(group) for b in group[i + 1:]):
             out.append(group)
     return out
+
+
+def _agree_on_names(a: Any, b: Any) -> bool:
+    """Two tables of one length that share a meaningful column name, and hold equal columns under each."""
+    ta, tb = _unwrap(as_form(a) or {"k": "?"}), _unwrap(as_form(b) or {"k": "?"})
+    if ta["k"] != "table" or tb["k"] != "table" or ta["rows"] != tb["rows"]:
+        return False
+    ca, cb = _columns(ta), _columns(tb)
+    na, nb = _unique_names(ca), _unique_names(cb)
+    shared = na.keys() & nb.keys()
+    return bool(shared) and all(_columns_same(ca[na[k]], cb[nb[k]]) for k in shared)
 
 
 def exec_output(result: ExecResult | None) -> dict | None:
