@@ -326,6 +326,10 @@ def test_past_the_budget_a_wrong_float_is_still_rejected():
         y.iloc[i] += 1.0
         assert not same_answer(x, y), i
     assert not same_answer(x, x.round(1)) and not same_answer(x, x[::-1].reset_index(drop=True))
+    big = pd.Series(rng.normal(size=1_000_000) * 100)  # one unsampled cell + 1: found by its block's sums
+    off = big * (1 + 1e-9)
+    off.iloc[500_000] += 1.0
+    assert same_answer(big, big * (1 + 1e-9)) and not same_answer(big, off) and not covers(off, big)
 
 
 def test_wide_noisy_frames_pair_columns_quickly():

@@ -28,8 +28,9 @@ keeps one of them (most of the time: a value that sits on a grid boundary in
 both grids splits a long column that only noise separates). ``values`` are there while the form's
 cell budget lasts; past it a column is its digests, never a prefix, and a
 number column also keeps a ``sketch`` (:func:`num_sketch`: 16 values at fixed
-positions, both ends included, and sums and absolute sums over 16 row blocks,
-while a second budget of twice as many numbers lasts). Tolerance past the budget
+positions, both ends included, and sums and absolute sums over row blocks: 16,
+or up to 32,768 where a table's columns share the second budget, twice as
+many numbers, in fewer columns). Tolerance past the budget
 rests on the sketch, whose size depends on nothing but the cap: within
 tolerance everywhere implies the sketches agree (noise never splits them, as
 it splits the rounded digests of a long column); a difference that no sampled
@@ -49,7 +50,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BUDGET_CELLS", "SKETCH_BLOCKS", "SKETCH_SAMPLE", "answer_form", "is_form", "num_sketch"]
+__all__ = ["BUDGET_CELLS", "MAX_SKETCH_BLOCKS", "SKETCH_BLOCKS", "SKETCH_SAMPLE", "answer_form", "is_form",
+           "num_sketch", "sketch_blocks"]
 
 BUDGET_CELLS = 50_000  # values kept in one form; past this, columns are digests only
 _MAX_DEPTH = 12
@@ -57,7 +59,8 @@ _MAX_ITEMS = 10_000  # items of a nested container kept (the count is kept exact
 _QBITS = 20  # a grid step of ~1e-6 relative: equal q digests are within RTOL
 _CELL_VALUES = 16  # values kept inside one cell that holds a container (a tuple, a list)
 SKETCH_SAMPLE = 16  # values kept at fixed positions of a number column past the budget
-SKETCH_BLOCKS = 16  # row blocks whose sums and absolute sums it keeps
+SKETCH_BLOCKS = 16  # row blocks whose sums and absolute sums it keeps, at least (a power of two)
+MAX_SKETCH_BLOCKS = 1 << 15  # at most: a few columns share the sketch budget in finer blocks
 
 
 def is_form(x: Any) -> bool:
@@ -282,12 +285,14 @@ def _levels(index: Any) -> list:
 def _table(src: str, names: list, columns: list, index: Any, shape: list[int], budget: list[int],
            dtypes: list | None = None) -> dict:
     rows = len(columns[0]) if columns else (len(index) if index is not None else 0)
-    cols = [_column(names[j], columns[j], dtypes[j] if dtypes else None, budget)
+    keyed = index is not None and not _default_index(index, rows)
+    blocks = sketch_blocks(budget[1] // max(1, len(columns) + (index.nlevels if keyed else 0)))
+    cols = [_column(names[j], columns[j], dtypes[j] if dtypes else None, budget, blocks)
             for j in range(len(columns))]
     index_cols = []
-    if index is not None and not _default_index(index, rows):
+    if keyed:
         for name, level in zip(index.names, _levels(index)):
-            index_cols.append(_column(_label(name), level.to_numpy(), level.dtype, budget))
+            index_cols.append(_column(_label(name), level.to_numpy(), level.dtype, budget, blocks))
     return {"k": "table", "src": src, "rows": rows, "shape": shape, "cols": cols, "index": index_cols}
 
 
@@ -306,7 +311,7 @@ def _numpy():
     return np
 
 
-def _column(name: Any, values: Any, dtype: Any, budget: list[int]) -> dict:
+def _column(name: Any, values: Any, dtype: Any, budget: list[int], blocks: int = SKETCH_BLOCKS) -> dict:
     if not isinstance(name, list):
         name = _label(name)
     if isinstance(values, list):
@@ -318,24 +323,38 @@ def _column(name: Any, values: Any, dtype: Any, budget: list[int]) -> dict:
     budget[0] = budget[0] - n if keep else 0
     col: dict[str, Any] = {"name": name, "kind": kind, "n": n}
     _FILL[kind](col, data, keep)
-    size = min(n, SKETCH_SAMPLE) + 2 * min(n, SKETCH_BLOCKS)
+    blocks = _pow2(min(n, blocks))
+    size = min(n, SKETCH_SAMPLE) + 2 * blocks
     if kind == "num" and not keep and budget[1] >= size:
         budget[1] -= size
-        col["sketch"] = num_sketch(data)
+        col["sketch"] = num_sketch(data, blocks)
     return col
 
 
-def num_sketch(values: Any) -> dict:
+def _pow2(n: int) -> int:
+    """The largest power of two <= ``n`` (1 for n < 1)."""
+    return 1 << max(0, int(n).bit_length() - 1)
+
+
+def sketch_blocks(numbers: int) -> int:
+    """Row blocks per column when a table's columns share ``numbers`` sketch numbers: a power of two from
+    ``SKETCH_BLOCKS`` to ``MAX_SKETCH_BLOCKS``. Powers of two nest (block ``i`` of ``B / 2`` is blocks ``2i``
+    and ``2i + 1`` of ``B``), so sketches of one length with different counts still compare."""
+    return min(MAX_SKETCH_BLOCKS, max(SKETCH_BLOCKS, _pow2((numbers - SKETCH_SAMPLE) // 2)))
+
+
+def num_sketch(values: Any, blocks: int = SKETCH_BLOCKS) -> dict:
     """A number column in a size-free summary: the values at fixed positions (``None`` missing, non-finite as
-    text), the sums and absolute sums of the finite values of each row block, the digest of the missing mask.
-    Positions and blocks depend only on the length, so two columns of one length compare block by block."""
+    text), the sums and absolute sums of the finite values of each of ``blocks`` row blocks (a power of two,
+    at most the length), the digest of the missing mask. Positions depend only on the length."""
     np = _numpy()
     x = np.asarray(values, dtype=np.float64)
     n = int(x.shape[0])
     miss = np.isnan(x)
     at = np.unique(np.linspace(0, n - 1, min(n, SKETCH_SAMPLE)).round().astype(np.int64)) if n else []
     finite = np.where(np.isfinite(x), x, 0.0)
-    starts = (np.arange(min(n, SKETCH_BLOCKS)) * n) // max(1, min(n, SKETCH_BLOCKS))
+    blocks = _pow2(min(n, blocks))
+    starts = (np.arange(blocks) * n) // blocks
     sums = np.add.reduceat(finite, starts) if n else finite[:0]
     abs_sums = np.add.reduceat(np.abs(finite), starts) if n else finite[:0]
     return {"sample": [None if math.isnan(v) else _float_json(v) for v in x[at].tolist()],
@@ -504,7 +523,7 @@ def _fill_str(col: dict, vals: list, keep: bool) -> None:
 
 def _fill_obj(col: dict, values: list, keep: bool) -> None:
     # a cell holding a container keeps a few values of its own (tuples as rows), whatever the form's budget
-    nodes = [{"k": "scalar", "t": "missing", "v": None} if v is None else _node(v, [_CELL_VALUES], 1)
+    nodes = [{"k": "scalar", "t": "missing", "v": None} if v is None else _node(v, [_CELL_VALUES, 0], 1)
              for v in values]
     col["nulls"] = sum(1 for n in nodes if n.get("t") == "missing")
     col["digest"] = _digest(b"obj", json.dumps(nodes, sort_keys=True, default=str).encode())

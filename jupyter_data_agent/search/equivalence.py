@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..kernel.answer_form import SKETCH_SAMPLE, answer_form, is_form, num_sketch
+from ..kernel.answer_form import MAX_SKETCH_BLOCKS, SKETCH_SAMPLE, answer_form, is_form, num_sketch
 from ..kernel.results import ExecResult
 
 __all__ = ["ATOL", "RTOL", "answer_key", "as_form", "covers", "exec_output", "majority", "same_answer"]
@@ -239,20 +239,26 @@ class _Numbers:
                                          dtype=np.float64)
         return self._arrays[key]
 
-    def sketch(self, col: dict) -> dict | None:
-        """The column's sketch: kept in the form past its budget, else computed from the values."""
-        if "sketch" in col:
-            return col["sketch"]
-        x = self.of(col)
-        return None if x is None else num_sketch(x)
+    def sketch(self, col: dict) -> tuple | None:
+        """The column's sketch as arrays (mask digest, sample, sums, absolute sums): kept in the form past
+        its budget, else computed from the values in the finest blocks."""
+        key = -id(col)
+        if key not in self._arrays:
+            sketch = col.get("sketch")
+            if sketch is None:
+                x = self.of(col)
+                sketch = None if x is None else num_sketch(x, MAX_SKETCH_BLOCKS)
+            self._arrays[key] = None if sketch is None else (
+                sketch["mask"], _array(sketch["sample"]), _array(sketch["sums"]), _array(sketch["abs"]))
+        return self._arrays[key]
 
     def probe(self, col: dict) -> Any:
         """The values at the sketch's positions (a necessary condition, for pairing), or ``None``."""
         x = self.of(col)
         if x is not None:
             return x[_positions(len(x))]
-        sketch = col.get("sketch")
-        return None if sketch is None else _array(sketch["sample"])
+        sketch = self.sketch(col) if "sketch" in col else None
+        return None if sketch is None else sketch[1]
 
 
 @functools.lru_cache(maxsize=64)
@@ -310,20 +316,22 @@ def _arrays_same(a: Any, b: Any) -> bool:
     return bool(np.all(exact | (close & np.isfinite(a) & np.isfinite(b))))
 
 
-def _sketches_agree(sa: dict, sb: dict, n: int) -> bool:
+def _sketches_agree(sa: tuple, sb: tuple, n: int) -> bool:
     """What two columns within tolerance everywhere must show: the same missing cells, the sampled values
     within tolerance, and each block's sums no further apart than its cells' tolerances summed (bounded
-    through the absolute sums: sum |a - b| <= (rows * ATOL + RTOL * sum |a|) / (1 - RTOL))."""
+    through the absolute sums: sum |a - b| <= (rows * ATOL + RTOL * sum |a|) / (1 - RTOL)). The finer
+    sketch is summed to the coarser one's blocks (powers of two nest)."""
     import numpy as np
 
-    if sa["mask"] != sb["mask"] or len(sa["sums"]) != len(sb["sums"]):
+    (mask_a, sample_a, suma, absa), (mask_b, sample_b, sumb, absb) = sa, sb
+    if mask_a != mask_b or not _arrays_same(sample_a, sample_b):
         return False
-    if not _arrays_same(_array(sa["sample"]), _array(sb["sample"])):
+    blocks = min(len(suma), len(sumb))
+    if not blocks or len(suma) % blocks or len(sumb) % blocks:
         return False
-    blocks = len(sa["sums"])
-    starts = (np.arange(blocks + 1) * n) // max(1, blocks)
-    rows = np.diff(starts).astype(np.float64)
-    suma, sumb, absa, absb = (_array(v) for v in (sa["sums"], sb["sums"], sa["abs"], sb["abs"]))
+    suma, absa = suma.reshape(blocks, -1).sum(axis=1), absa.reshape(blocks, -1).sum(axis=1)
+    sumb, absb = sumb.reshape(blocks, -1).sum(axis=1), absb.reshape(blocks, -1).sum(axis=1)
+    rows = np.diff((np.arange(blocks + 1) * n) // blocks).astype(np.float64)
     with np.errstate(all="ignore"):
         bound = (rows * ATOL + RTOL * np.maximum(absa, absb)) / (1 - RTOL)
         slack = 4 * rows * np.finfo(np.float64).eps * (absa + absb)  # the sums' own rounding
