@@ -128,7 +128,7 @@ def _row_cells(cols: list[dict]) -> list[dict]:
         return cols
     out = []
     for j in range(width):
-        cells = [_cell(c, j) for c in inner]
+        cells = [_cell(c, j) for c in inner if c is not None]
         digest = hashlib.blake2b(json.dumps(cells, sort_keys=True, default=str).encode(), digest_size=16)
         out.append({"name": None, "kind": "obj", "n": len(rows), "nulls": 0, "digest": "rows:" + digest.hexdigest(),
                     "values": cells})
@@ -429,8 +429,8 @@ def _candidates(left: list[dict], right: list[dict], numbers: _Numbers) -> list[
         edges[i] += sorted(j for j in pool if same(i, j))
     obj_r = [j for j, r in enumerate(right) if r["kind"] == "obj"]
     for i, c in enumerate(left):
-        pool = range(len(right)) if c["kind"] == "obj" else obj_r
-        edges[i] += [j for j in pool if (c["kind"] == "obj" or right[j]["kind"] == "obj") and same(i, j)]
+        targets = range(len(right)) if c["kind"] == "obj" else obj_r
+        edges[i] += [j for j in targets if (c["kind"] == "obj" or right[j]["kind"] == "obj") and same(i, j)]
     return edges
 
 
@@ -455,7 +455,7 @@ def _near_probes(lp: Any, rp: Any) -> list[list[int]]:
         width = (ATOL + RTOL * np.abs(values)) / (1 - RTOL) * (1 + 1e-9)
     lo = np.searchsorted(ordered, values - width, "left")
     hi = np.searchsorted(ordered, values + width, "right")
-    out = []
+    out: list[list[int]] = []
     for i, v in enumerate(values.tolist()):
         pool = order[lo[i]:hi[i]] if math.isfinite(v) else np.array(exact.get(repr(v), []), dtype=np.int64)
         if not len(pool):
