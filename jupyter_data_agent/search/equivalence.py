@@ -14,16 +14,24 @@ round trip. Python values are turned into forms on the way in.
   integral values exactly; a missing cell (NaN, None, NaT) equals only a
   missing cell; strings are exact (a bare string answer ignores surrounding
   whitespace, a printing artefact). A one-element collection equals its
-  element.
+  element; a dict equals the Series made from it (keys in any order); a
+  column of flat tuples or lists of one width is that many columns, as the
+  list of those rows is.
 * :func:`covers` (prediction, reference) scores against a reference as
-  ARCADE does: extra predicted columns are allowed, each reference column
-  (its meaningful index included) needs its own predicted column.
+  ARCADE does: extra predicted columns are allowed (one-row tables too),
+  each reference column (its meaningful index included) needs its own
+  predicted column.
 
 Columns are compared by content digest first; values, where the form kept
-them, settle float tolerance; past the form's budget the digests decide
-(never a prefix). Clustering groups by :func:`answer_key` (equal keys imply
+them, settle float tolerance, vectorised; past the form's budget a number
+column's sketch does (its sampled values and block sums, so the verdict
+does not turn on the answer's size), never a prefix. Columns that pair by
+neither name nor digest are paired by value through their sampled values,
+sorted, so a comparison stays about linear in the columns (under a second
+at 1,000 x 2,000). Clustering groups by :func:`answer_key` (equal keys imply
 the same answer) and compares only one member per key, so it is linear in the
-number of answers for the usual few distinct ones.
+number of answers for the usual few distinct ones; :func:`majority` then
+merges classes where one covers the other.
 """
 
 from __future__ import annotations
