@@ -43,6 +43,7 @@ value is one of theirs (so they are already imported).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -350,16 +351,35 @@ def num_sketch(values: Any, blocks: int = SKETCH_BLOCKS) -> dict:
     np = _numpy()
     x = np.asarray(values, dtype=np.float64)
     n = int(x.shape[0])
-    miss = np.isnan(x)
-    at = np.unique(np.linspace(0, n - 1, min(n, SKETCH_SAMPLE)).round().astype(np.int64)) if n else []
-    finite = np.where(np.isfinite(x), x, 0.0)
-    blocks = _pow2(min(n, blocks))
-    starts = (np.arange(blocks) * n) // blocks
-    sums = np.add.reduceat(finite, starts) if n else finite[:0]
-    abs_sums = np.add.reduceat(np.abs(finite), starts) if n else finite[:0]
-    return {"sample": [None if math.isnan(v) else _float_json(v) for v in x[at].tolist()],
-            "sums": [_float_json(v) for v in sums.tolist()], "abs": [_float_json(v) for v in abs_sums.tolist()],
-            "mask": _digest(b"mask", miss.tobytes())}
+    at, starts = _sketch_rows(n, _pow2(min(n, blocks)))
+    finite = np.isfinite(x)
+    whole = bool(finite.all())
+    miss = None if whole else np.isnan(x)
+    if not whole:
+        x = np.where(finite, x, 0.0)
+    sums = np.add.reduceat(x, starts) if n else x[:0]
+    abs_sums = np.add.reduceat(np.abs(x), starts) if n else x[:0]
+    sample = np.asarray(values, dtype=np.float64)[at]
+    return {"sample": _json_floats(sample), "sums": _json_floats(sums), "abs": _json_floats(abs_sums),
+            "mask": "none" if miss is None or not miss.any() else _digest(b"mask", miss.tobytes())}
+
+
+@functools.lru_cache(maxsize=64)
+def _sketch_rows(n: int, blocks: int) -> tuple:
+    """The sampled positions and the blocks' first rows of a column of ``n`` (the same for every column)."""
+    np = _numpy()
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    at = np.unique(np.linspace(0, n - 1, min(n, SKETCH_SAMPLE)).round().astype(np.int64))
+    return at, (np.arange(blocks) * n) // blocks
+
+
+def _json_floats(a: Any) -> list:
+    """Floats as JSON: missing as None, infinities as text."""
+    np = _numpy()
+    if bool(np.isfinite(a).all()):
+        return a.tolist()
+    return [None if math.isnan(v) else _float_json(v) for v in a.tolist()]
 
 
 def _numpy_column(a: Any, dtype: Any) -> tuple[str, Any]:
