@@ -241,10 +241,7 @@ class _Numbers:
             return None
         key = id(col)
         if key not in self._arrays:
-            import numpy as np  # a dependency; imported late, as most answers hold no numbers
-
-            self._arrays[key] = np.array([math.nan if v is None else _num(v) for v in col["values"]],
-                                         dtype=np.float64)
+            self._arrays[key] = _array(col["values"])
         return self._arrays[key]
 
     def sketch(self, col: dict) -> tuple | None:
@@ -277,9 +274,13 @@ def _positions(n: int) -> Any:
 
 
 def _array(values: list) -> Any:
-    import numpy as np
+    """A form's numbers as floats: numpy reads None as NaN and the text of infinities and big ints."""
+    import numpy as np  # a dependency; imported late, as most answers hold no numbers
 
-    return np.array([math.nan if v is None else _num(v) for v in values], dtype=np.float64)
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([math.nan if v is None else _num(v) for v in values], dtype=np.float64)
 
 
 def _columns_same(a: dict, b: dict, numbers: _Numbers | None = None) -> bool:
