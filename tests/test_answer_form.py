@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jupyter_data_agent.kernel.answer_form import BUDGET_CELLS, answer_form, is_form
+from jupyter_data_agent.kernel.answer_form import BUDGET_CELLS, SKETCH_BLOCKS, SKETCH_SAMPLE, answer_form, is_form
 from jupyter_data_agent.search.equivalence import answer_key, same_answer
 
 
@@ -311,3 +311,32 @@ def test_pandas_extension_arrays_are_columns():
     assert same_answer(ports, ["S", "C", "Q"])
     assert same_answer(pd.Categorical(["a", "b"]), np.array(["a", "b"], dtype=object))
     assert not same_answer(ports, ["S", "Q", "C"])
+
+
+# ------------------------------------------------------------------ levels by position
+
+def test_integer_level_names_do_not_shadow_level_positions():
+    # pandas' get_level_values(i) resolves i as a level NAME first: names [1, 0] would read the levels swapped,
+    # and names [1, "x"] would read level 0 twice and lose level 1
+    index = pd.MultiIndex.from_arrays([["a", "b"], [10, 20]], names=[1, "x"])
+    form = answer_form(pd.Series([1.5, 2.5], index=index))
+    assert [c["name"] for c in form["index"]] == [1, "x"]
+    assert [c["values"] for c in form["index"]] == [["a", "b"], [10, 20]]
+    swapped = answer_form(index.set_names([1, 0]))
+    assert [c["values"] for c in swapped["cols"]] == [["a", "b"], [10, 20]]
+
+
+# ------------------------------------------------------------------ past the budget: a sketch, not a verdict by size
+
+def test_past_the_budget_a_float_column_keeps_a_size_free_sketch():
+    n = BUDGET_CELLS * 2
+    form = answer_form(pd.Series(np.linspace(0.0, 1.0, n)))
+    col = form["cols"][0]
+    assert "values" not in col
+    sketch = col["sketch"]
+    assert len(sketch["sample"]) == SKETCH_SAMPLE and len(sketch["sums"]) == len(sketch["abs"]) == 32768
+    wide = answer_form(pd.DataFrame(np.zeros((1000, 2000)) + 0.5))  # 2,000 columns share the sketch budget
+    assert {len(c["sketch"]["sums"]) for c in wide["cols"] if "sketch" in c} == {SKETCH_BLOCKS}
+    assert all("values" in c or "sketch" in c for c in wide["cols"])
+    assert sketch["sample"][0] == 0.0 and sketch["sample"][-1] == 1.0  # both ends are sampled
+    assert json.loads(json.dumps(form)) == form

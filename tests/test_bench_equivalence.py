@@ -82,3 +82,27 @@ def test_small_suite_in_process_and_round_trip(tmp_path):
     assert [(v.product, v.ideal) for v in sure] == [(1.0, 1.0), (0.0, 0.0)]
     md = bench.report_markdown(report)
     assert "| rewrite | **all rewrites** |" in md and "100.0%" in md
+
+
+def test_covering_lab_merges_only_right_answers(tmp_path):
+    from jupyter_data_agent_bench.equivalence import covering
+
+    _write_table(tmp_path)
+    refs = bench.RefSource(str(tmp_path), SPECS, arcade=False, tables=TABLES).build()
+    pools = covering.covering_pools(refs)
+    assert pools and all(cp.covering for cp in pools)
+    joined, total, _ = covering.wrong_covering_pairs(pools)
+    # covering links no right and wrong answer that same_answer does not already join (renamed ~ swapped)
+    assert total > 0 and joined <= bench.cross_merges([cp.pool for cp in pools])[0]
+    # every sample right, in covering forms or not: the merged vote picks right; none right: wrong
+    rows = covering.simulate(pools, ps=(1.0, 0.0), ns=(4,), trials=20, share=0.5)
+    assert [(r.right_merged, r.wrong_merged, r.ideal) for r in rows] == [(1.0, 0.0, 1.0), (0.0, 1.0, 0.0)]
+    assert "| 1.00 | 4 |" in covering.markdown(rows)
+
+
+def test_shapes_bench_gives_right_verdicts_at_small_shapes():
+    from jupyter_data_agent_bench.equivalence import shapes
+
+    rows = shapes.measure(shapes=((3, 5), (40, 1)), repeats=1)
+    assert len(rows) == 6 and all(r.same == r.expected and r.covers == r.expected for r in rows)
+    assert "Slowest comparison" in shapes.markdown(rows)

@@ -156,11 +156,6 @@ def test_a_set_is_not_a_list_even_sorted():
     assert not same_answer({1, 2}, {1, 2, 3})
 
 
-def test_a_dict_is_not_a_series():
-    # documented behaviour: dicts keep their own node kind
-    assert not same_answer({"x": 1, "y": 2}, pd.Series([1, 2], index=["x", "y"]))
-
-
 def test_a_one_million_row_frame_with_its_last_text_cell_changed():
     n = 1_000_000
     a = pd.DataFrame({"i": np.arange(n), "t": np.array([f"w{i % 997}" for i in range(n)], dtype=object)})
@@ -310,3 +305,83 @@ def test_own_relation_for_text_answers():
     same = lambda x, y: x.strip().lower() == y.strip().lower()  # noqa: E731
     assert majority(["Lima", "oslo", "lima ", "OSLO", "Oslo", None], same=same) == [[1, 3, 4], [0, 2]]
     assert majority(["A", "a", "b"], same=lambda x, y: x.lower() == y.lower()) == [[0, 1], [2]]
+
+
+# ------------------------------------------------------------------ issue 27: the last defects
+
+def test_float_noise_is_accepted_whatever_the_size():
+    # past the form's cell budget the verdict used to rest on rounded digests, which noise splits
+    rng = np.random.default_rng(0)
+    x = pd.Series(rng.normal(size=100_000) * 1000)
+    assert same_answer(x, x * (1 + 1e-9))
+    assert same_answer(x, x.astype(np.float32).astype(np.float64)) is same_answer(x[:100], x[:100].astype(np.float32))
+    assert same_answer(x.to_frame("v"), (x * (1 + 1e-9)).to_frame("w"))
+
+
+def test_past_the_budget_a_wrong_float_is_still_rejected():
+    rng = np.random.default_rng(1)
+    x = pd.Series(rng.normal(size=100_000))
+    for i in (0, 50_000, 99_999):
+        y = x * (1 + 1e-9)
+        y.iloc[i] += 1.0
+        assert not same_answer(x, y), i
+    assert not same_answer(x, x.round(1)) and not same_answer(x, x[::-1].reset_index(drop=True))
+    big = pd.Series(rng.normal(size=1_000_000) * 100)  # one unsampled cell + 1: found by its block's sums
+    off = big * (1 + 1e-9)
+    off.iloc[500_000] += 1.0
+    assert same_answer(big, big * (1 + 1e-9)) and not same_answer(big, off) and not covers(off, big)
+
+
+def test_wide_noisy_frames_pair_columns_quickly():
+    # nothing pairs by name or digest: 1,000 columns (or 2,000) paired by value
+    rng = np.random.default_rng(2)
+    for rows, cols in ((50, 1000), (24, 2000)):
+        a = pd.DataFrame(rng.normal(size=(rows, cols)))
+        b = pd.DataFrame(a.to_numpy()[:, ::-1] * (1 + 1e-9), columns=[f"c{j}" for j in range(cols)])
+        fa, fb = as_form(a), as_form(b)
+        started = time.perf_counter()
+        assert same_answer(fa, fb) and covers(fb, fa)
+        changed = b.copy()
+        changed.iloc[3, 7] += 1.0
+        assert not same_answer(fa, as_form(changed))
+        assert time.perf_counter() - started < 10.0  # a bound against a stall (62-101 s before), not a benchmark
+
+
+def test_a_dict_equals_the_series_made_from_it():
+    d = {"x": 1, "y": 2.5, "z": 3}
+    assert same_both_ways(d, pd.Series(d))
+    assert same_both_ways(d, pd.Series(d).iloc[::-1])  # a dict's keys carry no order
+    assert covers(pd.Series(d), d) and covers(d, pd.Series(d))
+    assert not same_both_ways(d, pd.Series({"x": 1, "y": 2.5, "z": 4}))
+    assert not same_both_ways(d, pd.Series({"x": 1, "y": 2.5, "w": 3}))
+
+
+def test_covers_allows_extra_columns_on_one_row_answers():
+    ref = pd.DataFrame({"a": [1]})
+    assert covers(pd.DataFrame({"a": [1], "b": [2]}), ref)
+    assert covers(pd.DataFrame({"b": [2], "total": [1]}), pd.Series([1], name="n"))
+    assert not covers(pd.DataFrame({"a": [2], "b": [3]}), ref)
+    assert not covers(pd.DataFrame({"a": [1], "b": [2]}), pd.DataFrame({"a": [1], "c": [5]}))
+
+
+def test_cells_holding_tuples_or_lists_match_the_list_of_rows():
+    rows = [(1, "a"), (2, "b"), (3, "c")]
+    assert same_both_ways(pd.Series(rows), rows)
+    assert same_both_ways(pd.Series([list(r) for r in rows]), pd.DataFrame(rows, columns=["n", "s"]))
+    assert not same_both_ways(pd.Series(rows), [(1, "a"), (2, "b"), (3, "d")])
+
+
+def test_majority_can_merge_classes_where_one_covers_the_other():
+    right = pd.DataFrame({"k": ["a", "b"], "x": [1.5, 2.5]})
+    extra = right.assign(n=[3, 4])  # the same answer with an extra column
+    wrong = right.assign(x=[1.5, 9.0])
+    answers = [right, wrong, wrong, extra]
+    assert majority(answers, covering=False)[0] == [1, 2]  # by same_answer alone: 2 wrong vs 1 + 1 right
+    merged = majority(answers)
+    assert sorted(merged[0]) == [0, 3] and sorted(merged[1]) == [1, 2]  # a tie: first seen goes first
+    assert majority([right, extra, extra]) == [[1, 2, 0]]  # the representative: from the larger sub-class
+    assert len(majority(["a b", "a"], lambda a, b: a == b)) == 2  # an own relation: nothing covers
+    # an answer that both a right and a wrong answer cover (values without their keys) bridges nothing
+    keyed = pd.Series([3, 1], index=pd.Index(["Lima", "Oslo"], name="city"))
+    wrong_keys = pd.Series([3, 1], index=pd.Index(["Lima", "Rome"], name="city"))
+    assert sorted(map(sorted, majority([keyed, wrong_keys, [3, 1]]))) == [[0], [1], [2]]

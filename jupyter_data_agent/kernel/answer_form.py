@@ -26,7 +26,15 @@ rounded to 20 mantissa bits (about 1e-6 relative, the comparison's tolerance)
 on grids half a step apart, so recomputation noise far below the tolerance
 keeps one of them (most of the time: a value that sits on a grid boundary in
 both grids splits a long column that only noise separates). ``values`` are there while the form's
-cell budget lasts; past it a column is its digests, never a prefix.
+cell budget lasts; past it a column is its digests, never a prefix, and a
+number column also keeps a ``sketch`` (:func:`num_sketch`: 16 values at fixed
+positions, both ends included, and sums and absolute sums over row blocks: 16,
+or up to 32,768 where a table's columns share the second budget, twice as
+many numbers, in fewer columns). Tolerance past the budget
+rests on the sketch, whose size depends on nothing but the cap: within
+tolerance everywhere implies the sketches agree (noise never splits them, as
+it splits the rounded digests of a long column); a difference that no sampled
+cell shows and that hides inside a block's summed tolerance is missed.
 
 Standard library only at import: this module is injected into kernels that
 may not have jupyter_data_agent installed; numpy/pandas are used only when the
@@ -35,6 +43,7 @@ value is one of theirs (so they are already imported).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -42,12 +51,17 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BUDGET_CELLS", "answer_form", "is_form"]
+__all__ = ["BUDGET_CELLS", "MAX_SKETCH_BLOCKS", "SKETCH_BLOCKS", "SKETCH_SAMPLE", "answer_form", "is_form",
+           "num_sketch", "sketch_blocks"]
 
 BUDGET_CELLS = 50_000  # values kept in one form; past this, columns are digests only
 _MAX_DEPTH = 12
 _MAX_ITEMS = 10_000  # items of a nested container kept (the count is kept exactly)
 _QBITS = 20  # a grid step of ~1e-6 relative: equal q digests are within RTOL
+_CELL_VALUES = 16  # values kept inside one cell that holds a container (a tuple, a list)
+SKETCH_SAMPLE = 16  # values kept at fixed positions of a number column past the budget
+SKETCH_BLOCKS = 16  # row blocks whose sums and absolute sums it keeps, at least (a power of two)
+MAX_SKETCH_BLOCKS = 1 << 15  # at most: a few columns share the sketch budget in finer blocks
 
 
 def is_form(x: Any) -> bool:
@@ -56,7 +70,7 @@ def is_form(x: Any) -> bool:
 
 def answer_form(obj: Any, *, budget_cells: int = BUDGET_CELLS) -> dict:
     """The canonical form of ``obj`` (see the module docstring)."""
-    budget = [budget_cells]
+    budget = [budget_cells, 2 * budget_cells]  # values; then sketch numbers (1,950 columns of 1,000 x 2,000)
     return {"form": 1, **_node(obj, budget, 0)}
 
 
@@ -172,7 +186,7 @@ def _node(x: Any, budget: list[int], depth: int) -> dict:
                       dtypes=[x.dtype])
     if pd is not None and isinstance(x, pd.Index):
         if isinstance(x, pd.MultiIndex):
-            levels = [x.get_level_values(i) for i in range(x.nlevels)]
+            levels = _levels(x)
             return _table("Index", list(x.names), [lv.to_numpy() for lv in levels], None, [len(x)],
                           budget, dtypes=[lv.dtype for lv in levels])
         return _table("Index", [x.name], [x.to_numpy()], None, [len(x)], budget, dtypes=[x.dtype])
@@ -260,16 +274,26 @@ def _default_index(index: Any, n: int) -> bool:
     return bool(np.array_equal(index.to_numpy(), np.arange(n)))
 
 
+def _levels(index: Any) -> list:
+    """The index's levels by position. ``get_level_values(i)`` resolves ``i`` as a level *name* first, so
+    integer level names would swap or repeat levels; positional names make ``i`` mean position ``i``."""
+    if not isinstance(index, _pd().MultiIndex):
+        return [index]
+    positional = index.set_names(list(range(index.nlevels)))
+    return [positional.get_level_values(i) for i in range(index.nlevels)]
+
+
 def _table(src: str, names: list, columns: list, index: Any, shape: list[int], budget: list[int],
            dtypes: list | None = None) -> dict:
     rows = len(columns[0]) if columns else (len(index) if index is not None else 0)
-    cols = [_column(names[j], columns[j], dtypes[j] if dtypes else None, budget)
+    keyed = index is not None and not _default_index(index, rows)
+    blocks = sketch_blocks(budget[1] // max(1, len(columns) + (index.nlevels if keyed else 0)))
+    cols = [_column(names[j], columns[j], dtypes[j] if dtypes else None, budget, blocks)
             for j in range(len(columns))]
     index_cols = []
-    if index is not None and not _default_index(index, rows):
-        for i in range(index.nlevels):
-            level = index.get_level_values(i)
-            index_cols.append(_column(_label(index.names[i]), level.to_numpy(), level.dtype, budget))
+    if keyed:
+        for name, level in zip(index.names, _levels(index)):
+            index_cols.append(_column(_label(name), level.to_numpy(), level.dtype, budget, blocks))
     return {"k": "table", "src": src, "rows": rows, "shape": shape, "cols": cols, "index": index_cols}
 
 
@@ -288,7 +312,7 @@ def _numpy():
     return np
 
 
-def _column(name: Any, values: Any, dtype: Any, budget: list[int]) -> dict:
+def _column(name: Any, values: Any, dtype: Any, budget: list[int], blocks: int = SKETCH_BLOCKS) -> dict:
     if not isinstance(name, list):
         name = _label(name)
     if isinstance(values, list):
@@ -300,7 +324,62 @@ def _column(name: Any, values: Any, dtype: Any, budget: list[int]) -> dict:
     budget[0] = budget[0] - n if keep else 0
     col: dict[str, Any] = {"name": name, "kind": kind, "n": n}
     _FILL[kind](col, data, keep)
+    blocks = _pow2(min(n, blocks))
+    size = min(n, SKETCH_SAMPLE) + 2 * blocks
+    if kind == "num" and not keep and budget[1] >= size:
+        budget[1] -= size
+        col["sketch"] = num_sketch(data, blocks)
     return col
+
+
+def _pow2(n: int) -> int:
+    """The largest power of two <= ``n`` (1 for n < 1)."""
+    return 1 << max(0, int(n).bit_length() - 1)
+
+
+def sketch_blocks(numbers: int) -> int:
+    """Row blocks per column when a table's columns share ``numbers`` sketch numbers: a power of two from
+    ``SKETCH_BLOCKS`` to ``MAX_SKETCH_BLOCKS``. Powers of two nest (block ``i`` of ``B / 2`` is blocks ``2i``
+    and ``2i + 1`` of ``B``), so sketches of one length with different counts still compare."""
+    return min(MAX_SKETCH_BLOCKS, max(SKETCH_BLOCKS, _pow2((numbers - SKETCH_SAMPLE) // 2)))
+
+
+def num_sketch(values: Any, blocks: int = SKETCH_BLOCKS) -> dict:
+    """A number column in a size-free summary: the values at fixed positions (``None`` missing, non-finite as
+    text), the sums and absolute sums of the finite values of each of ``blocks`` row blocks (a power of two,
+    at most the length), the digest of the missing mask. Positions depend only on the length."""
+    np = _numpy()
+    x = np.asarray(values, dtype=np.float64)
+    n = int(x.shape[0])
+    at, starts = _sketch_rows(n, _pow2(min(n, blocks)))
+    finite = np.isfinite(x)
+    whole = bool(finite.all())
+    miss = None if whole else np.isnan(x)
+    if not whole:
+        x = np.where(finite, x, 0.0)
+    sums = np.add.reduceat(x, starts) if n else x[:0]
+    abs_sums = np.add.reduceat(np.abs(x), starts) if n else x[:0]
+    sample = np.asarray(values, dtype=np.float64)[at]
+    return {"sample": _json_floats(sample), "sums": _json_floats(sums), "abs": _json_floats(abs_sums),
+            "mask": "none" if miss is None or not miss.any() else _digest(b"mask", miss.tobytes())}
+
+
+@functools.lru_cache(maxsize=64)
+def _sketch_rows(n: int, blocks: int) -> tuple:
+    """The sampled positions and the blocks' first rows of a column of ``n`` (the same for every column)."""
+    np = _numpy()
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    at = np.unique(np.linspace(0, n - 1, min(n, SKETCH_SAMPLE)).round().astype(np.int64))
+    return at, (np.arange(blocks) * n) // blocks
+
+
+def _json_floats(a: Any) -> list:
+    """Floats as JSON: missing as None, infinities as text."""
+    np = _numpy()
+    if bool(np.isfinite(a).all()):
+        return a.tolist()
+    return [None if math.isnan(v) else _float_json(v) for v in a.tolist()]
 
 
 def _numpy_column(a: Any, dtype: Any) -> tuple[str, Any]:
@@ -463,7 +542,9 @@ def _fill_str(col: dict, vals: list, keep: bool) -> None:
 
 
 def _fill_obj(col: dict, values: list, keep: bool) -> None:
-    nodes = [{"k": "scalar", "t": "missing", "v": None} if v is None else _node(v, [0], 1) for v in values]
+    # a cell holding a container keeps a few values of its own (tuples as rows), whatever the form's budget
+    nodes = [{"k": "scalar", "t": "missing", "v": None} if v is None else _node(v, [_CELL_VALUES, 0], 1)
+             for v in values]
     col["nulls"] = sum(1 for n in nodes if n.get("t") == "missing")
     col["digest"] = _digest(b"obj", json.dumps(nodes, sort_keys=True, default=str).encode())
     if keep:

@@ -100,7 +100,7 @@ class Limits(JSONFields):
         let one exec keep, JSON-escaped, plus room for its value and traceback.
         The client refuses a larger frame unread (a copy can lift its own bounds)."""
         kept = (self.max_total_bytes + 2 * self.max_capture_bytes
-                + 4 * self.max_output_chars + self.max_form_cells * 64)
+                + 4 * self.max_output_chars + self.max_form_cells * (64 + 2 * 24))  # values, sketches
         return 2 * kept + (1 << 20)
 
 

@@ -37,7 +37,9 @@ The tables are evaluation data: read at run time, never copied into the package.
 The package, a module per step: :mod:`.judging` (the pairs, the references'
 source, in-process verdicts), :mod:`.kernel_round_trip`, :mod:`.rates` (the
 verdicts counted), :mod:`.votes`, :mod:`.speed`, :mod:`.report` (targets and
-the Markdown tables), :mod:`.runner` (:func:`run`, :func:`main`).
+the Markdown tables), :mod:`.runner` (:func:`run`, :func:`main`). Two labs run on their own:
+:mod:`.shapes` (comparison time at every shape up to 1,000 x 2,000) and :mod:`.covering` (whether
+``majority`` merges classes where one covers the other).
 """
 
 from .judging import Case, RefSource, judge_in_process, make_cases
