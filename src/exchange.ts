@@ -5,9 +5,16 @@
  */
 import type { EditKind } from './celledit';
 import { IJobView } from './events';
-import { ITurn, boundPreviews, newTurnId, nowSeconds } from './metadata';
+import {
+  IStoredRun,
+  ITurn,
+  boundPreviews,
+  newTurnId,
+  nowSeconds
+} from './metadata';
 import { Strategy, previewOutputs } from './models';
 import { ISuggestionCandidate } from './suggestions';
+import { usageOf } from './usage';
 import type { Candidate } from './wire';
 
 /** One request and what came back, as the panel shows it. */
@@ -100,7 +107,26 @@ export function toSuggestionCandidate(
   };
 }
 
-/** The turn to store for an exchange: candidates, previews, failure. */
+/** How a candidate ran, as a turn stores it; null: it did not run. */
+export function runOf(candidate: Candidate): IStoredRun | null {
+  const result = candidate.result;
+  return result
+    ? {
+        status: result.status,
+        duration_s: result.duration_s,
+        ename: result.ename,
+        limit: result.limit,
+        support: candidate.support,
+        repaired: candidate.repaired
+      }
+    : null;
+}
+
+/**
+ * The turn to store for an exchange: candidates, previews, how they ran,
+ * the answer in words, what it cost, failure — what the panel shows again
+ * after a reload.
+ */
 export function turnOfExchange(exchange: IExchange): ITurn {
   const job = exchange.job;
   const chosen = job.candidates[exchange.selected] ?? job.candidates[0];
@@ -121,7 +147,23 @@ export function turnOfExchange(exchange: IExchange): ITurn {
           ...(exchange.instruction ? { instruction: exchange.instruction } : {})
         }
       : {}),
+    ...(exchange.editCellId ? { edits_cell: exchange.editCellId } : {}),
     ...(job.confinement ? { confinement: job.confinement } : {}),
+    ...(job.result?.answer ? { answer: job.result.answer } : {}),
+    ...(job.result
+      ? {
+          usage: usageOf(job.result.stats),
+          ...(job.result.stats.context
+            ? { context: job.result.stats.context }
+            : {})
+        }
+      : {}),
+    ...(job.candidates.some(c => c.result)
+      ? { runs: job.candidates.map(runOf) }
+      : {}),
+    ...(job.result?.stats.classes?.length
+      ? { classes: job.result.stats.classes }
+      : {}),
     ...(job.candidates.length
       ? {
           previews: boundPreviews(

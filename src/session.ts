@@ -589,11 +589,19 @@ export class NotebookSession implements IDisposable {
       turnId: job.turnId ?? newTurnId(),
       selected: preferredIndex(job)
     })!;
-    if (!job.candidates.length || this.panel.isDisposed) {
+    if (
+      this.panel.isDisposed ||
+      (!job.candidates.length && !job.result?.answer)
+    ) {
       this._changed.emit();
       return;
     }
+    // An answer in words is stored too: it comes back after a reload.
     this.suggestions.recordTurn(turnOfExchange(exchange));
+    if (!job.candidates.length) {
+      this._changed.emit();
+      return;
+    }
     if (exchange.autoInsert) {
       const anchor =
         this.cellIndex(exchange.anchorCellId) >= 0

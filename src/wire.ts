@@ -375,6 +375,7 @@ export interface DoneResult {
   answer: string | null;
   chosen: number | null;
   candidates: number;
+  support?: number[];
   stats: SearchStats;
   protections: Protections | null;
 }

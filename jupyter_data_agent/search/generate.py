@@ -34,6 +34,7 @@ from ..llm.base import (
 from ..llm.images import prepare_images
 from ..prompts import (
     BuiltPrompt,
+    ProseAnswer,
     UnparsableOutput,
     build_chat_prompt,
     build_prompt,
@@ -239,7 +240,11 @@ def sample_candidates(
     request: TurnRequest, ctx: RunContext, plan: PromptPlan, n: int, stats: SearchStats
 ) -> tuple[list[Candidate], int]:
     """Sample ``n`` completions; returns the parsable candidates (at least one, else
-    :class:`UnparsableOutput`) and how many were not."""
+    :class:`UnparsableOutput`) and how many were not.
+
+    A chat model that replied in words only raises :class:`ProseAnswer` with its reply:
+    a question asked in the composer gets its answer shown, not an error.
+    """
     ctx.check_cancelled()
     prompt = plan.built.prompt
     tokens = ctx.backend.count_tokens(prompt_text(prompt))
@@ -254,8 +259,12 @@ def sample_candidates(
     candidates = [c for c in (to_candidate(x, plan) for x in completions) if c is not None]
     if not candidates:
         which = "The model's answer" if n == 1 else f"None of the model's {n} answers"
-        raise UnparsableOutput(f"{which} held no Python code. Try rephrasing the intent, or configure a "
-                               "stronger model (see `%agent config`).", stats)
+        message = (f"{which} held no Python code. Try rephrasing the intent, or configure a "
+                   "stronger model (see `%agent config`).")
+        prose = next((c.text.strip() for c in completions if c.text.strip()), "")
+        if plan.chat and prose:
+            raise ProseAnswer(message, prose, stats)
+        raise UnparsableOutput(message, stats)
     return candidates, len(completions) - len(candidates)
 
 

@@ -249,6 +249,9 @@ class DoneResult(_Wire):
     answer: str | None  # an answer in words (react, mcts) or Markdown (explain)
     chosen: int | None = Field(ge=0)  # index of a candidate already sent; null: none
     candidates: int = Field(ge=0)  # how many candidate events the turn sent
+    # Each sent candidate's vote support at the end, by index: a candidate event went out
+    # when it ran, before the vote counted it with its (repaired) twins.
+    support: list[int] = Field(default_factory=list)
     stats: SearchStats
     protections: Protections | None
 
@@ -256,6 +259,8 @@ class DoneResult(_Wire):
     def _chosen_was_sent(self) -> "DoneResult":
         if self.chosen is not None and self.chosen >= self.candidates:
             raise ValueError(f"chosen is {self.chosen} but only {self.candidates} candidate(s) were sent")
+        if self.support and len(self.support) != self.candidates:
+            raise ValueError(f"support has {len(self.support)} entries for {self.candidates} candidate(s)")
         return self
 
 
