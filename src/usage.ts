@@ -108,7 +108,9 @@ export function formatSeconds(seconds: number): string {
   return seconds < 10 ? `${seconds.toFixed(1)} s` : formatElapsed(seconds);
 }
 
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+/** "1 node", "2 nodes". */
+export const plural = (n: number, word: string) =>
+  `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /** The turn's time, split when the model's share was measured:
  * "1.2 s (model 0.9 s)". */

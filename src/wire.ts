@@ -135,6 +135,7 @@ export interface ProgressData {
         | 'searching'
         | 'prompt'
         | 'generating'
+        | 'running'
         | 'no_kernel'
         | 'planning'
         | 'step'

@@ -219,7 +219,8 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
                 tokens = backend.count_tokens("".join(parts))
                 elapsed = now - started
                 if tokens:
-                    ctx.progress(f"generating: {tokens:,} tokens, {elapsed:.0f} s", state="generating",
+                    ctx.progress(f"generating: {tokens:,} token{'s' if tokens != 1 else ''}, {elapsed:.0f} s",
+                                 state="generating",
                                  tokens=tokens, elapsed_s=round(elapsed, 1))
                 else:  # a local model still reading the prompt (it yields "" between batches)
                     ctx.progress(f"reading the prompt: {prompt_tokens:,} tokens, {elapsed:.0f} s",
@@ -268,11 +269,18 @@ def sample_candidates(
     return candidates, len(completions) - len(candidates)
 
 
-def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats) -> ExecResult | None:
-    """Run the candidate in a fresh fork of the root copy (None without a copy)."""
+def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats, which: str = "the candidate",
+            index: int | None = None) -> ExecResult | None:
+    """Run the candidate in a fresh fork of the root copy (None without a copy).
+
+    The progress says so while it runs (``which``: "candidate 2 of 5", ``index`` its number):
+    the line must not still say the model is being asked.
+    """
     if ctx.executor is None:
         return None
     ctx.check_cancelled()
+    extra = {} if index is None else {"candidate": index}
+    ctx.progress(f"running {which} in a kernel copy", state="running", **extra)
     child = ctx.executor.fork()
     try:
         result = child.exec(candidate.code)
@@ -334,7 +342,7 @@ def repair(
     if fixed is None:
         return None
     fixed.repaired = True
-    execute(fixed, ctx, stats)
+    execute(fixed, ctx, stats, "the fixed candidate")
     return fixed
 
 

@@ -61,6 +61,7 @@ ProgressState = Literal[
     "searching",
     "prompt",  # the model is asked: ``prompt_tokens`` in the prompt
     "generating",  # the model is writing: ``tokens`` so far, ``elapsed_s`` since it was asked
+    "running",  # a candidate runs in a kernel copy (``candidate``: which, where there are several)
     "no_kernel",  # the notebook text alone: no kernel, or a dead one
     "planning",  # analysis: the model writes (or rewrites) the plan
     "step",  # analysis: a step of the plan is generated, run or repaired (``plan``, ``turn``)
