@@ -100,11 +100,27 @@ export interface IRetryRequest {
 export function toSuggestionCandidate(
   candidate: Candidate
 ): ISuggestionCandidate {
+  const warning = runWarning(runOf(candidate));
   return {
     code: candidate.code,
     explanation: candidate.explanation,
-    steps: candidate.steps.map(s => ({ ...s }))
+    steps: candidate.steps.map(s => ({ ...s })),
+    ...(warning ? { warning } : {})
   };
+}
+
+/** What a suggestion's bar says of a candidate that did not run cleanly; '' when it did. */
+export function runWarning(run: IStoredRun | null): string {
+  switch (run?.status) {
+    case 'error':
+      return `It raised ${run.ename ?? 'an error'} in its kernel copy.`;
+    case 'timeout':
+      return 'It was stopped by the time limit in its kernel copy.';
+    case 'died':
+      return `It was stopped in its kernel copy${run.limit ? ` (${run.limit} limit)` : ''}.`;
+    default:
+      return '';
+  }
 }
 
 /** How a candidate ran, as a turn stores it; null: it did not run. */

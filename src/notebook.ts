@@ -12,6 +12,7 @@ import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { ConversationStore } from './conversation';
+import { runWarning } from './exchange';
 import {
   INotebookAgentMetadata,
   ITurn,
@@ -387,11 +388,15 @@ export class SuggestionController implements IDisposable {
   }
 
   private _candidatesOf(turn: ITurn | undefined): ISuggestionCandidate[] {
-    return (turn?.candidates ?? []).map((code, i) => ({
-      code,
-      explanation: turn?.explanations?.[i] ?? '',
-      steps: []
-    }));
+    return (turn?.candidates ?? []).map((code, i) => {
+      const warning = runWarning(turn?.runs?.[i] ?? null);
+      return {
+        code,
+        explanation: turn?.explanations?.[i] ?? '',
+        steps: [],
+        ...(warning ? { warning } : {})
+      };
+    });
   }
 
   /** Rebuild suggestions from a (re)opened notebook's tagged cells. */

@@ -19,6 +19,8 @@ export interface ISuggestionCandidate {
   code: string;
   explanation: string;
   steps: ISuggestionStep[];
+  /** Why its bar warns before it is kept: it raised or was stopped in its copy. */
+  warning?: string;
 }
 
 /** One cell this suggestion owns, as it should be in the notebook. */

@@ -279,3 +279,16 @@ describe('a live answer in words (N6)', () => {
     React.act(() => host.dispose());
   });
 });
+
+describe('a rejected turn', () => {
+  it('offers one Insert button, not two', () => {
+    const exchange = exchangeWith([candidate('len(df)', 1)], null);
+    const turn = { ...turnOfExchange(exchange), status: 'rejected' as const };
+    const host = show(new FakeSession(turn, exchange));
+    const inserts = Array.from(host.node.querySelectorAll('button')).filter(
+      b => b.textContent === 'Insert'
+    );
+    expect(inserts.length).toBe(1);
+    React.act(() => host.dispose());
+  });
+});

@@ -77,8 +77,6 @@ export function CandidateView(props: {
   classes: readonly number[];
   rendermime: IRenderMimeRegistry;
   confinement: Confinement | null;
-  /** Place this candidate in the notebook; absent when it cannot be. */
-  onInsert?: () => void;
 }) {
   const { candidate, rendermime, confinement } = props;
   const executed = !confinement || confinement.execute;
@@ -154,12 +152,7 @@ export function CandidateView(props: {
           {candidate.meta.not_repaired}
         </p>
       )}
-      <CodeBlock
-        code={candidate.code}
-        rendermime={rendermime}
-        onInsert={props.onInsert}
-        insertTitle="Insert below the active cell as a suggestion"
-      />
+      <CodeBlock code={candidate.code} rendermime={rendermime} />
       <OutputPreview
         candidate={candidate}
         rendermime={rendermime}

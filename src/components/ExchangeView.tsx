@@ -196,15 +196,6 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
             classes={job.result?.stats.classes ?? []}
             rendermime={rendermime}
             confinement={confinement}
-            onInsert={
-              isFinished(job) &&
-              exchange.turnId &&
-              !placed &&
-              status !== 'accepted' &&
-              status !== 'edited'
-                ? () => session.insert(exchange, selected)
-                : undefined
-            }
           />
         </div>
       )}

@@ -180,10 +180,11 @@ test('the suggestion scrolls into view; Show in notebook, Copy, Insert, Retry, C
     '# Step 1: Count the rows of the flights table\nlen(df)'
   );
 
-  // Reject, then Insert from the code block places it again.
+  // Reject, then Insert (the turn's one Insert button) places it again.
   await sidebar.locator('.jp-DataAgent-panelReject').click();
   await expect(suggestion).toHaveCount(0);
-  await sidebar.locator('.jp-DataAgent-codeInsert').click();
+  await expect(sidebar.getByRole('button', { name: 'Insert' })).toHaveCount(1);
+  await sidebar.locator('.jp-DataAgent-insert').click();
   await expect(suggestion).toHaveCount(1);
   await sidebar.locator('.jp-DataAgent-panelAccept').click();
   await expect(suggestion).toHaveCount(0);
