@@ -63,7 +63,7 @@ import {
   proposalTurnId,
   turnOfProposal
 } from './proposals';
-import { IAgentSettings, turnOptions } from './settings';
+import { IAgentSettings, requestStrategy, turnOptions } from './settings';
 import { isEditIntent } from './suggestions';
 import type { NotebookCell } from './wire';
 
@@ -261,7 +261,7 @@ export class NotebookSession implements IDisposable {
     const limits = this._limits();
     const model = this.panel.model!;
     const notebook = this.panel.content;
-    const strategy = options.strategy ?? this.strategy;
+    const strategy = requestStrategy(options, this.strategy, settings);
     const cellId =
       options.cellId ?? this._pinned ?? notebook.activeCell?.model.id ?? null;
     let activeIndex = this.cellIndex(cellId);
