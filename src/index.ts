@@ -117,6 +117,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           available: config.capabilities.strategies
         };
         sidebar.price = config.price ?? null;
+        sidebar.prices = config.prices ?? {};
         limits = config.limits ?? null;
         sidebar.limits = limits;
         sidebar.models = config.models ?? [];
@@ -185,7 +186,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
           const config = await getConfig();
           await showDialog({
             title: 'Data Agent',
-            body: new Widget({ node: configTable(config) }),
+            body: new Widget({
+              node: configTable(config, current()?.model ?? null)
+            }),
             buttons: [Dialog.okButton()]
           });
         } catch (error) {

@@ -183,9 +183,33 @@ export class NotebookSession implements IDisposable {
 
   /**
    * The model picked in the composer (one of the server's `models`); null:
-   * the server's configured model.
+   * the server's configured model. Remembered in the notebook's metadata,
+   * as the strategy is, so it is kept over a reload.
    */
-  model: string | null = null;
+  get model(): string | null {
+    const stored = this.panel.model?.getMetadata(METADATA_KEY) as
+      Record<string, unknown> | undefined;
+    return typeof stored?.model === 'string' && stored.model
+      ? stored.model
+      : null;
+  }
+
+  set model(value: string | null) {
+    const model = this.panel.model;
+    if (!model || value === this.model) {
+      return;
+    }
+    const stored = conversationValue(
+      model.getMetadata(METADATA_KEY),
+      this.suggestions.conversation
+    );
+    delete stored.model;
+    model.setMetadata(
+      METADATA_KEY,
+      value ? { ...stored, model: value } : stored
+    );
+    this._changed.emit();
+  }
 
   /** The cell a panel question is pinned to ("Ask about this cell"). */
   get pinnedCellId(): string | null {

@@ -70,6 +70,24 @@ export function totalUsage(
   return total.turns ? total : null;
 }
 
+/**
+ * The price of the model a turn runs on: the one picked in the composer
+ * (null: the configured one), from the server's prices of the models it
+ * offers; null when that model has none.
+ */
+export function modelPrice(
+  config: {
+    price?: ModelPrice | null;
+    prices?: { [model: string]: ModelPrice | undefined };
+  },
+  picked: string | null
+): ModelPrice | null {
+  if (picked === null) {
+    return config.price ?? null;
+  }
+  return config.prices?.[picked] ?? null;
+}
+
 /** Estimated USD; null without a price (a local model, or none configured). */
 export function costOf(usage: IUsage, price: ModelPrice | null): number | null {
   if (!price) {

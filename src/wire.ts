@@ -496,6 +496,9 @@ export interface AgentConfig {
   limits: ServerLimits;
   price: ModelPrice | null;
   models: string[];
+  prices: {
+    [k: string]: ModelPrice;
+  };
   [k: string]: unknown | undefined;
 }
 /**

@@ -71,8 +71,10 @@ def two_users():
 
 @pytest.fixture
 def priced():
-    """Requesting this fixture runs the server with ``c.DataAgent.prices`` for its model and another."""
-    return {"test-model": {"input": 0.15, "output": 0.6}, "other-model": {"input": 5, "output": 15}}
+    """Requesting this fixture runs the server with ``c.DataAgent.prices`` for its model, one more
+    it offers (``c.DataAgent.models``) and one it does not."""
+    return {"test-model": {"input": 0.15, "output": 0.6}, "other-model": {"input": 5, "output": 15},
+            "unoffered-model": {"input": 1, "output": 1}}
 
 
 @pytest.fixture
@@ -81,7 +83,8 @@ def jp_server_config(model_server, monkeypatch, request):
 
     model_server.clear()
     model_server.delay = 0.0
-    agent = {"prices": request.getfixturevalue("priced")} if "priced" in request.fixturenames else {}
+    agent = ({"prices": request.getfixturevalue("priced"), "models": ["other-model"]}
+             if "priced" in request.fixturenames else {})
     config = agent_server_config(model_server, monkeypatch, {"kernel_wait_notice_s": 1.0}, **agent)
     if "two_users" in request.fixturenames:
         config["ServerApp"]["identity_provider_class"] = TwoUsers
@@ -538,6 +541,11 @@ async def test_config_carries_the_configured_models_price(jp_fetch, priced):
     body = json.loads((await jp_fetch(NS, "config")).body)
     assert body["model"] == "test-model"
     assert body["price"] == {"input": 0.15, "output": 0.6}
+    # N5: each offered model's price, so a model picked in the sidebar shows its cost; a model
+    # the server does not offer is not named.
+    assert body["models"] == ["test-model", "other-model"]
+    assert body["prices"] == {"test-model": {"input": 0.15, "output": 0.6},
+                              "other-model": {"input": 5, "output": 15}}
 
 
 @on_server_loop

@@ -419,7 +419,8 @@ export const CONFIG: AgentConfig = {
     max_concurrent_jobs: 2
   },
   price: null,
-  models: ['scripted-model']
+  models: ['scripted-model'],
+  prices: {}
 };
 
 /** A fully confined verdict, as the real server sends it with `done`. */

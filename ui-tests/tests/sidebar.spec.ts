@@ -11,6 +11,7 @@ import { IJupyterLabPageFixture, expect, test } from '@jupyterlab/galata';
 import {
   DF_CODE,
   ask,
+  execute,
   notebookAgentMetadata,
   notebookCells,
   notebookWithDf,
@@ -267,7 +268,11 @@ test('the model picker names a model; one the server does not offer is refused i
     const config = await response.json();
     await route.fulfill({
       response,
-      json: { ...config, models: [config.model, 'big-model'] }
+      json: {
+        ...config,
+        models: [config.model, 'big-model'],
+        prices: { 'big-model': { input: 5, output: 15 } }
+      }
     });
   });
   // The notebook first, then the reload that fetches the config through the
@@ -302,6 +307,28 @@ test('the model picker names a model; one the server does not offer is refused i
   await sidebar
     .locator('.jp-DataAgent-body')
     .screenshot({ path: screenshotPath('sidebar-model-picker.png') });
+
+  // The configuration dialog prices the picked model (N5).
+  await execute(page, 'jupyter-data-agent:show-config');
+  const dialog = page.locator('.jp-Dialog-content');
+  const row = (label: string) =>
+    dialog.locator('tr', { has: page.locator(`th:text-is("${label}")`) });
+  await expect(row('Model')).toContainText(
+    'big-model (picked in this notebook'
+  );
+  await expect(row('Price')).toContainText(
+    '$5 input / $15 output per million tokens'
+  );
+  await page.keyboard.press('Escape');
+  await expect(dialog).toHaveCount(0);
+
+  // The pick is kept over a reload: the notebook remembers it (N5).
+  await page.notebook.save();
+  await reloadAndReopen(page, 'sidebar-models.ipynb');
+  await openPanel(page);
+  await expect(panel(page).locator('.jp-DataAgent-model select')).toHaveValue(
+    'big-model'
+  );
 });
 
 test('the composer remembers the strategy of each notebook', async ({
