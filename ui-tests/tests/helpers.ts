@@ -428,7 +428,7 @@ export const CONFINED: Confinement = {
   policy: 'require',
   status: 'confined',
   execute: true,
-  message: 'every candidate ran in a fully confined copy of your kernel.',
+  message: 'candidates run in fully confined copies of your kernel.',
   layers: [],
   missing: []
 };
