@@ -11,7 +11,6 @@ import { IJupyterLabPageFixture, expect, test } from '@jupyterlab/galata';
 import {
   DF_CODE,
   ask,
-  execute,
   notebookAgentMetadata,
   notebookCells,
   notebookWithDf,
@@ -260,7 +259,7 @@ test('a busy kernel offers to answer from the notebook text now', async ({
 test('the model picker names a model; one the server does not offer is refused in words', async ({
   page
 }) => {
-  test.setTimeout(180_000);
+  test.setTimeout(300_000);
   // The server's reply, with a second model added to its list (the lab under
   // test is configured with one): the turn itself goes to the real server.
   await page.route(/\/jupyter-data-agent\/config(\?|$)/, async route => {
@@ -309,7 +308,12 @@ test('the model picker names a model; one the server does not offer is refused i
     .screenshot({ path: screenshotPath('sidebar-model-picker.png') });
 
   // The configuration dialog prices the picked model (N5).
-  await execute(page, 'jupyter-data-agent:show-config');
+  // Not awaited: the command ends when the dialog closes.
+  await page.evaluate(() => {
+    void (window as any).jupyterapp.commands.execute(
+      'jupyter-data-agent:show-config'
+    );
+  });
   const dialog = page.locator('.jp-Dialog-content');
   const row = (label: string) =>
     dialog.locator('tr', { has: page.locator(`th:text-is("${label}")`) });
