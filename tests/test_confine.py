@@ -102,9 +102,9 @@ def test_unavailable_landlock_degrades_gracefully():
 
 def test_the_verdict_says_nothing_ran_before_anything_did():
     """Sent before the first candidate runs: present tense, not "every candidate ran"."""
-    from jupyter_data_agent.kernel.policy import decide
-
     from dataclasses import fields, replace
+
+    from jupyter_data_agent.kernel.policy import decide
 
     every = Protections(processes="subreaper", **{f.name: True for f in fields(Protections)
                                                    if f.type in (bool, "bool")})
