@@ -9,6 +9,7 @@
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
+import type { IStepDecision } from './analysis';
 import { postDecision, postProposalDecision } from './handler';
 import {
   INotebookAgentMetadata,
@@ -44,6 +45,8 @@ export interface IDecision {
   editsCell?: string | null;
   /** Accepted in order to run it (Accept & Run). */
   run?: boolean;
+  /** An analysis: one decision per step goes to the server, none for the turn. */
+  steps?: IStepDecision[];
 }
 
 /** One per notebook panel: reads and writes its stored conversation. */
@@ -173,6 +176,24 @@ export class ConversationStore {
 
   private _post(decision: IDecision): void {
     if (decision.status === 'pending') {
+      return;
+    }
+    if (decision.steps) {
+      for (const step of decision.steps) {
+        postDecision({
+          version: 1,
+          turn_id: decision.turnId,
+          candidate: decision.candidateIndex ?? 0,
+          decision: step.decision,
+          intent: decision.intent,
+          code: step.code,
+          final_code: step.finalCode,
+          notebook_path: this._panel.context.path,
+          step: step.step
+        }).catch(error =>
+          console.debug('jupyter-data-agent: decision not recorded', error)
+        );
+      }
       return;
     }
     postDecision({

@@ -8,6 +8,7 @@
  * typed. Candidates arrive only as `candidate` events, each at its index;
  * `done` carries their count and the index of the chosen one.
  */
+import { IPlanStep, planOf } from './analysis';
 import { JobStatus } from './models';
 import type {
   AnswerVotes,
@@ -50,6 +51,8 @@ export interface IJobView {
   message: string;
   waitingForKernel: boolean;
   search: ISearchProgress | null;
+  /** An analysis's plan and each step's status, as last sent; null: none. */
+  plan: IPlanStep[] | null;
   /** The candidates received, in the order of their index on the server. */
   candidates: Candidate[];
   /** The server's index of each entry of `candidates`. */
@@ -78,6 +81,7 @@ export function initialJob(jobId: string | null = null): IJobView {
     message: jobId ? 'Started' : 'Sending the notebook…',
     waitingForKernel: false,
     search: null,
+    plan: null,
     candidates: [],
     candidateIndex: [],
     result: null,
@@ -197,6 +201,8 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
       next.message = event.message || state.message;
       next.waitingForKernel = data.state === 'waiting_for_kernel';
       next.search = searchProgress(state.search, data);
+      // The whole plan each time: re-planned steps replace the rest.
+      next.plan = planOf(data) ?? state.plan;
       if (data.state === 'confinement' && data.confinement) {
         // Once per turn, before candidates run (or are shown unrun).
         next.confinement = data.confinement;

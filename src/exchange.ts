@@ -3,6 +3,7 @@
  * (an event of its job, a candidate picked) makes a new exchange, so the
  * panel re-renders the one exchange that changed and no other.
  */
+import { analysisOf, storedSteps } from './analysis';
 import type { EditKind } from './celledit';
 import { IJobView } from './events';
 import {
@@ -101,11 +102,13 @@ export function toSuggestionCandidate(
   candidate: Candidate
 ): ISuggestionCandidate {
   const warning = runWarning(runOf(candidate));
+  const analysis = analysisOf(candidate);
   return {
     code: candidate.code,
     explanation: candidate.explanation,
     steps: candidate.steps.map(s => ({ ...s })),
-    ...(warning ? { warning } : {})
+    ...(warning ? { warning } : {}),
+    ...(analysis.length ? { analysis } : {})
   };
 }
 
@@ -179,6 +182,9 @@ export function turnOfExchange(exchange: IExchange): ITurn {
       : {}),
     ...(job.result?.stats.classes?.length
       ? { classes: job.result.stats.classes }
+      : {}),
+    ...(chosen && analysisOf(chosen).length
+      ? { analysis: storedSteps(analysisOf(chosen)) }
       : {}),
     ...(job.candidates.length
       ? {

@@ -5,6 +5,8 @@ import { IDisposable } from '@lumino/disposable';
 import { JobStatus } from './models';
 import type {
   AgentConfig,
+  AnalysisRevised,
+  AnalysisRevision,
   CancelReply,
   DecisionRecorded,
   DecisionRequest,
@@ -129,6 +131,31 @@ export function cancelJob(jobId: string): Promise<CancelReply> {
   return requestAPI<CancelReply>(
     URLExt.join('jobs', encodeURIComponent(jobId), 'cancel'),
     { method: 'POST', body: '{}' }
+  );
+}
+
+/**
+ * Stop an analysis after the step in progress: it ends with `done` and the
+ * verified steps so far (other strategies are cancelled: `cancelJob`).
+ */
+export function finishJob(jobId: string): Promise<unknown> {
+  return requestAPI<unknown>(
+    URLExt.join('jobs', encodeURIComponent(jobId), 'finish'),
+    { method: 'POST', body: '{}' }
+  );
+}
+
+/**
+ * Re-run an analysis's steps from an edited one, in a chain of copies from
+ * the step before it. 409: the turn's copies expired.
+ */
+export function rerunAnalysis(
+  turnId: string,
+  body: AnalysisRevision
+): Promise<AnalysisRevised> {
+  return requestAPI<AnalysisRevised>(
+    URLExt.join('turns', encodeURIComponent(turnId), 'analysis'),
+    { method: 'POST', body: JSON.stringify(body) }
   );
 }
 

@@ -54,6 +54,22 @@ export interface ITurn {
   /** An outside agent's proposal (proposals.ts): who proposed it, and its id on the server. */
   agent?: string;
   proposal_id?: string;
+  /**
+   * An analysis's steps (analysis.ts), so its review works again after a
+   * reload; their outputs are in the cells, not here.
+   */
+  analysis?: IStoredStep[];
+}
+
+/** One step of an analysis as stored with its turn. */
+export interface IStoredStep {
+  number: number;
+  title: string;
+  explanation: string;
+  code: string;
+  /** The existing cell it edits; null: a new cell. */
+  cell_id: string | null;
+  status: string;
 }
 
 /** A turn's cost as the usage footer shows it (usage.ts `IUsage`). */
@@ -94,6 +110,8 @@ export interface ICellAgentMetadata {
   turn_id: string;
   intent: string;
   status: TurnStatus;
+  /** The step of an analysis this cell belongs to (1-based). */
+  step?: number;
 }
 
 const STATUSES: TurnStatus[] = ['pending', 'accepted', 'rejected', 'edited'];
@@ -175,7 +193,29 @@ export function parseTurn(raw: unknown): ITurn | null {
       : {}),
     ...(confinement ? { confinement } : {}),
     ...(failure ? { failure } : {}),
-    ...(previews ? { previews } : {})
+    ...(previews ? { previews } : {}),
+    ...(Array.isArray(data.analysis)
+      ? { analysis: data.analysis.map(parseStep).filter(s => s !== null) }
+      : {})
+  };
+}
+
+function parseStep(raw: unknown): IStoredStep | null {
+  if (!raw || typeof raw !== 'object') {
+    return null;
+  }
+  const data = raw as Record<string, unknown>;
+  if (typeof data.number !== 'number' || !Number.isInteger(data.number)) {
+    return null;
+  }
+  return {
+    number: data.number,
+    title: asString(data.title),
+    explanation: asString(data.explanation),
+    code: asString(data.code),
+    cell_id:
+      typeof data.cell_id === 'string' && data.cell_id ? data.cell_id : null,
+    status: asString(data.status, 'ok')
   };
 }
 
@@ -450,10 +490,14 @@ export function readCellTag(
   const status = STATUSES.includes(raw.status as TurnStatus)
     ? (raw.status as TurnStatus)
     : 'pending';
+  const step = raw.step;
   return {
     turn_id: asString(raw.turn_id),
     intent: asString(raw.intent),
-    status
+    status,
+    ...(typeof step === 'number' && Number.isInteger(step) && step > 0
+      ? { step }
+      : {})
   };
 }
 

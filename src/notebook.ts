@@ -6,13 +6,27 @@
  * them their toolbar (suggestionbar.ts) and diff, and reconciles with
  * changes made by the notebook's own undo or by the user.
  */
+import { Notification } from '@jupyterlab/apputils';
 import { ICellModel } from '@jupyterlab/cells';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { ExistingCells, restoredSteps, stepDecisions } from './analysis';
+import { AnalysisAction } from './analysisbar';
+import {
+  acceptUpTo,
+  dropStep,
+  editedFrom,
+  isAnalysis,
+  originalAnalysis,
+  replaceFrom,
+  withStepEdits
+} from './analysisreview';
 import { ConversationStore } from './conversation';
 import { runWarning } from './exchange';
+import { rerunAnalysis } from './handler';
 import {
   INotebookAgentMetadata,
   ITurn,
@@ -37,6 +51,7 @@ import {
   observe,
   reject,
   restore,
+  defaultIdFactory,
   select,
   solutionCode,
   undo
@@ -149,6 +164,7 @@ export class SuggestionController implements IDisposable {
     }
     const target = this._targetOf(options.replaceCellId, options.turnId);
     const result = insert(previous, {
+      existing: this._existing(options.turnId),
       candidates: options.candidates,
       index: options.index,
       mode: options.mode,
@@ -197,6 +213,27 @@ export class SuggestionController implements IDisposable {
     };
   }
 
+  /**
+   * The existing code cells an analysis may edit, as they are now; not
+   * another turn's pending suggestion (it is not edited under it).
+   */
+  private _existing(turnId: string): ExistingCells {
+    return id => {
+      const index = this._cells.indexOf(id);
+      const cell = index >= 0 ? this._cells.cells[index] : null;
+      if (!cell || cell.cell_type !== 'code') {
+        return null;
+      }
+      const tag = readCellTag(cell.metadata as Record<string, unknown>);
+      const owner =
+        tag && tag.turn_id !== turnId ? this._states.get(tag.turn_id) : null;
+      if (owner?.status === 'suggested') {
+        return null;
+      }
+      return { original: cell.getSource(), tag };
+    };
+  }
+
   cycle(turnId: string | null, delta: 1 | -1): boolean {
     const state = turnId ? this._states.get(turnId) : null;
     return state ? this._run(cycle(state, delta)) : false;
@@ -212,10 +249,128 @@ export class SuggestionController implements IDisposable {
     if (!state) {
       return false;
     }
+    if (isAnalysis(state)) {
+      return this._run(acceptUpTo(state, null, this._sources(state)));
+    }
     return this._run(accept(state, this._sources(state)));
   }
 
+  /**
+   * Accept an analysis's steps up to `upTo` (all: null); with `run`, the
+   * accepted cells then run in order in the live kernel, stopping at the
+   * first error. Returns whether every accepted cell ran (or, without
+   * `run`, whether the accept happened).
+   */
+  async acceptSteps(
+    turnId: string,
+    upTo: number | null,
+    run: boolean
+  ): Promise<boolean> {
+    const state = this._states.get(turnId);
+    if (!state || !isAnalysis(state)) {
+      return false;
+    }
+    this._acceptingToRun = run;
+    let ok: boolean;
+    try {
+      ok = this._run(acceptUpTo(state, upTo, this._sources(state)));
+    } finally {
+      this._acceptingToRun = false;
+    }
+    if (!ok || !run) {
+      return ok;
+    }
+    const accepted = this._states.get(turnId);
+    return this._runInOrder(
+      accepted?.status === 'accepted' ? accepted.cells.map(c => c.id) : []
+    );
+  }
+
+  /** Drop one step of a pending analysis. */
+  dropStep(turnId: string, step: number): boolean {
+    const state = this._states.get(turnId);
+    return state
+      ? this._run(dropStep(state, step, this._sources(state)))
+      : false;
+  }
+
+  /**
+   * The steps after the first edited one run again in copies (the
+   * server's analysis endpoint); their cells are replaced. An expired
+   * turn is said in words, and the user's edit stays.
+   */
+  async rerunAnalysis(turnId: string): Promise<boolean> {
+    const state = this._states.get(turnId);
+    if (!state || state.status !== 'suggested' || this._rerunning.has(turnId)) {
+      return false;
+    }
+    const edited = editedFrom(state, this._sources(state));
+    if (!edited) {
+      return false;
+    }
+    this._rerunning.add(turnId);
+    this._decorate();
+    try {
+      const reply = await rerunAnalysis(turnId, {
+        version: 1,
+        from_step: edited.fromStep,
+        steps: edited.steps
+      });
+      const now = this._states.get(turnId);
+      if (!now || now.status !== 'suggested') {
+        return false;
+      }
+      return this._run(
+        replaceFrom(
+          now,
+          edited.fromStep,
+          reply.steps,
+          defaultIdFactory,
+          this._sources(now),
+          this._existing(turnId)
+        )
+      );
+    } catch (error) {
+      const status =
+        error instanceof ServerConnection.ResponseError
+          ? error.response.status
+          : 0;
+      Notification.warning(
+        status === 409
+          ? 'The kernel copies of this analysis expired; re-ask. Your edit is kept.'
+          : status === 404
+            ? 'The server no longer knows this analysis; re-ask. Your edit is kept.'
+            : `The later steps could not be re-run: ${error instanceof Error ? error.message : String(error)}`,
+        { autoClose: 8000 }
+      );
+      return false;
+    } finally {
+      this._rerunning.delete(turnId);
+      this._decorate();
+    }
+  }
+
+  /** Run these cells one by one in the live kernel; stop at the first failure. */
+  private async _runInOrder(ids: readonly string[]): Promise<boolean> {
+    const notebook = this.panel.content;
+    for (const id of ids) {
+      const index = this._cells.indexOf(id);
+      if (index < 0) {
+        continue;
+      }
+      notebook.activeCellIndex = index;
+      notebook.deselectAll();
+      if (!(await NotebookActions.run(notebook, this.panel.sessionContext))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   async acceptAndRun(turnId: string | null): Promise<boolean> {
+    if (turnId && isAnalysis(this._states.get(turnId) ?? null)) {
+      return this.acceptSteps(turnId, null, true);
+    }
     const state = turnId ? this._states.get(turnId) : null;
     this._acceptingToRun = true;
     try {
@@ -339,7 +494,18 @@ export class SuggestionController implements IDisposable {
     if (decision === 'accepted' && edited === undefined) {
       this._acceptedCode.set(state.turnId, code);
     }
+    const analysis = originalAnalysis(state);
     this.store.decide({
+      // An analysis is decided per step (kept, dropped, edited).
+      ...(analysis.length && decision !== 'pending'
+        ? {
+            steps: stepDecisions(
+              analysis,
+              decision === 'rejected' ? [] : state.cells,
+              this._acceptingToRun
+            )
+          }
+        : {}),
       turnId: state.turnId,
       intent: state.intent,
       status: decision,
@@ -394,7 +560,11 @@ export class SuggestionController implements IDisposable {
         code,
         explanation: turn?.explanations?.[i] ?? '',
         steps: [],
-        ...(warning ? { warning } : {})
+        ...(warning ? { warning } : {}),
+        // An analysis has one candidate: its steps come back with it.
+        ...(i === 0 && turn?.analysis?.length
+          ? { analysis: restoredSteps(turn.analysis) }
+          : {})
       };
     });
   }
@@ -415,21 +585,19 @@ export class SuggestionController implements IDisposable {
         cells[0].id === turn.edits_cell
           ? cells[0]
           : null;
-      this._states.set(
+      const restored = restore({
         turnId,
-        restore({
-          turnId,
-          intent: turn?.intent ?? cells[0].source,
-          candidates: this._candidatesOf(turn),
-          mode: cells.length > 1 ? 'perStep' : 'single',
-          cells,
-          anchor: this._cells.anchorAt(first),
-          target: edited
-            ? { id: edited.id, original: edited.source, tag: null }
-            : null,
-          code: turn?.code
-        })
-      );
+        intent: turn?.intent ?? cells[0].source,
+        candidates: this._candidatesOf(turn),
+        mode: cells.length > 1 ? 'perStep' : 'single',
+        cells,
+        anchor: this._cells.anchorAt(first),
+        target: edited
+          ? { id: edited.id, original: edited.source, tag: null }
+          : null,
+        code: turn?.code
+      });
+      this._states.set(turnId, withStepEdits(restored));
       if (turn?.status === 'accepted') {
         this._acceptedCode.set(turnId, turn.code);
       }
@@ -580,12 +748,46 @@ export class SuggestionController implements IDisposable {
   private _states = new Map<string, ISuggestionState>();
   private _acceptedCode = new Map<string, string>();
   private _acceptingToRun = false;
+  private _rerunning = new Set<string>();
   private _decorations = new SuggestionDecorations(
     (turnId, action) => void this._onBarAction(turnId, action),
     // An outside agent's proposal is labelled with the agent's name.
     turnId =>
-      proposalIdOf(turnId) ? (this.store.turn(turnId)?.agent ?? null) : null
+      proposalIdOf(turnId) ? (this.store.turn(turnId)?.agent ?? null) : null,
+    {
+      onAction: (turnId, action) => void this._onAnalysisAction(turnId, action),
+      view: turnId => {
+        const state = this._states.get(turnId);
+        const edited = state ? editedFrom(state, this._sources(state)) : null;
+        return {
+          editedStep: edited?.fromStep ?? null,
+          rerunning: this._rerunning.has(turnId)
+        };
+      }
+    }
   );
+
+  private async _onAnalysisAction(
+    turnId: string,
+    action: AnalysisAction
+  ): Promise<void> {
+    switch (action.kind) {
+      case 'accept':
+        await this.acceptSteps(turnId, action.upTo, action.run);
+        break;
+      case 'drop':
+        this.dropStep(turnId, action.step);
+        return;
+      case 'reject':
+        this.reject(turnId);
+        break;
+      case 'rerun':
+        await this.rerunAnalysis(turnId);
+        return;
+    }
+    this.panel.content.mode = 'command';
+    this.panel.content.activeCell?.node.focus();
+  }
   private _lastTouched: string[] = [];
   private _changed = new Signal<this, void>(this);
   private _syncTimer = 0;

@@ -19,8 +19,10 @@ import {
   JobStream,
   answerWithoutKernel,
   cancelJob,
+  finishJob,
   startTurn
 } from './handler';
+import { ANALYSIS } from './analysis';
 import {
   EditKind,
   IEditedCell,
@@ -378,6 +380,23 @@ export class NotebookSession implements IDisposable {
       this._setJob(key, job => endJob(job, 'cancelled'));
       this._recordFailure(key);
       return;
+    }
+    if (exchange.strategy === ANALYSIS && !this._finishing.has(key)) {
+      // The analysis ends after the step in progress, with `done` and the
+      // verified steps so far: reviewed like a whole one. A second Stop
+      // cancels it outright.
+      this._finishing.add(key);
+      this._setJob(key, job => ({
+        ...job,
+        message: 'Stopping after the step in progress…'
+      }));
+      try {
+        await finishJob(jobId);
+        return;
+      } catch (error) {
+        // A server without it: stopped as any other turn.
+        console.warn('jupyter-data-agent: finish failed', error);
+      }
     }
     this._setJob(key, job => ({ ...job, message: 'Stopping…' }));
     try {
@@ -751,6 +770,8 @@ export class NotebookSession implements IDisposable {
   private _blocked = new Map<string, string>();
   private _exchanges = new ExchangeList();
   private _streams = new Map<string, JobStream>();
+  /** Analyses asked to finish after their step (a second Stop cancels). */
+  private _finishing = new Set<string>();
   private _pinned: string | null = null;
   private _changed = new Signal<this, void>(this);
   private _disposed = false;

@@ -10,6 +10,7 @@ import { Cell } from '@jupyterlab/cells';
 import { IDisposable } from '@lumino/disposable';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
+import { AnalysisAction, AnalysisBar, IAnalysisBarView } from './analysisbar';
 import { CellDiffView, REPLACING_CLASS, cellLanguage } from './celldiff';
 import { readCellTag } from './metadata';
 import { suggestionLabel } from './proposals';
@@ -127,10 +128,17 @@ export class SuggestionBar extends Widget {
 }
 
 /** The toolbars and diffs on one notebook's suggestion cells. */
+/** An analysis's review bar: its actions, and what it shows besides the state. */
+export interface IAnalysisReview {
+  onAction(turnId: string, action: AnalysisAction): void;
+  view(turnId: string): IAnalysisBarView;
+}
+
 export class SuggestionDecorations implements IDisposable {
   constructor(
     private _onAction: (turnId: string, action: SuggestionAction) => void,
-    private _agentOf: (turnId: string) => string | null = () => null
+    private _agentOf: (turnId: string) => string | null = () => null,
+    private _review: IAnalysisReview | null = null
   ) {}
 
   get isDisposed(): boolean {
@@ -165,21 +173,49 @@ export class SuggestionDecorations implements IDisposable {
       cell.toggleClass(SUGGESTION_CLASS, pending);
       const replacing =
         pending && state?.target?.id === cell.model.id ? state : null;
-      cell.toggleClass(REPLACING_CLASS, !!replacing);
+      // An analysis step that edits this existing cell.
+      const stepEdit =
+        pending && state?.cells.find(c => c.id === cell.model.id)?.edits
+          ? state.candidates[state.index]?.analysis?.find(
+              s => s.number === tag!.step
+            )
+          : undefined;
+      cell.toggleClass(REPLACING_CLASS, !!replacing || !!stepEdit);
       if (replacing) {
-        this._showDiff(cell, replacing);
+        this._showDiff(cell, replacing.candidates[replacing.index]?.code ?? '');
+      } else if (stepEdit) {
+        this._showDiff(cell, stepEdit.code);
+      }
+      // An analysis's cells say which step they are (styles, tests).
+      if (pending && tag!.step) {
+        cell.node.dataset.agentStep = String(tag!.step);
+      } else {
+        delete cell.node.dataset.agentStep;
       }
       if (pending && firstOf.get(tag!.turn_id) === cell.model.id) {
+        const turnId = tag!.turn_id;
+        const analysis =
+          !!this._review && !!state!.candidates[state!.index]?.analysis?.length;
         let bar = this._bars.get(cell);
+        if (bar && bar instanceof AnalysisBar !== analysis) {
+          bar.dispose();
+          bar = undefined;
+        }
         if (!bar || bar.isDisposed) {
-          const turnId = tag!.turn_id;
           // Owned by this._bars: disposed when its suggestion goes.
-          // eslint-disable-next-line jupyter/require-disposable-ownership
-          bar = new SuggestionBar(action => this._onAction(turnId, action));
+          bar = analysis
+            ? // eslint-disable-next-line jupyter/require-disposable-ownership
+              new AnalysisBar(action => this._review!.onAction(turnId, action))
+            : // eslint-disable-next-line jupyter/require-disposable-ownership
+              new SuggestionBar(action => this._onAction(turnId, action));
           (cell.layout as PanelLayout).insertWidget(0, bar);
           this._bars.set(cell, bar);
         }
-        bar.render(state!, this._agentOf(tag!.turn_id));
+        if (bar instanceof AnalysisBar) {
+          bar.render(state!, this._review!.view(turnId));
+        } else {
+          bar.render(state!, this._agentOf(turnId));
+        }
         seen.add(cell);
       }
     }
@@ -197,8 +233,8 @@ export class SuggestionDecorations implements IDisposable {
     }
   }
 
-  /** The candidate as a diff against the cell's source, below the toolbar. */
-  private _showDiff(cell: Cell, state: ISuggestionState): void {
+  /** `candidate` as a diff against the cell's source, below the toolbar. */
+  private _showDiff(cell: Cell, candidate: string): void {
     let diff = this._diffs.get(cell);
     if (!diff || diff.isDisposed) {
       // Owned by this._diffs: disposed when the cell stops being replaced.
@@ -210,7 +246,6 @@ export class SuggestionDecorations implements IDisposable {
       layout.insertWidget(at, diff);
       this._diffs.set(cell, diff);
     }
-    const candidate = state.candidates[state.index]?.code ?? '';
     diff.render(
       cell.model.sharedModel.getSource(),
       candidate.replace(/\s+$/, ''),
@@ -233,7 +268,7 @@ export class SuggestionDecorations implements IDisposable {
     this._diffs.clear();
   }
 
-  private _bars = new Map<Cell, SuggestionBar>();
+  private _bars = new Map<Cell, SuggestionBar | AnalysisBar>();
   private _diffs = new Map<Cell, CellDiffView>();
   private _disposed = false;
 }

@@ -5,6 +5,7 @@
  * undo is "diff back"). The state machine in suggestions.ts is built on
  * these; the notebook adapter applies the changes (ynotebook.ts).
  */
+import type { IAnalysisStep } from './analysis';
 import { ICellAgentMetadata, TurnStatus } from './metadata';
 
 export type InsertMode = 'single' | 'perStep';
@@ -21,6 +22,10 @@ export interface ISuggestionCandidate {
   steps: ISuggestionStep[];
   /** Why its bar warns before it is kept: it raised or was stopped in its copy. */
   warning?: string;
+  /** An analysis (analysis.ts): its steps become the cells. */
+  analysis?: IAnalysisStep[];
+  /** The analysis as it came, before the review re-ran steps. */
+  originalAnalysis?: IAnalysisStep[];
 }
 
 /** One cell this suggestion owns, as it should be in the notebook. */
@@ -30,6 +35,19 @@ export interface ICellSpec {
   source: string;
   /** Written to cell.metadata.jupyter_data_agent (the Python side's pointer). */
   tag: ICellAgentMetadata;
+  /** A code cell's outputs when inserted (an analysis step's, from its copy). */
+  outputs?: Record<string, unknown>[];
+  /**
+   * An existing cell this layout edits (an analysis step): what it holds
+   * without the change, restored when the layout drops it.
+   */
+  edits?: IExistingCell;
+}
+
+/** An existing cell as it is without a suggestion: its source and tag. */
+export interface IExistingCell {
+  original: string;
+  tag: ICellAgentMetadata | null;
 }
 
 /** Where the first cell goes: after `afterId`, or at `index` if that cell is gone. */
@@ -133,7 +151,10 @@ function sameTag(
     return a === b;
   }
   return (
-    a.turn_id === b.turn_id && a.intent === b.intent && a.status === b.status
+    a.turn_id === b.turn_id &&
+    a.intent === b.intent &&
+    a.status === b.status &&
+    a.step === b.step
   );
 }
 
@@ -175,12 +196,34 @@ export function diffCells(
 ): CellChange[] {
   const toIds = new Set(to.map(c => c.id));
   const fromById = new Map(from.map(c => [c.id, c]));
-  const removals: CellChange[] = from
-    .filter(c => !toIds.has(c.id))
-    .map(c => ({ op: 'remove', id: c.id }));
+  const removals: CellChange[] = [];
   const edits: CellChange[] = [];
+  // An existing cell a layout edits is never inserted or removed: it gets
+  // the layout's source and tag, and back its own when the layout drops it.
+  const restyle = (
+    id: string,
+    source: string,
+    was: string,
+    tag: ICellAgentMetadata | null
+  ) => {
+    if (source !== was) {
+      edits.push({ op: 'setSource', id, source });
+    }
+    edits.push({ op: 'setTag', id, tag: tag ? { ...tag } : null });
+  };
+  for (const c of from) {
+    if (!toIds.has(c.id)) {
+      if (c.edits) {
+        restyle(c.id, c.edits.original, c.source, c.edits.tag);
+      } else {
+        removals.push({ op: 'remove', id: c.id });
+      }
+    }
+  }
   const inserts: CellChange[] = [];
-  to.forEach((cell, i) => {
+  let previous: string | null = anchor.afterId;
+  let placed = 0;
+  to.forEach(cell => {
     const old = fromById.get(cell.id);
     if (old) {
       if (old.source !== cell.source) {
@@ -189,13 +232,20 @@ export function diffCells(
       if (!sameTag(old.tag, cell.tag)) {
         edits.push({ op: 'setTag', id: cell.id, tag: { ...cell.tag } });
       }
+    } else if (cell.edits) {
+      restyle(cell.id, cell.source, cell.edits.original, cell.tag);
     } else {
       inserts.push({
         op: 'insert',
-        afterId: i === 0 ? anchor.afterId : to[i - 1].id,
-        index: anchor.index + i,
+        afterId: previous,
+        index: anchor.index + placed,
         cell: { ...cell, tag: { ...cell.tag } }
       });
+    }
+    if (!cell.edits) {
+      // New cells follow each other; an edited cell stays where it is.
+      previous = cell.id;
+      placed++;
     }
   });
   return [...removals, ...edits, ...inserts];

@@ -18,6 +18,7 @@
  * turn's tag; accept writes the candidate into it; reject and undo put back
  * the source and tag it had, so one undo restores the original exactly.
  */
+import { ExistingCells, analysisCells } from './analysis';
 import { TurnStatus } from './metadata';
 import {
   CellChange,
@@ -39,6 +40,7 @@ export type {
   CellChange,
   IAnchor,
   ICellSpec,
+  IExistingCell,
   IReplaceTarget,
   ISuggestionCandidate,
   ISuggestionStep,
@@ -147,7 +149,11 @@ function snapshot(state: ISuggestionState): ISnapshot {
   };
 }
 
-function transition(
+/**
+ * The transition from `previous` to `next`: the cell changes between their
+ * layouts, `previous` kept in the history (what undo returns to).
+ */
+export function transitionTo(
   previous: ISuggestionState,
   next: Omit<ISuggestionState, 'history'>,
   decision: TurnStatus | null
@@ -190,6 +196,8 @@ export interface IInsertOptions {
   newId?: IdFactory;
   /** Replace this cell (its current source and tag) instead of inserting. */
   target?: IReplaceTarget | null;
+  /** The existing cells an analysis's steps may edit, as they are now. */
+  existing?: ExistingCells;
 }
 
 /** Place candidate `index` as a suggestion (from none or rejected). */
@@ -208,16 +216,20 @@ export function insert(
     Math.min(options.index, options.candidates.length - 1)
   );
   const target = options.target === undefined ? state.target : options.target;
+  const analysis = options.candidates[index].analysis;
+  const newId = options.newId ?? defaultIdFactory;
   const cells = target
     ? [targetCell(state, target, target.original, 'pending')]
-    : layoutCells(
-        state,
-        options.candidates[index],
-        options.mode,
-        'pending',
-        options.newId ?? defaultIdFactory
-      );
-  return transition(
+    : analysis?.length
+      ? analysisCells(state, analysis, 'pending', newId, options.existing)
+      : layoutCells(
+          state,
+          options.candidates[index],
+          options.mode,
+          'pending',
+          newId
+        );
+  return transitionTo(
     { ...state, target },
     {
       ...state,
@@ -249,7 +261,7 @@ export function select(
   }
   if (state.target) {
     // The cell is untouched while suggested: only the diff shown changes.
-    return transition(state, { ...state, index: target }, null);
+    return transitionTo(state, { ...state, index: target }, null);
   }
   const cells = layoutCells(
     state,
@@ -259,7 +271,7 @@ export function select(
     newId,
     state.cells
   );
-  return transition(state, { ...state, index: target, cells }, null);
+  return transitionTo(state, { ...state, index: target, cells }, null);
 }
 
 /** Next (+1) or previous (-1) candidate, wrapping around. */
@@ -288,7 +300,7 @@ export function accept(
           ...c,
           tag: tagFor(state, 'accepted')
         }));
-  return transition(
+  return transitionTo(
     current,
     { ...current, status: 'accepted', cells },
     'accepted'
@@ -317,7 +329,7 @@ export function reject(
       target: { ...current.target, original: current.cells[0].source }
     };
   }
-  return transition(
+  return transitionTo(
     current,
     { ...current, status: 'rejected', cells: [] },
     'rejected'
@@ -366,6 +378,10 @@ export interface IObservedCell {
   id: string;
   source: string;
   status: TurnStatus;
+  /** The analysis step its tag names, if any. */
+  step?: number;
+  /** Its type, where the observer knows it (the notebook adapter does). */
+  cell_type?: ICellSpec['cell_type'];
 }
 
 /**
@@ -392,6 +408,11 @@ export function observe(
     changes: [] as CellChange[],
     decision
   });
+  // The tag as seen, keeping the analysis step it names.
+  const seenTag = (c: IObservedCell) =>
+    c.step
+      ? { ...tagFor(state, c.status), step: c.step }
+      : tagFor(state, c.status);
   const toSpec = (
     c: IObservedCell,
     cellType: ICellSpec['cell_type']
@@ -399,12 +420,24 @@ export function observe(
     id: c.id,
     cell_type: cellType,
     source: c.source,
-    tag: tagFor(state, c.status)
+    tag: seenTag(c)
   });
+  const typeOf = (c: IObservedCell): ICellSpec['cell_type'] => {
+    if (c.cell_type) {
+      return c.cell_type;
+    }
+    for (const s of [...state.history].reverse()) {
+      const found = s.cells.find(k => k.id === c.id);
+      if (found) {
+        return found.cell_type;
+      }
+    }
+    return 'code';
+  };
   const refreshed = (cells: ICellSpec[]) =>
     cells.map(c => {
       const seen = present.get(c.id)!;
-      return { ...c, source: seen.source, tag: tagFor(state, seen.status) };
+      return { ...c, source: seen.source, tag: seenTag(seen) };
     });
 
   if (state.status === 'suggested' || state.status === 'accepted') {
@@ -415,7 +448,14 @@ export function observe(
         ? keep([], 'rejected', 'rejected')
         : keep([], 'accepted', null);
     }
-    const cells = refreshed(ours);
+    // Cells that came back (the notebook's undo of a partial accept) rejoin, in order.
+    const cells = returned.length
+      ? observed.map(c =>
+          known.has(c.id)
+            ? refreshed([state.cells.find(k => k.id === c.id)!])[0]
+            : toSpec(c, typeOf(c))
+        )
+      : refreshed(ours);
     const statuses = new Set(observed.map(c => c.status));
     if (
       state.status === 'suggested' &&
@@ -437,9 +477,7 @@ export function observe(
   if (!observed.length) {
     return unchanged(state);
   }
-  const previous = [...state.history].reverse().find(s => s.cells.length);
-  const types = new Map((previous?.cells ?? []).map(c => [c.id, c.cell_type]));
-  const cells = observed.map(c => toSpec(c, types.get(c.id) ?? 'code'));
+  const cells = observed.map(c => toSpec(c, typeOf(c)));
   const accepted = observed.every(
     c => c.status === 'accepted' || c.status === 'edited'
   );
@@ -497,7 +535,12 @@ export function restore(options: IRestoreOptions): ISuggestionState {
       id: c.id,
       cell_type: c.cell_type,
       source: c.source,
-      tag: { turn_id: options.turnId, intent: options.intent, status: c.status }
+      tag: {
+        turn_id: options.turnId,
+        intent: options.intent,
+        status: c.status,
+        ...(c.step ? { step: c.step } : {})
+      }
     })),
     history: []
   };

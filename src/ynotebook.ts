@@ -242,7 +242,8 @@ export class SharedCells {
         id: cell.id,
         source: cell.sharedModel.getSource(),
         status: tag.status,
-        cell_type: cell.type === 'markdown' ? 'markdown' : 'code'
+        cell_type: cell.type === 'markdown' ? 'markdown' : 'code',
+        ...(tag.step ? { step: tag.step } : {})
       });
       byTurn.set(tag.turn_id, list);
     }
@@ -330,7 +331,7 @@ export class SharedCells {
           source: cell.source,
           metadata: { [METADATA_KEY]: { ...cell.tag } },
           ...(cell.cell_type === 'code'
-            ? { outputs: [], execution_count: null }
+            ? { outputs: cell.outputs ?? [], execution_count: null }
             : {})
         } as any);
         order.splice(at, 0, cell.id);

@@ -156,6 +156,11 @@ async def test_complete_streams_ghost_text_from_the_kernels_schema(jp_fetch, jp_
     # The schema read is bounded at 2 s for ghost text (a busy kernel is not waited for); on a
     # loaded CI machine a fresh kernel can take longer than that: this test is about the path.
     jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"] = SchemaCache(timeout=60.0)
+    # Ghost text never waits behind a busy kernel: the server's view of the kernel (its iopub
+    # status, which lags the execute reply on a loaded machine) must say idle first.
+    deadline = time.monotonic() + 60
+    while km.execution_state != "idle" and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
     try:
         config = json.loads((await jp_fetch(NS, "config")).body)
         assert config["capabilities"]["inline_completion"] is True

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..kernel.results import ExecResult
@@ -50,6 +50,21 @@ log = logging.getLogger(__name__)
 
 class Finished(Exception):
     """The user asked the analysis to stop: it ends with the steps verified so far."""
+
+
+@dataclass
+class _StoppableContext(RunContext):
+    """The turn's context whose cancel checks also see Stop, so a model call streaming a
+    step ends at its next batch instead of running to its end."""
+
+    def check_cancelled(self) -> None:
+        super().check_cancelled()
+        if self.finish.is_set():
+            raise Finished()
+
+    @classmethod
+    def of(cls, ctx: RunContext) -> _StoppableContext:
+        return cls(**{f.name: getattr(ctx, f.name) for f in fields(ctx)})
 
 
 @dataclass(frozen=True)
@@ -184,7 +199,7 @@ class AnalysisStrategy:
         if ctx.executor is None:
             raise ValueError("The analysis strategy runs every step in a kernel copy, and none is "
                              "available here (--no-exec, or the kernel cannot be forked).")
-        return _Run(request, ctx, options(request, AnalysisOptions, **self.overrides)).run()
+        return _Run(request, _StoppableContext.of(ctx), options(request, AnalysisOptions, **self.overrides)).run()
 
 
 class _Run:
@@ -213,9 +228,7 @@ class _Run:
             self.plan = self._ask_plan()
             self._progress("planned", state="planning")
             while len(self.chain.steps) < len(self.plan):
-                self.ctx.check_cancelled()
-                if self.ctx.finish.is_set():
-                    raise Finished()
+                self.ctx.check_cancelled()  # Finished once Stop was asked for
                 if not self._do_step(len(self.chain.steps) + 1):
                     reason = "step_failed"
                     break

@@ -7,6 +7,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
 import { formatElapsed, IJobView, isFinished } from '../events';
+import { AnalysisPlan } from './AnalysisPlan';
 import { plural } from '../usage';
 import { StreamingText } from './blocks';
 
@@ -48,6 +49,7 @@ export function Progress(props: {
           </span>
         </div>
       )}
+      {job.plan && <AnalysisPlan plan={job.plan} running={running} />}
       {running && job.streaming && job.streaming.text && (
         <div aria-label="The model is writing">
           <StreamingText text={job.streaming.text} rendermime={rendermime} />
