@@ -68,6 +68,7 @@ def table_html(handle) -> str:
     if not isinstance(value, dict) or not isinstance(value.get("values"), list):
         return ""
     index = value.get("index") if isinstance(value.get("index"), list) else []
+    index_name = escape(value.get("index_name") or "")
     if "columns" in value:
         columns = value.get("columns") if isinstance(value.get("columns"), list) else []
         header = "".join(f"<th>{escape(c)}</th>" for c in columns)
@@ -80,11 +81,19 @@ def table_html(handle) -> str:
         label = escape(index[i]) if i < len(index) else ""
         cells = "".join(f"<td>{escape(v)}</td>" for v in (row if isinstance(row, list) else [row]))
         body.append(f"<tr><th>{label}</th>{cells}</tr>")
-    shape = " × ".join(str(int(n)) for n in handle.shape or [] if isinstance(n, int))
     more = len(rows) > _MAX_ROWS or handle.truncated
-    note = f"<div>{escape(shape)}{' (first rows and columns shown)' if more else ''}</div>"
-    return (f"<table><thead><tr><th></th>{header}</tr></thead>"
+    # The size only where the table does not show it all, and in words: a bare "6" under
+    # a table read as a stray value.
+    note = f"<div>{escape(_size(handle.shape))} (first rows and columns shown)</div>" if more else ""
+    return (f"<table><thead><tr><th>{index_name}</th>{header}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>{note}")
+
+
+def _size(shape: Any) -> str:
+    """ "120 rows × 3 columns", "6 rows": a table's shape in words."""
+    dims = [int(n) for n in shape or [] if isinstance(n, int)]
+    words = [f"{n} {unit}{'' if n == 1 else 's'}" for n, unit in zip(dims, ("row", "column"))]
+    return " × ".join(words)
 
 
 def preview_bundle(result) -> dict[str, str]:

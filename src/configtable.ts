@@ -3,6 +3,7 @@
  * the "Show Model Configuration" dialog. Whether an API key is set, never
  * the key: the server does not send it.
  */
+import { modelPrice } from './usage';
 import type { AgentConfig } from './wire';
 
 /** "max_concurrent_jobs" -> "max concurrent jobs". */
@@ -10,8 +11,15 @@ function words(key: string): string {
   return key.replace(/_/g, ' ');
 }
 
-/** [label, value] pairs, in the order the dialog shows them. */
-export function configRows(config: AgentConfig): [string, string][] {
+/**
+ * [label, value] pairs, in the order the dialog shows them. `picked`: the
+ * model picked in the current notebook's composer (null: the configured
+ * one): its price is the one shown.
+ */
+export function configRows(
+  config: AgentConfig,
+  picked: string | null = null
+): [string, string][] {
   const available = config.capabilities?.strategies ?? [];
   const strategies = (config.strategies ?? [])
     .filter(s => available.includes(s.name))
@@ -19,10 +27,16 @@ export function configRows(config: AgentConfig): [string, string][] {
   const limits = Object.entries(config.limits ?? {})
     .filter(([, value]) => value !== null && value !== undefined)
     .map(([key, value]) => `${words(key)}: ${value}`);
-  const price = config.price;
+  const price = modelPrice(config, picked);
+  const model = config.model || '(default)';
   return [
     ['Backend', config.backend || '—'],
-    ['Model', config.model || '(default)'],
+    [
+      'Model',
+      picked && picked !== config.model
+        ? `${picked} (picked in this notebook; configured: ${model})`
+        : model
+    ],
     [
       'Models offered',
       (config.models ?? []).length > 1 ? config.models.join(', ') : '—'
@@ -48,13 +62,16 @@ export function configRows(config: AgentConfig): [string, string][] {
  * The rows as a table inside a block: the dialog lays its body out as a
  * flex column, which is no place for a bare table element.
  */
-export function configTable(config: AgentConfig): HTMLElement {
+export function configTable(
+  config: AgentConfig,
+  picked: string | null = null
+): HTMLElement {
   const wrapper = document.createElement('div');
   wrapper.className = 'jp-DataAgent-config';
   const table = document.createElement('table');
   table.className = 'jp-DataAgent-configTable';
   const body = document.createElement('tbody');
-  for (const [label, value] of configRows(config)) {
+  for (const [label, value] of configRows(config, picked)) {
     const row = document.createElement('tr');
     const head = document.createElement('th');
     head.scope = 'row';

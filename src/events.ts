@@ -241,6 +241,16 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
           ? -1
           : state.candidateIndex.indexOf(result.chosen);
       next.chosen = at >= 0 ? at : null;
+      // A candidate event went out as it ran; the vote counted it afterwards.
+      const support = result.support ?? [];
+      if (support.length) {
+        next.candidates = state.candidates.map((c, i) => {
+          const final = support[state.candidateIndex[i]];
+          return typeof final === 'number' && final !== c.support
+            ? { ...c, support: final }
+            : c;
+        });
+      }
       next.turnId = event.data.turn_id || state.turnId;
       // The final verdict wins over the streamed one.
       next.confinement = event.data.confinement ?? state.confinement;

@@ -6,9 +6,16 @@
 import { analysisOf, storedSteps } from './analysis';
 import type { EditKind } from './celledit';
 import { IJobView } from './events';
-import { ITurn, boundPreviews, newTurnId, nowSeconds } from './metadata';
+import {
+  IStoredRun,
+  ITurn,
+  boundPreviews,
+  newTurnId,
+  nowSeconds
+} from './metadata';
 import { Strategy, previewOutputs } from './models';
 import { ISuggestionCandidate } from './suggestions';
+import { usageOf } from './usage';
 import type { Candidate } from './wire';
 
 /** One request and what came back, as the panel shows it. */
@@ -94,16 +101,51 @@ export interface IRetryRequest {
 export function toSuggestionCandidate(
   candidate: Candidate
 ): ISuggestionCandidate {
+  const warning = runWarning(runOf(candidate));
   const analysis = analysisOf(candidate);
   return {
     code: candidate.code,
     explanation: candidate.explanation,
     steps: candidate.steps.map(s => ({ ...s })),
+    ...(warning ? { warning } : {}),
     ...(analysis.length ? { analysis } : {})
   };
 }
 
-/** The turn to store for an exchange: candidates, previews, failure. */
+/** What a suggestion's bar says of a candidate that did not run cleanly; '' when it did. */
+export function runWarning(run: IStoredRun | null): string {
+  switch (run?.status) {
+    case 'error':
+      return `It raised ${run.ename ?? 'an error'} in its kernel copy.`;
+    case 'timeout':
+      return 'It was stopped by the time limit in its kernel copy.';
+    case 'died':
+      return `It was stopped in its kernel copy${run.limit ? ` (${run.limit} limit)` : ''}.`;
+    default:
+      return '';
+  }
+}
+
+/** How a candidate ran, as a turn stores it; null: it did not run. */
+export function runOf(candidate: Candidate): IStoredRun | null {
+  const result = candidate.result;
+  return result
+    ? {
+        status: result.status,
+        duration_s: result.duration_s,
+        ename: result.ename,
+        limit: result.limit,
+        support: candidate.support,
+        repaired: candidate.repaired
+      }
+    : null;
+}
+
+/**
+ * The turn to store for an exchange: candidates, previews, how they ran,
+ * the answer in words, what it cost, failure — what the panel shows again
+ * after a reload.
+ */
 export function turnOfExchange(exchange: IExchange): ITurn {
   const job = exchange.job;
   const chosen = job.candidates[exchange.selected] ?? job.candidates[0];
@@ -124,7 +166,23 @@ export function turnOfExchange(exchange: IExchange): ITurn {
           ...(exchange.instruction ? { instruction: exchange.instruction } : {})
         }
       : {}),
+    ...(exchange.editCellId ? { edits_cell: exchange.editCellId } : {}),
     ...(job.confinement ? { confinement: job.confinement } : {}),
+    ...(job.result?.answer ? { answer: job.result.answer } : {}),
+    ...(job.result
+      ? {
+          usage: usageOf(job.result.stats),
+          ...(job.result.stats.context
+            ? { context: job.result.stats.context }
+            : {})
+        }
+      : {}),
+    ...(job.candidates.some(c => c.result)
+      ? { runs: job.candidates.map(runOf) }
+      : {}),
+    ...(job.result?.stats.classes?.length
+      ? { classes: job.result.stats.classes }
+      : {}),
     ...(chosen && analysisOf(chosen).length
       ? { analysis: storedSteps(analysisOf(chosen)) }
       : {}),

@@ -19,6 +19,7 @@ import { Widget } from '@lumino/widgets';
 // The sidebar, its sessions and the config request are set up at activation:
 // nothing here can wait for a lazy import.
 /* eslint-disable jupyter/prefer-lazy-imports */
+import { activateCellOnContextMenu, explainQuestion } from './cellmenu';
 import { configTable } from './configtable';
 import { getConfig, reloadValueModel } from './handler';
 import { executorPlugin } from './executor';
@@ -116,6 +117,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           available: config.capabilities.strategies
         };
         sidebar.price = config.price ?? null;
+        sidebar.prices = config.prices ?? {};
         limits = config.limits ?? null;
         sidebar.limits = limits;
         sidebar.models = config.models ?? [];
@@ -143,7 +145,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
           () => limits
         );
         sessions.set(panel, session);
+        const contextMenu = activateCellOnContextMenu(panel.content);
         panel.disposed.connect(() => {
+          contextMenu.dispose();
           sessions.delete(panel);
           if (sidebar.session === session) {
             sidebar.session = null;
@@ -182,7 +186,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
           const config = await getConfig();
           await showDialog({
             title: 'Data Agent',
-            body: new Widget({ node: configTable(config) }),
+            body: new Widget({
+              node: configTable(config, current()?.model ?? null)
+            }),
             buttons: [Dialog.okButton()]
           });
         } catch (error) {
@@ -239,7 +245,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       // is Markdown read in the panel, and no cell is inserted.
       execute: () =>
         askAboutCell({
-          intent: 'Explain this cell',
+          intent: explainQuestion(current()?.cellIndex(activeCellId()) ?? -1),
           strategy: EXPLAIN,
           autoInsert: false
         })

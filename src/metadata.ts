@@ -6,7 +6,7 @@
  * the format both sides are tested against (jest golden.spec.ts, pytest).
  */
 import { parseConfinement } from './models';
-import type { Confinement } from './wire';
+import type { Confinement, ContextReport } from './wire';
 
 export const METADATA_KEY = 'jupyter_data_agent';
 export const METADATA_VERSION = 1;
@@ -42,6 +42,15 @@ export interface ITurn {
    * boundPreviews so the notebook file stays small; null: not executed.
    */
   previews?: (IStoredOutput[] | null)[];
+  /** The answer in words (Explain, or a question answered without code). */
+  answer?: string;
+  /** What the turn cost, and how full its prompt was (the usage footer and gauge). */
+  usage?: IStoredUsage;
+  context?: ContextReport;
+  /** How each candidate ran in its copy (the "ran in" chip, the vote); null: not run. */
+  runs?: (IStoredRun | null)[];
+  /** The sizes of the answer classes that voted, largest first (the vote line). */
+  classes?: number[];
   /** An outside agent's proposal (proposals.ts): who proposed it, and its id on the server. */
   agent?: string;
   proposal_id?: string;
@@ -61,6 +70,26 @@ export interface IStoredStep {
   /** The existing cell it edits; null: a new cell. */
   cell_id: string | null;
   status: string;
+}
+
+/** A turn's cost as the usage footer shows it (usage.ts `IUsage`). */
+export interface IStoredUsage {
+  promptTokens: number;
+  completionTokens: number;
+  modelCalls: number;
+  wallTimeS: number;
+  modelTimeS: number;
+  turns: number;
+}
+
+/** How one candidate ran in its copy, and what the vote said of it. */
+export interface IStoredRun {
+  status: 'ok' | 'error' | 'timeout' | 'died';
+  duration_s: number;
+  ename: string | null;
+  limit: string | null;
+  support: number;
+  repaired: boolean;
 }
 
 /** A stopped or failed turn keeps its place and its reason. */
@@ -141,6 +170,21 @@ export function parseTurn(raw: unknown): ITurn | null {
     ...(typeof data.instruction === 'string' && data.instruction
       ? { instruction: data.instruction }
       : {}),
+    ...(typeof data.answer === 'string' && data.answer
+      ? { answer: data.answer }
+      : {}),
+    ...(parseUsage(data.usage) ?? {}),
+    ...(data.context && typeof data.context === 'object'
+      ? { context: data.context as ContextReport }
+      : {}),
+    ...(Array.isArray(data.runs) ? { runs: data.runs.map(parseRun) } : {}),
+    ...(Array.isArray(data.classes)
+      ? {
+          classes: data.classes.filter(
+            (n): n is number => typeof n === 'number' && n > 0
+          )
+        }
+      : {}),
     ...(typeof data.agent === 'string' && data.agent
       ? { agent: data.agent }
       : {}),
@@ -172,6 +216,48 @@ function parseStep(raw: unknown): IStoredStep | null {
     cell_id:
       typeof data.cell_id === 'string' && data.cell_id ? data.cell_id : null,
     status: asString(data.status, 'ok')
+  };
+}
+
+const USAGE_KEYS = [
+  'promptTokens',
+  'completionTokens',
+  'modelCalls',
+  'wallTimeS',
+  'modelTimeS',
+  'turns'
+] as const;
+
+function parseUsage(raw: unknown): { usage: IStoredUsage } | null {
+  if (!raw || typeof raw !== 'object') {
+    return null;
+  }
+  const data = raw as Record<string, unknown>;
+  const usage = {} as IStoredUsage;
+  for (const key of USAGE_KEYS) {
+    const value = data[key];
+    usage[key] = typeof value === 'number' && value >= 0 ? value : 0;
+  }
+  return { usage };
+}
+
+const RUN_STATUSES = ['ok', 'error', 'timeout', 'died'];
+
+function parseRun(raw: unknown): IStoredRun | null {
+  if (!raw || typeof raw !== 'object') {
+    return null;
+  }
+  const data = raw as Record<string, unknown>;
+  if (!RUN_STATUSES.includes(data.status as string)) {
+    return null;
+  }
+  return {
+    status: data.status as IStoredRun['status'],
+    duration_s: typeof data.duration_s === 'number' ? data.duration_s : 0,
+    ename: typeof data.ename === 'string' ? data.ename : null,
+    limit: typeof data.limit === 'string' ? data.limit : null,
+    support: typeof data.support === 'number' ? data.support : 1,
+    repaired: data.repaired === true
   };
 }
 

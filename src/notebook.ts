@@ -25,6 +25,7 @@ import {
   withStepEdits
 } from './analysisreview';
 import { ConversationStore } from './conversation';
+import { runWarning } from './exchange';
 import { rerunAnalysis } from './handler';
 import {
   INotebookAgentMetadata,
@@ -553,15 +554,19 @@ export class SuggestionController implements IDisposable {
   }
 
   private _candidatesOf(turn: ITurn | undefined): ISuggestionCandidate[] {
-    return (turn?.candidates ?? []).map((code, i) => ({
-      code,
-      explanation: turn?.explanations?.[i] ?? '',
-      steps: [],
-      // An analysis has one candidate: its steps come back with it.
-      ...(i === 0 && turn?.analysis?.length
-        ? { analysis: restoredSteps(turn.analysis) }
-        : {})
-    }));
+    return (turn?.candidates ?? []).map((code, i) => {
+      const warning = runWarning(turn?.runs?.[i] ?? null);
+      return {
+        code,
+        explanation: turn?.explanations?.[i] ?? '',
+        steps: [],
+        ...(warning ? { warning } : {}),
+        // An analysis has one candidate: its steps come back with it.
+        ...(i === 0 && turn?.analysis?.length
+          ? { analysis: restoredSteps(turn.analysis) }
+          : {})
+      };
+    });
   }
 
   /** Rebuild suggestions from a (re)opened notebook's tagged cells. */

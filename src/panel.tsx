@@ -18,7 +18,7 @@ import { UsageLine } from './components/UsageLine';
 import { Limits } from './models';
 import { IAgentSettings, NotebookSession } from './session';
 import { withinLimits } from './settings';
-import { totalUsage } from './usage';
+import { modelPrice, totalUsage } from './usage';
 import type { ModelPrice } from './wire';
 
 export { disposeHosted } from './components/LuminoHost';
@@ -116,6 +116,12 @@ export class AgentSidebar extends ReactWidget {
     this.update();
   }
 
+  /** The price of each offered model that has one (GET config): the picked model's is shown. */
+  set prices(value: { [model: string]: ModelPrice | undefined }) {
+    this._prices = value;
+    this.update();
+  }
+
   /** Re-render after a settings change. */
   refresh(): void {
     this.update();
@@ -131,6 +137,10 @@ export class AgentSidebar extends ReactWidget {
       );
     }
     const total = totalUsage(session.exchanges.map(e => e.job.result));
+    const price = modelPrice(
+      { price: this._price, prices: this._prices },
+      session.model
+    );
     return (
       <div className="jp-DataAgent-body">
         <div className="jp-DataAgent-header" title={session.panel.context.path}>
@@ -156,7 +166,7 @@ export class AgentSidebar extends ReactWidget {
             className="jp-DataAgent-total"
             label={`Session, ${total.turns} turn${total.turns === 1 ? '' : 's'}:`}
             usage={total}
-            price={this._price}
+            price={price}
             time={false}
           />
         )}
@@ -165,7 +175,7 @@ export class AgentSidebar extends ReactWidget {
           session={session}
           rendermime={this._rendermime}
           strategies={this._strategies}
-          price={this._price}
+          price={price}
         />
         <Composer
           key={session.panel.id}
@@ -186,6 +196,7 @@ export class AgentSidebar extends ReactWidget {
   private _session: NotebookSession | null = null;
   private _strategies: IServerStrategies | null = null;
   private _price: ModelPrice | null = null;
+  private _prices: { [model: string]: ModelPrice | undefined } = {};
   private _models: string[] = [];
   private _limits: Limits = null;
 }

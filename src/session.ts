@@ -65,7 +65,7 @@ import {
   proposalTurnId,
   turnOfProposal
 } from './proposals';
-import { IAgentSettings, turnOptions } from './settings';
+import { IAgentSettings, requestStrategy, turnOptions } from './settings';
 import { isEditIntent } from './suggestions';
 import type { NotebookCell } from './wire';
 
@@ -185,9 +185,33 @@ export class NotebookSession implements IDisposable {
 
   /**
    * The model picked in the composer (one of the server's `models`); null:
-   * the server's configured model.
+   * the server's configured model. Remembered in the notebook's metadata,
+   * as the strategy is, so it is kept over a reload.
    */
-  model: string | null = null;
+  get model(): string | null {
+    const stored = this.panel.model?.getMetadata(METADATA_KEY) as
+      Record<string, unknown> | undefined;
+    return typeof stored?.model === 'string' && stored.model
+      ? stored.model
+      : null;
+  }
+
+  set model(value: string | null) {
+    const model = this.panel.model;
+    if (!model || value === this.model) {
+      return;
+    }
+    const stored = conversationValue(
+      model.getMetadata(METADATA_KEY),
+      this.suggestions.conversation
+    );
+    delete stored.model;
+    model.setMetadata(
+      METADATA_KEY,
+      value ? { ...stored, model: value } : stored
+    );
+    this._changed.emit();
+  }
 
   /** The cell a panel question is pinned to ("Ask about this cell"). */
   get pinnedCellId(): string | null {
@@ -263,7 +287,7 @@ export class NotebookSession implements IDisposable {
     const limits = this._limits();
     const model = this.panel.model!;
     const notebook = this.panel.content;
-    const strategy = options.strategy ?? this.strategy;
+    const strategy = requestStrategy(options, this.strategy, settings);
     const cellId =
       options.cellId ?? this._pinned ?? notebook.activeCell?.model.id ?? null;
     let activeIndex = this.cellIndex(cellId);
@@ -608,11 +632,19 @@ export class NotebookSession implements IDisposable {
       turnId: job.turnId ?? newTurnId(),
       selected: preferredIndex(job)
     })!;
-    if (!job.candidates.length || this.panel.isDisposed) {
+    if (
+      this.panel.isDisposed ||
+      (!job.candidates.length && !job.result?.answer)
+    ) {
       this._changed.emit();
       return;
     }
+    // An answer in words is stored too: it comes back after a reload.
     this.suggestions.recordTurn(turnOfExchange(exchange));
+    if (!job.candidates.length) {
+      this._changed.emit();
+      return;
+    }
     if (exchange.autoInsert) {
       const anchor =
         this.cellIndex(exchange.anchorCellId) >= 0

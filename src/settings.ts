@@ -10,6 +10,8 @@ import type { TurnOptions } from './wire';
 
 export interface IAgentSettings {
   defaultStrategy: Strategy;
+  /** Fix and Improve from the cell menu: their own strategy, not the composer's. */
+  cellEditStrategy: Strategy;
   /** null: the server's default for the strategy (its catalog says which). */
   samples: number | null;
   budget: number | null;
@@ -20,6 +22,7 @@ export interface IAgentSettings {
 
 export const DEFAULT_SETTINGS: IAgentSettings = {
   defaultStrategy: 'direct',
+  cellEditStrategy: 'direct',
   samples: null,
   budget: null,
   insertMode: 'single',
@@ -44,6 +47,10 @@ export function readSettings(
     defaultStrategy: get<Strategy>(
       'defaultStrategy',
       DEFAULT_SETTINGS.defaultStrategy
+    ),
+    cellEditStrategy: get<Strategy>(
+      'cellEditStrategy',
+      DEFAULT_SETTINGS.cellEditStrategy
     ),
     samples: get<number | null>('samples', DEFAULT_SETTINGS.samples),
     budget: get<number | null>('budget', DEFAULT_SETTINGS.budget),
@@ -95,4 +102,19 @@ export function turnOptions(
     opts.temperature = settings.temperature;
   }
   return opts;
+}
+
+/**
+ * The strategy of a request: the one it names, else Fix and Improve from the
+ * cell menu (`edit`) take theirs from the settings (a one-cell fix must not
+ * become the composer's 40-iteration search), else the composer's.
+ */
+export function requestStrategy(
+  request: { strategy?: Strategy; edit?: unknown },
+  composer: Strategy,
+  settings: IAgentSettings
+): Strategy {
+  return (
+    request.strategy ?? (request.edit ? settings.cellEditStrategy : composer)
+  );
 }

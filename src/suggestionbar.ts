@@ -83,18 +83,24 @@ export class SuggestionBar extends Widget {
       'jp-mod-reject'
     );
     head.append(label, this._count, buttons);
+    this._warning = document.createElement('div');
+    this._warning.className = 'jp-DataAgent-suggestionWarning';
+    this._warning.setAttribute('role', 'alert');
     this._explanation = document.createElement('div');
     this._explanation.className = 'jp-DataAgent-suggestionExplanation';
-    this.node.append(head, this._explanation);
+    this.node.append(head, this._warning, this._explanation);
   }
 
   /** `agent`: the outside agent that proposed it; null: the Data Agent. */
   render(state: ISuggestionState, agent: string | null = null): void {
     const n = state.candidates.length;
     this._count.textContent = n > 1 ? `${state.index + 1} / ${n}` : '';
-    this._prev.disabled = n < 2;
-    this._next.disabled = n < 2;
+    // One candidate: nothing to cycle through.
+    this._prev.hidden = n < 2;
+    this._next.hidden = n < 2;
     const candidate = state.candidates[state.index];
+    this._warning.textContent = candidate?.warning ?? '';
+    this._warning.hidden = !candidate?.warning;
     const text =
       candidate?.explanation ||
       (candidate?.steps ?? [])
@@ -118,6 +124,7 @@ export class SuggestionBar extends Widget {
   private _prev: HTMLButtonElement;
   private _next: HTMLButtonElement;
   private _explanation: HTMLElement;
+  private _warning: HTMLElement;
 }
 
 /** The toolbars and diffs on one notebook's suggestion cells. */

@@ -20,6 +20,8 @@ export interface ISuggestionCandidate {
   code: string;
   explanation: string;
   steps: ISuggestionStep[];
+  /** Why its bar warns before it is kept: it raised or was stopped in its copy. */
+  warning?: string;
   /** An analysis (analysis.ts): its steps become the cells. */
   analysis?: IAnalysisStep[];
   /** The analysis as it came, before the review re-ran steps. */

@@ -70,6 +70,24 @@ export function totalUsage(
   return total.turns ? total : null;
 }
 
+/**
+ * The price of the model a turn runs on: the one picked in the composer
+ * (null: the configured one), from the server's prices of the models it
+ * offers; null when that model has none.
+ */
+export function modelPrice(
+  config: {
+    price?: ModelPrice | null;
+    prices?: { [model: string]: ModelPrice | undefined };
+  },
+  picked: string | null
+): ModelPrice | null {
+  if (picked === null) {
+    return config.price ?? null;
+  }
+  return config.prices?.[picked] ?? null;
+}
+
 /** Estimated USD; null without a price (a local model, or none configured). */
 export function costOf(usage: IUsage, price: ModelPrice | null): number | null {
   if (!price) {
@@ -108,7 +126,9 @@ export function formatSeconds(seconds: number): string {
   return seconds < 10 ? `${seconds.toFixed(1)} s` : formatElapsed(seconds);
 }
 
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+/** "1 node", "2 nodes". */
+export const plural = (n: number, word: string) =>
+  `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /** The turn's time, split when the model's share was measured:
  * "1.2 s (model 0.9 s)". */

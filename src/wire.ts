@@ -135,6 +135,7 @@ export interface ProgressData {
         | 'searching'
         | 'prompt'
         | 'generating'
+        | 'running'
         | 'no_kernel'
         | 'planning'
         | 'step'
@@ -375,6 +376,7 @@ export interface DoneResult {
   answer: string | null;
   chosen: number | null;
   candidates: number;
+  support?: number[];
   stats: SearchStats;
   protections: Protections | null;
 }
@@ -494,6 +496,9 @@ export interface AgentConfig {
   limits: ServerLimits;
   price: ModelPrice | null;
   models: string[];
+  prices: {
+    [k: string]: ModelPrice;
+  };
   [k: string]: unknown | undefined;
 }
 /**

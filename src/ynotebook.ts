@@ -196,7 +196,11 @@ export class SharedCells {
     };
   }
 
-  /** Below this cell; below `fallback` (the active cell) when it is gone. */
+  /**
+   * Below this cell; below `fallback` (the active cell) when it is gone.
+   * Below the pending suggestions already placed under it too: a newer
+   * suggestion goes after the older ones, not stacked above them.
+   */
   anchorBelow(cellId: string | null | undefined, fallback: number): IAnchor {
     const cells = this.cells;
     let index = cellId ? this.indexOf(cellId) : -1;
@@ -208,6 +212,14 @@ export class SharedCells {
         afterId: cells.length ? cells[cells.length - 1].getId() : null,
         index: cells.length
       };
+    }
+    while (
+      index + 1 < cells.length &&
+      readCellTag(
+        cells[index + 1].getMetadata() as Record<string, unknown> | undefined
+      )?.status === 'pending'
+    ) {
+      index++;
     }
     return { afterId: cells[index].getId(), index: index + 1 };
   }

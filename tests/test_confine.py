@@ -100,6 +100,24 @@ def test_unavailable_landlock_degrades_gracefully():
     assert p.missing() == ["landlock_fs", "landlock_net", "limits"]
 
 
+def test_the_verdict_says_nothing_ran_before_anything_did():
+    """Sent before the first candidate runs: present tense, not "every candidate ran"."""
+    from dataclasses import fields, replace
+
+    from jupyter_data_agent.kernel.policy import decide
+
+    every = Protections(processes="subreaper", **{f.name: True for f in fields(Protections)
+                                                   if f.type in (bool, "bool")})
+    assert not every.missing()
+    statuses = set()
+    for protections in (every, replace(every, seccomp=False)):
+        for policy in ("require", "warn"):
+            verdict = decide(protections, policy)
+            statuses.add(verdict.status)
+            assert " ran " not in f" {verdict.message} ", verdict.message
+    assert statuses == {"confined", "partial", "not_executed"}
+
+
 # ------------------------------------------------------------------ filesystem
 
 def test_relative_reads_of_notebook_files_work(tree):

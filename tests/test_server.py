@@ -71,8 +71,10 @@ def two_users():
 
 @pytest.fixture
 def priced():
-    """Requesting this fixture runs the server with ``c.DataAgent.prices`` for its model and another."""
-    return {"test-model": {"input": 0.15, "output": 0.6}, "other-model": {"input": 5, "output": 15}}
+    """Requesting this fixture runs the server with ``c.DataAgent.prices`` for its model, one more
+    it offers (``c.DataAgent.models``) and one it does not."""
+    return {"test-model": {"input": 0.15, "output": 0.6}, "other-model": {"input": 5, "output": 15},
+            "unoffered-model": {"input": 1, "output": 1}}
 
 
 @pytest.fixture
@@ -81,7 +83,8 @@ def jp_server_config(model_server, monkeypatch, request):
 
     model_server.clear()
     model_server.delay = 0.0
-    agent = {"prices": request.getfixturevalue("priced")} if "priced" in request.fixturenames else {}
+    agent = ({"prices": request.getfixturevalue("priced"), "models": ["other-model"]}
+             if "priced" in request.fixturenames else {})
     config = agent_server_config(model_server, monkeypatch, {"kernel_wait_notice_s": 1.0}, **agent)
     if "two_users" in request.fixturenames:
         config["ServerApp"]["identity_provider_class"] = TwoUsers
@@ -219,7 +222,8 @@ def sent_candidates(events: list[dict]) -> list[dict]:
         # ``done`` refers to them (count, chosen index) and never repeats them.
         assert done["data"]["result"]["candidates"] == len(by_index)
         assert set(done["data"]["result"]) == {"strategy", "answer", "chosen", "candidates",
-                                               "stats", "protections"}
+                                               "support", "stats", "protections"}
+        assert len(done["data"]["result"]["support"]) == len(by_index)
     return [by_index[i] for i in range(len(by_index))]
 
 
@@ -537,6 +541,11 @@ async def test_config_carries_the_configured_models_price(jp_fetch, priced):
     body = json.loads((await jp_fetch(NS, "config")).body)
     assert body["model"] == "test-model"
     assert body["price"] == {"input": 0.15, "output": 0.6}
+    # N5: each offered model's price, so a model picked in the sidebar shows its cost; a model
+    # the server does not offer is not named.
+    assert body["models"] == ["test-model", "other-model"]
+    assert body["prices"] == {"test-model": {"input": 0.15, "output": 0.6},
+                              "other-model": {"input": 5, "output": 15}}
 
 
 @on_server_loop
@@ -746,6 +755,27 @@ def test_done_refers_to_the_candidates_already_sent():
     assert done["confinement"]["status"] == "not_executed"
     # Nothing after the end.
     assert job.emit("progress", "late") is None and job.events[-1]["type"] == "done"
+
+
+def test_done_carries_the_support_the_vote_gave_after_the_candidates_went_out():
+    """N1: a candidate event goes out as it runs (support 1); the vote counts it with its
+    repaired twin afterwards, and ``done`` says each one's final support by index."""
+    from jupyter_data_agent.search import Candidate, Event, SearchResult
+    from jupyter_data_agent.search.vote import vote
+
+    job = make_job(strategy="vote")
+    first = Candidate("print(3)", result=exec_ok())
+    second = Candidate("1/0")
+    twin = Candidate("print(2)", result=exec_ok(), repaired=True)
+    for i, c in enumerate([first, second]):
+        job.strategy_event(Event("candidate", f"candidate {i + 1} ran", {"index": i, "candidate": c}))
+    candidates = [first, second, twin]
+    chosen = vote(candidates)
+    job.complete(SearchResult(chosen=chosen, candidates=candidates, strategy="vote"), verdict())
+    sent = sent_candidates(job.events)
+    assert [c["support"] for c in sent] == [1, 1, 2]  # the first went out before the vote
+    result = job.events[-1]["data"]["result"]
+    assert result["support"] == [2, 1, 2] and result["chosen"] == 0
 
 
 def test_an_answer_without_candidates_is_done_with_none_chosen():

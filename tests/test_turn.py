@@ -150,3 +150,46 @@ def test_run_turn_times_a_stream_and_keeps_its_completion():
     # The stream's own usage came through the timing wrapper.
     assert (stats.prompt_tokens, stats.completion_tokens) == (123, 9)
     assert 0.4 <= stats.model_time_s <= stats.wall_time_s + 0.0005  # model time is kept in ms
+
+
+# ------------------------------------------------------------------ a question answered in words
+
+PROSE = "The `delay` column is in minutes; negative values are early departures."
+
+
+@pytest.mark.parametrize("strategy", ["direct", "vote"])
+def test_a_prose_reply_is_the_turns_answer(strategy):
+    """N6: a chat model's answer in words is the turn's answer, not "held no Python code"."""
+    from jupyter_data_agent.turn import run_turn
+    from tests.scripted_backend import ScriptedBackend
+
+    backend = ScriptedBackend(lambda call: [PROSE] * call.n)
+    ask = TurnAsk(intent="what unit is the delay in?", strategy=strategy, execute=False)
+    result = run_turn(resolve(SETTINGS, ask), NotebookContext(), backend, prose_answers=True)
+    assert result.answer == PROSE
+    assert result.chosen is None and result.candidates == []
+    assert result.strategy == strategy and result.stats.model_calls == 1
+
+
+def test_an_empty_reply_is_still_refused():
+    from jupyter_data_agent.prompts import ProseAnswer, UnparsableOutput
+    from jupyter_data_agent.turn import run_turn
+    from tests.scripted_backend import ScriptedBackend
+
+    backend = ScriptedBackend(lambda call: ["   "])
+    with pytest.raises(UnparsableOutput, match="held no Python code") as raised:
+        run_turn(resolve(SETTINGS, TurnAsk(intent="q", execute=False)), NotebookContext(), backend,
+                 prose_answers=True)
+    assert not isinstance(raised.value, ProseAnswer)
+
+
+def test_outside_the_sidebar_prose_is_still_no_code():
+    """Benchmarks and the magic keep counting a reply in words as holding no code."""
+    from jupyter_data_agent.prompts import ProseAnswer
+    from jupyter_data_agent.turn import run_turn
+    from tests.scripted_backend import ScriptedBackend
+
+    with pytest.raises(ProseAnswer, match="held no Python code") as raised:
+        run_turn(resolve(SETTINGS, TurnAsk(intent="q", execute=False)), NotebookContext(),
+                 ScriptedBackend(lambda call: [PROSE]))
+    assert raised.value.text == PROSE

@@ -278,3 +278,27 @@ def test_vote_over_real_copies(copy):
     chosen = vote(candidates)
     assert chosen.code == "by_city"
     assert [c.support for c in candidates] == [3, 1, 3, 1, 1, 3]
+
+
+@pytest.mark.parametrize("strategy", ["direct", "vote"])
+def test_progress_says_the_candidate_runs_in_a_copy_while_it_runs(copy, strategy):
+    """N8: while a candidate runs, the progress line says so, not "asking the model"."""
+    from jupyter_data_agent.search import get_strategy
+    from jupyter_data_agent.search.options import DirectOptions, VoteOptions
+
+    said = []
+    reply = "```python\n# Step 1: Wait, then count.\nimport time; time.sleep(0.1); len(sales)\n```"
+    options = VoteOptions(samples=2) if strategy == "vote" else DirectOptions()
+    request = TurnRequest(intent="How many sales?", context=NotebookContext(), options=options)
+    get_strategy(strategy).run(request, RunContext(
+        backend=ScriptedBackend(lambda call: [reply] * call.n), executor=copy, events=said.append))
+    kinds = [(e.kind, e.data.get("state")) for e in said if e.kind in ("progress", "candidate")]
+    first_run = kinds.index(("progress", "running"))
+    assert first_run < kinds.index(("candidate", None))
+    running = [e for e in said if e.data.get("state") == "running"]
+    assert len(running) == (2 if strategy == "vote" else 1)
+    assert all("in a kernel copy" in e.message for e in running)
+    if strategy == "vote":
+        assert [e.message for e in running] == ["running candidate 1 of 2 in a kernel copy",
+                                                "running candidate 2 of 2 in a kernel copy"]
+        assert [e.data["candidate"] for e in running] == [0, 1]

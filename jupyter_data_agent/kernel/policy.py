@@ -73,6 +73,9 @@ def decide(protections: Protections | None, policy: str = "require",
            unavailable: str = "") -> Confinement:
     """Apply ``policy`` to the copies' protections.
 
+    The verdict is sent before any candidate runs (and stored after): its words are in the
+    present tense, true at both times.
+
     ``protections`` is None when no copy could be made (``unavailable`` says
     why, e.g. no kernel or fork refused): nothing can run either way.
     """
@@ -85,11 +88,11 @@ def decide(protections: Protections | None, policy: str = "require",
     missing = protections.missing()
     if not missing:
         return Confinement(policy, "confined", True,
-                           "every candidate ran in a fully confined copy of your kernel.",
+                           "candidates run in fully confined copies of your kernel.",
                            layers, missing)
     if policy == "warn":
         return Confinement(policy, "partial", True,
-                           "candidates ran in copies missing: " + _missing_text(protections)
+                           "candidates run in copies missing: " + _missing_text(protections)
                            + ". Candidate code may reach what those layers guard.",
                            layers, missing)
     return Confinement(policy, "not_executed", False,

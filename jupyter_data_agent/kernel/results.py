@@ -431,6 +431,12 @@ def describe_value(obj: Any, max_items: int = 50, form_cells: int = BUDGET_CELLS
     return handle
 
 
+def _index_name(index: Any) -> str:
+    """The index's name(s) as a table shows them over its labels ("" when unnamed)."""
+    names = [n for n in getattr(index, "names", None) or [] if n is not None]
+    return " / ".join(str(n) for n in names)
+
+
 def _sample_value(obj: Any, max_items: int) -> ValueHandle:
     pd = sys.modules.get("pandas")
     np = sys.modules.get("numpy")
@@ -445,7 +451,7 @@ def _sample_value(obj: Any, max_items: int) -> ValueHandle:
             return ValueHandle(
                 type=_type_name(obj), shape=[rows, cols],
                 value={"columns": columns, "dtypes": [str(d) for d in sub.dtypes],
-                       "index": index, "values": values},
+                       "index": index, "index_name": _index_name(obj.index), "values": values},
                 truncated=rows > max_items or cols > max_items or t1 or t2 or t3)
         if pd is not None and isinstance(obj, pd.Series):
             sub = obj.iloc[:max_items]
@@ -454,7 +460,8 @@ def _sample_value(obj: Any, max_items: int) -> ValueHandle:
             name, _ = jsonable(obj.name)
             return ValueHandle(
                 type=_type_name(obj), shape=[len(obj)],
-                value={"name": name, "dtype": str(obj.dtype), "index": index, "values": values},
+                value={"name": name, "dtype": str(obj.dtype), "index": index,
+                       "index_name": _index_name(obj.index), "values": values},
                 truncated=len(obj) > max_items or t1 or t2)
         if np is not None and isinstance(obj, np.ndarray):
             v, t = jsonable(obj, max_items)

@@ -33,6 +33,18 @@ class UnparsableOutput(ValueError):
         self.stats = stats
 
 
+class ProseAnswer(UnparsableOutput):
+    """The model answered a question in words, with no code: the words are the answer.
+
+    A question typed in the composer ("what does this column mean?") may get a prose
+    reply; it is shown as the turn's answer rather than discarded as unparsable.
+    """
+
+    def __init__(self, message: str, text: str, stats: object | None = None) -> None:
+        super().__init__(message, stats)
+        self.text = text
+
+
 @dataclass
 class Step:
     number: int
@@ -198,6 +210,7 @@ def parse_output(text: str, *, chat: bool, prefix: str = STEP_PREFIX) -> ParsedC
 
 
 __all__ = [
+    "ProseAnswer",
     "ParsedCode",
     "Step",
     "UnparsableOutput",

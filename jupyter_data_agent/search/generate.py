@@ -34,6 +34,7 @@ from ..llm.base import (
 from ..llm.images import prepare_images
 from ..prompts import (
     BuiltPrompt,
+    ProseAnswer,
     UnparsableOutput,
     build_chat_prompt,
     build_prompt,
@@ -218,7 +219,8 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
                 tokens = backend.count_tokens("".join(parts))
                 elapsed = now - started
                 if tokens:
-                    ctx.progress(f"generating: {tokens:,} tokens, {elapsed:.0f} s", state="generating",
+                    ctx.progress(f"generating: {tokens:,} token{'s' if tokens != 1 else ''}, {elapsed:.0f} s",
+                                 state="generating",
                                  tokens=tokens, elapsed_s=round(elapsed, 1))
                 else:  # a local model still reading the prompt (it yields "" between batches)
                     ctx.progress(f"reading the prompt: {prompt_tokens:,} tokens, {elapsed:.0f} s",
@@ -239,7 +241,11 @@ def sample_candidates(
     request: TurnRequest, ctx: RunContext, plan: PromptPlan, n: int, stats: SearchStats
 ) -> tuple[list[Candidate], int]:
     """Sample ``n`` completions; returns the parsable candidates (at least one, else
-    :class:`UnparsableOutput`) and how many were not."""
+    :class:`UnparsableOutput`) and how many were not.
+
+    A chat model that replied in words only raises :class:`ProseAnswer` with its reply:
+    a question asked in the composer gets its answer shown, not an error.
+    """
     ctx.check_cancelled()
     prompt = plan.built.prompt
     tokens = ctx.backend.count_tokens(prompt_text(prompt))
@@ -254,16 +260,27 @@ def sample_candidates(
     candidates = [c for c in (to_candidate(x, plan) for x in completions) if c is not None]
     if not candidates:
         which = "The model's answer" if n == 1 else f"None of the model's {n} answers"
-        raise UnparsableOutput(f"{which} held no Python code. Try rephrasing the intent, or configure a "
-                               "stronger model (see `%agent config`).", stats)
+        message = (f"{which} held no Python code. Try rephrasing the intent, or configure a "
+                   "stronger model (see `%agent config`).")
+        prose = next((c.text.strip() for c in completions if c.text.strip()), "")
+        if plan.chat and prose:
+            raise ProseAnswer(message, prose, stats)
+        raise UnparsableOutput(message, stats)
     return candidates, len(completions) - len(candidates)
 
 
-def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats) -> ExecResult | None:
-    """Run the candidate in a fresh fork of the root copy (None without a copy)."""
+def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats, which: str = "the candidate",
+            index: int | None = None) -> ExecResult | None:
+    """Run the candidate in a fresh fork of the root copy (None without a copy).
+
+    The progress says so while it runs (``which``: "candidate 2 of 5", ``index`` its number):
+    the line must not still say the model is being asked.
+    """
     if ctx.executor is None:
         return None
     ctx.check_cancelled()
+    extra = {} if index is None else {"candidate": index}
+    ctx.progress(f"running {which} in a kernel copy", state="running", **extra)
     child = ctx.executor.fork()
     try:
         result = child.exec(candidate.code)
@@ -325,7 +342,7 @@ def repair(
     if fixed is None:
         return None
     fixed.repaired = True
-    execute(fixed, ctx, stats)
+    execute(fixed, ctx, stats, "the fixed candidate")
     return fixed
 
 

@@ -40,10 +40,7 @@ class VoteStrategy:
         candidates, unparsable = sample_candidates(request, ctx, plan, opts.samples, stats)
         runs = ctx.executor is not None  # without a copy nothing runs, and nothing says it did
         for i, candidate in enumerate(list(candidates)):
-            if runs:
-                ctx.progress(f"running candidate {i + 1} of {len(candidates)} in a kernel copy",
-                             candidate=i)
-            result = execute(candidate, ctx, stats)
+            result = execute(candidate, ctx, stats, f"candidate {i + 1} of {len(candidates)}", i)
             said = f"candidate {i + 1} ran" if runs else f"candidate {i + 1} (not run)"
             ctx.events(Event("candidate", said, {"index": i, "candidate": candidate}))
             if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):

@@ -168,7 +168,8 @@ class ConfigHandler(AgentAPIHandler):
                         "live_state": True, "events": "websocket",
                         "inline_completion": settings.inline_enabled}
         body = {**public_settings(settings), "strategies": catalog(settings), "capabilities": capabilities,
-                "limits": self.agent_state["public_limits"].model_dump(), "price": settings.price}
+                "limits": self.agent_state["public_limits"].model_dump(), "price": settings.price,
+                "prices": {m: settings.prices[m] for m in settings.offered_models if m in settings.prices}}
         # The configured secrets, wherever they hide (extra options, a URL path).
         reply = AgentConfig.model_validate(self.jobs.scrub.json(body))
         self.finish(reply.model_dump_json())

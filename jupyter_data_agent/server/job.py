@@ -232,6 +232,7 @@ class Job:
                 "answer": result.answer,
                 "chosen": chosen,
                 "candidates": len(sent),
+                "support": [c.support for _, c in sorted(self._streamed, key=lambda sent: sent[0])],
                 "stats": result.stats,
                 "protections": result.protections,
             },

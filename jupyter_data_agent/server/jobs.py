@@ -349,7 +349,8 @@ class JobManager:
                      strategy=spec.strategy)
         result = await self._in_worker(job, lambda: job.prerender(run_turn(
             spec, inputs.context, backend, schema=inputs.schema, schema_cuts=inputs.schema_cuts,
-            copies=inputs.copies, events=sink, cancel=job.cancel_event, finish=job.finish_event)))
+            copies=inputs.copies, events=sink, cancel=job.cancel_event, finish=job.finish_event,
+            prose_answers=True)))
         job.chain = getattr(result, "chain", None)
         if job.finished:
             return

@@ -290,6 +290,9 @@ class AgentConfig(_Versioned):
     # The models a turn may name (the configured one first; c.DataAgent.models): the
     # sidebar's picker, hidden when there is only one.
     models: list[str] = Field(default_factory=list)
+    # The price of each offered model that has one (c.DataAgent.prices): the cost shown is the
+    # picked model's.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 class _NoFieldTitles(GenerateJsonSchema):

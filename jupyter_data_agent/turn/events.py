@@ -61,6 +61,7 @@ ProgressState = Literal[
     "searching",
     "prompt",  # the model is asked: ``prompt_tokens`` in the prompt
     "generating",  # the model is writing: ``tokens`` so far, ``elapsed_s`` since it was asked
+    "running",  # a candidate runs in a kernel copy (``candidate``: which, where there are several)
     "no_kernel",  # the notebook text alone: no kernel, or a dead one
     "planning",  # analysis: the model writes (or rewrites) the plan
     "step",  # analysis: a step of the plan is generated, run or repaired (``plan``, ``turn``)
@@ -249,6 +250,9 @@ class DoneResult(_Wire):
     answer: str | None  # an answer in words (react, mcts) or Markdown (explain)
     chosen: int | None = Field(ge=0)  # index of a candidate already sent; null: none
     candidates: int = Field(ge=0)  # how many candidate events the turn sent
+    # Each sent candidate's vote support at the end, by index: a candidate event went out
+    # when it ran, before the vote counted it with its (repaired) twins.
+    support: list[int] = Field(default_factory=list)
     stats: SearchStats
     protections: Protections | None
 
@@ -256,6 +260,8 @@ class DoneResult(_Wire):
     def _chosen_was_sent(self) -> "DoneResult":
         if self.chosen is not None and self.chosen >= self.candidates:
             raise ValueError(f"chosen is {self.chosen} but only {self.candidates} candidate(s) were sent")
+        if self.support and len(self.support) != self.candidates:
+            raise ValueError(f"support has {len(self.support)} entries for {self.candidates} candidate(s)")
         return self
 
 

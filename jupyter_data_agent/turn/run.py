@@ -9,8 +9,9 @@ from collections.abc import Generator
 from ..context.model import NotebookContext
 from ..context.report import ContextReport, SchemaCuts
 from ..llm.base import Backend, Completion, Prompt, SamplingParams, WrappedBackend, inner_stream
+from ..prompts import ProseAnswer
 from ..search import RunContext, SearchResult, Strategy, TurnRequest, get_strategy
-from ..search.base import EventSink, ignore_events
+from ..search.base import EventSink, SearchStats, ignore_events
 from .copies import Copies
 from .spec import TurnSpec
 
@@ -57,7 +58,7 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
              schema_cuts: SchemaCuts | None = None,
              copies: Copies | None = None, events: EventSink = ignore_events,
              cancel: threading.Event | None = None, finish: threading.Event | None = None,
-             strategy: Strategy | None = None) -> SearchResult:
+             strategy: Strategy | None = None, prose_answers: bool = False) -> SearchResult:
     """Run ``spec``'s strategy; candidates run in ``copies`` when the policy let them.
 
     ``schema_cuts`` (``kernel.schema.schema_cuts``) says what ``schema`` left
@@ -65,6 +66,8 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
     ``finish`` asks a strategy that can stop early (the analysis) to end with what it verified.
     ``strategy`` replaces the named one where a caller needs constructor
     arguments (a reward function for trajectory collection).
+    ``prose_answers``: a chat reply in words only becomes the turn's answer (the sidebar shows
+    it) instead of raising :class:`~..prompts.ProseAnswer` (benchmarks count it a failure).
     """
     timed = TimedBackend(backend)
     ctx = RunContext(
@@ -76,7 +79,15 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
         protections=copies.protections if copies is not None else None,
     )
     request = turn_request(spec, context, schema, schema_cuts)
-    result = (strategy or get_strategy(spec.strategy)).run(request, ctx)
+    try:
+        result = (strategy or get_strategy(spec.strategy)).run(request, ctx)
+    except ProseAnswer as prose:
+        if not prose_answers:
+            raise
+        # a question answered in words: the words are the turn's answer
+        stats = prose.stats if isinstance(prose.stats, SearchStats) else SearchStats()
+        result = SearchResult(chosen=None, stats=stats, protections=ctx.protections,
+                              strategy=spec.strategy, answer=prose.text)
     result.stats.model_time_s = round(timed.seconds, 3)
     if result.stats.context is None:
         result.stats.context = ctx.context_report or _first_prompt_report(request, result, backend)

@@ -28,13 +28,13 @@ const STRATEGIES: IServerStrategies = {
   available: ['mcts']
 };
 
-function fakeSession() {
+function fakeSession(intentHistory: string[] = []) {
   return {
     model: null,
     strategy: 'mcts',
     running: null,
     pinnedCellId: null,
-    intentHistory: [],
+    intentHistory,
     cellIndex: () => -1,
     panel: { sessionContext: { session: null } },
     send: jest.fn(() => Promise.resolve())
@@ -62,8 +62,12 @@ class Host extends ReactWidget {
   }
 }
 
-function mount(settings: IAgentSettings, limits: Limits): Host {
-  const host = new Host(fakeSession(), settings, limits);
+function mount(
+  settings: IAgentSettings,
+  limits: Limits,
+  history: string[] = []
+): Host {
+  const host = new Host(fakeSession(history), settings, limits);
   React.act(() => {
     Widget.attach(host, document.body);
     MessageLoop.sendMessage(host, Widget.Msg.UpdateRequest);
@@ -151,5 +155,36 @@ describe('Composer limits', () => {
     expect(
       host.node.querySelector<HTMLButtonElement>('.jp-DataAgent-send')!.disabled
     ).toBe(true);
+  });
+});
+
+describe('Composer history', () => {
+  it('walks one question per ↑ and ↓ press', () => {
+    const host = mount(DEFAULT_SETTINGS, LIMITS, ['first', 'second', 'third']);
+    const area = host.node.querySelector('textarea')!;
+    const press = (key: string) =>
+      React.act(() => {
+        area.dispatchEvent(
+          new KeyboardEvent('keydown', { key, bubbles: true, cancelable: true })
+        );
+      });
+    area.focus();
+    press('ArrowUp');
+    expect(area.value).toBe('third');
+    // The caret is at the end of the entry shown, as the browser leaves it.
+    area.setSelectionRange(area.value.length, area.value.length);
+    press('ArrowUp');
+    expect(area.value).toBe('second');
+    area.setSelectionRange(area.value.length, area.value.length);
+    press('ArrowUp');
+    expect(area.value).toBe('first');
+    area.setSelectionRange(0, 0);
+    press('ArrowDown');
+    expect(area.value).toBe('second');
+    area.setSelectionRange(0, 0);
+    press('ArrowDown');
+    press('ArrowDown');
+    expect(area.value).toBe('');
+    React.act(() => host.dispose());
   });
 });

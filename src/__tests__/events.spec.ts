@@ -260,6 +260,25 @@ describe('job event reducer', () => {
     expect(preferredIndex(none)).toBe(0);
   });
 
+  it("takes each candidate's final vote support from done (N1)", () => {
+    // Candidates 0 and 1 went out as they ran (support 1); the repaired
+    // twin of 0 went out after the vote, which put 0, 2 and 3 in one class.
+    let job = initialJob(JOB);
+    job = reduceJob(job, sent(1, 0, candidate('print(3)')));
+    job = reduceJob(job, sent(2, 1, candidate('1/0')));
+    job = reduceJob(job, sent(3, 2, candidate('print(1 + 2)')));
+    job = reduceJob(job, sent(4, 3, { ...candidate('print(3)'), support: 3 }));
+    const before = job.candidates;
+    job = reduceJob(
+      job,
+      done(5, { chosen: 0, candidates: 4, support: [3, 1, 3, 3] })
+    );
+    expect(job.candidates.map(c => c.support)).toEqual([3, 1, 3, 3]);
+    // Those that did not change stay the same objects.
+    expect(job.candidates[1]).toBe(before[1]);
+    expect(job.candidates[3]).toBe(before[3]);
+  });
+
   it('reads an explanation: prose in answer, no candidate, nothing chosen', () => {
     let job = reduceJob(
       initialJob(JOB),

@@ -12,6 +12,7 @@ import {
 import {
   DEFAULT_SETTINGS,
   IAgentSettings,
+  requestStrategy,
   turnOptions,
   withinLimits
 } from '../settings';
@@ -104,5 +105,30 @@ describe('schema/plugin.json', () => {
       expect(properties[key].minimum).toBe(1);
       expect(properties[key].maximum).toBeUndefined();
     }
+  });
+});
+
+describe('the strategy of Fix and Improve (N4)', () => {
+  it("is the setting, not the composer's, for a cell-menu edit", () => {
+    const settings = { ...DEFAULT_SETTINGS, cellEditStrategy: 'vote' as const };
+    expect(requestStrategy({ edit: 'fix' }, 'mcts', settings)).toBe('vote');
+    expect(requestStrategy({ edit: 'improve' }, 'react', settings)).toBe(
+      'vote'
+    );
+    // A question from the composer keeps the composer's; one that names
+    // its strategy (Explain, a retry) keeps that.
+    expect(requestStrategy({}, 'mcts', settings)).toBe('mcts');
+    expect(
+      requestStrategy({ edit: 'fix', strategy: 'mcts' }, 'direct', settings)
+    ).toBe('mcts');
+  });
+
+  it('defaults to direct, in the settings schema and here alike', () => {
+    const properties = schema.properties as Record<string, any>;
+    expect(properties.cellEditStrategy.default).toBe('direct');
+    expect(DEFAULT_SETTINGS.cellEditStrategy).toBe('direct');
+    expect(
+      properties.cellEditStrategy.oneOf.map((o: { const: string }) => o.const)
+    ).toEqual(['direct', 'vote']);
   });
 });

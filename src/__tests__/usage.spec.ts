@@ -10,6 +10,7 @@ import {
   formatCost,
   formatSeconds,
   formatTokens,
+  modelPrice,
   totalUsage,
   usageOf,
   usageParts,
@@ -241,7 +242,8 @@ describe('configRows', () => {
       max_concurrent_jobs: 4
     },
     price: { input: 0.15, output: 0.6 },
-    models: ['gpt-4o-mini', 'gpt-4o']
+    models: ['gpt-4o-mini', 'gpt-4o'],
+    prices: {}
   };
 
   it('shows the server configuration, the strategies it can run and its limits', () => {
@@ -258,6 +260,25 @@ describe('configRows', () => {
       'Inline completion': 'off',
       Price: '$0.15 input / $0.6 output per million tokens'
     });
+  });
+
+  it('shows the model picked in the notebook, and its price (N5)', () => {
+    const priced = {
+      ...CONFIG,
+      prices: {
+        'gpt-4o-mini': { input: 0.15, output: 0.6 },
+        'gpt-4o': { input: 2.5, output: 10 }
+      }
+    };
+    const rows = byLabel(configRows(priced, 'gpt-4o'));
+    expect(rows.Model).toBe(
+      'gpt-4o (picked in this notebook; configured: gpt-4o-mini)'
+    );
+    expect(rows.Price).toBe('$2.5 input / $10 output per million tokens');
+    // A picked model without a price shows none, not the configured one's.
+    expect(byLabel(configRows(CONFIG, 'gpt-4o')).Price).toBe(
+      'none configured (no cost shown)'
+    );
   });
 
   it('says what is missing rather than leaving a row empty', () => {
@@ -279,5 +300,31 @@ describe('configRows', () => {
     expect(rows.Limits).toBe('—');
     expect(rows.Price).toBe('none configured (no cost shown)');
     expect(rows['Models offered']).toBe('—');
+  });
+});
+
+describe('modelPrice (N5)', () => {
+  const config = {
+    price: { input: 0.15, output: 0.6 },
+    prices: {
+      'gpt-4o-mini': { input: 0.15, output: 0.6 },
+      'gpt-4o': { input: 2.5, output: 10 }
+    }
+  };
+  it("is the picked model's price, else the configured model's", () => {
+    expect(modelPrice(config, 'gpt-4o')).toEqual({ input: 2.5, output: 10 });
+    expect(modelPrice(config, null)).toEqual({ input: 0.15, output: 0.6 });
+    expect(modelPrice(config, 'local-llama')).toBeNull();
+    // An older server without `prices`: only the configured model is priced.
+    expect(modelPrice({ price: config.price }, 'gpt-4o')).toBeNull();
+  });
+
+  it('prices the footer of a turn on the picked model', () => {
+    const usage = usageOf(STATS);
+    const line = usageParts(usage, modelPrice(config, 'gpt-4o')).join(' · ');
+    expect(line).toContain('≈ $');
+    expect(
+      usageParts(usage, modelPrice(config, 'other')).join(' · ')
+    ).not.toContain('≈');
   });
 });

@@ -12,6 +12,7 @@ import {
   IYEventLike,
   IYTypeLike,
   LocalEdits,
+  SharedCells,
   foldLocalEdits,
   noLocalEdits,
   touchesTurn
@@ -169,5 +170,46 @@ describe('touchesTurn', () => {
     expect(touchesTurn(edits([], true), ['a', 'b'], ['b', 'a'])).toBe(true);
     // Cells were inserted elsewhere: not this turn's change.
     expect(touchesTurn(edits([], true), ['a'], ['a'])).toBe(false);
+  });
+});
+
+describe('SharedCells.anchorBelow', () => {
+  const tag = (turn_id: string, status: string) => ({
+    jupyter_data_agent: { turn_id, intent: 'q', status }
+  });
+
+  it('places a newer suggestion below the pending ones under its cell', () => {
+    const notebook = YNotebook.create();
+    notebook.insertCells(0, [
+      { cell_type: 'code', source: 'df', id: 'asked' },
+      {
+        cell_type: 'code',
+        source: 'old 1',
+        id: 'old1',
+        metadata: tag('t1', 'pending')
+      },
+      {
+        cell_type: 'code',
+        source: 'old 2',
+        id: 'old2',
+        metadata: tag('t1', 'pending')
+      },
+      {
+        cell_type: 'code',
+        source: 'kept',
+        id: 'kept',
+        metadata: tag('t0', 'accepted')
+      },
+      { cell_type: 'code', source: 'mine', id: 'mine' }
+    ] as any);
+    const cells = new SharedCells({ model: { sharedModel: notebook } } as any);
+    expect(cells.anchorBelow('asked', 0)).toEqual({
+      afterId: 'old2',
+      index: 3
+    });
+    // An accepted cell is the user's: the anchor stays right below its cell.
+    expect(cells.anchorBelow('kept', 0)).toEqual({ afterId: 'kept', index: 4 });
+    expect(cells.anchorBelow('mine', 0)).toEqual({ afterId: 'mine', index: 5 });
+    notebook.dispose();
   });
 });

@@ -5,12 +5,18 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
-import type { Candidate, Confinement } from '../wire';
+import type { Candidate, Confinement, ExecResult } from '../wire';
 import { CodeBlock, MarkdownBlock, OutputPreview } from './blocks';
 
 function resultBadge(candidate: Candidate, executed: boolean): string {
-  const result = candidate.result;
-  if (!result || !executed) {
+  return executed ? runBadge(candidate.result) : '';
+}
+
+/** How a candidate ran, in words ("ran in 0.12 s", "error: KeyError"); '' when it did not. */
+export function runBadge(
+  result: Pick<ExecResult, 'status' | 'duration_s' | 'ename' | 'limit'> | null
+): string {
+  if (!result) {
     return '';
   }
   const time = result.duration_s ? ` in ${result.duration_s.toFixed(2)} s` : '';
@@ -71,8 +77,6 @@ export function CandidateView(props: {
   classes: readonly number[];
   rendermime: IRenderMimeRegistry;
   confinement: Confinement | null;
-  /** Place this candidate in the notebook; absent when it cannot be. */
-  onInsert?: () => void;
 }) {
   const { candidate, rendermime, confinement } = props;
   const executed = !confinement || confinement.execute;
@@ -148,12 +152,7 @@ export function CandidateView(props: {
           {candidate.meta.not_repaired}
         </p>
       )}
-      <CodeBlock
-        code={candidate.code}
-        rendermime={rendermime}
-        onInsert={props.onInsert}
-        insertTitle="Insert below the active cell as a suggestion"
-      />
+      <CodeBlock code={candidate.code} rendermime={rendermime} />
       <OutputPreview
         candidate={candidate}
         rendermime={rendermime}

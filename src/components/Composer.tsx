@@ -81,8 +81,11 @@ export function Composer(props: {
     } else if (
       event.key === 'ArrowUp' &&
       history.length &&
-      area.selectionStart === 0 &&
-      area.selectionEnd === 0
+      (cursor === null
+        ? area.selectionStart === 0 && area.selectionEnd === 0
+        : // Browsing: the caret sits at the end of the entry shown; one
+          // press per step from anywhere on its first line.
+          !area.value.slice(0, area.selectionStart).includes('\n'))
     ) {
       event.preventDefault();
       if (cursor === null) {
@@ -95,7 +98,7 @@ export function Composer(props: {
     } else if (
       event.key === 'ArrowDown' &&
       cursor !== null &&
-      area.selectionStart === area.value.length
+      !area.value.slice(area.selectionEnd).includes('\n')
     ) {
       event.preventDefault();
       const next = cursor + 1;

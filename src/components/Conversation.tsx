@@ -81,6 +81,7 @@ export function Conversation(props: {
               session={session}
               rendermime={rendermime}
               strategies={strategies}
+              price={price}
             />
           )
         )

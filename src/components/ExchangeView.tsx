@@ -111,8 +111,9 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
         <div className="jp-DataAgent-note">Stopped.</div>
       )}
       {job.result?.answer &&
-        (job.result.strategy === EXPLAIN ? (
-          // Prose about the cell: read here, nothing goes into the notebook.
+        (job.result.strategy === EXPLAIN || !candidates.length ? (
+          // Prose about the cell, or a question answered in words: read
+          // here, nothing goes into the notebook.
           <MarkdownBlock
             source={job.result.answer}
             rendermime={rendermime}
@@ -195,15 +196,6 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
             classes={job.result?.stats.classes ?? []}
             rendermime={rendermime}
             confinement={confinement}
-            onInsert={
-              isFinished(job) &&
-              exchange.turnId &&
-              !placed &&
-              status !== 'accepted' &&
-              status !== 'edited'
-                ? () => session.insert(exchange, selected)
-                : undefined
-            }
           />
         </div>
       )}

@@ -8,6 +8,7 @@ import * as React from 'react';
 
 import { formatElapsed, IJobView, isFinished } from '../events';
 import { AnalysisPlan } from './AnalysisPlan';
+import { plural } from '../usage';
 import { StreamingText } from './blocks';
 
 /** Seconds since the component mounted, ticking once a second while `running`. */
@@ -74,7 +75,9 @@ export function Progress(props: {
           {search.iterations !== undefined && (
             <span>iteration {search.iterations}</span>
           )}
-          {search.nodes !== undefined && <span>{search.nodes} nodes</span>}
+          {search.nodes !== undefined && (
+            <span>{plural(search.nodes, 'node')}</span>
+          )}
           {typeof search.best_value === 'number' && (
             <span>best value {search.best_value.toFixed(2)}</span>
           )}
@@ -82,8 +85,7 @@ export function Progress(props: {
             <ul className="jp-DataAgent-answers">
               {search.answers.map((a, i) => (
                 <li key={i}>
-                  <code>{a.answer}</code> — {a.votes} vote
-                  {a.votes === 1 ? '' : 's'}
+                  <code>{a.answer}</code> — {plural(a.votes, 'vote')}
                 </li>
               ))}
             </ul>

@@ -7,10 +7,13 @@ import * as React from 'react';
 
 import { ITurn } from '../metadata';
 import type { NotebookSession } from '../session';
+import type { ModelPrice } from '../wire';
 import { CodeBlock, MarkdownBlock, OutputsView } from './blocks';
+import { runBadge, voteSummary } from './CandidateView';
 import { IServerStrategies, StatusChip, strategyLabel } from './common';
 import { ConfinementBadge } from './ConfinementBadge';
 import { TurnActions } from './TurnActions';
+import { UsageLine } from './UsageLine';
 
 /** A turn read back from the notebook (no live job): intent, decision, code. */
 export function StoredTurnView(props: {
@@ -18,15 +21,28 @@ export function StoredTurnView(props: {
   session: NotebookSession;
   rendermime: IRenderMimeRegistry;
   strategies: IServerStrategies | null;
+  price: ModelPrice | null;
 }) {
   const { turn, session, rendermime, strategies } = props;
   const suggestion = session.suggestions.suggestion(turn.turn_id);
   const placed = suggestion?.status === 'suggested';
   const status = placed ? 'suggested' : turn.status;
-  const index = placed
+  const decided = placed
     ? suggestion.index
     : Math.max(0, turn.candidates.indexOf(turn.code));
-  const code = placed ? (turn.candidates[index] ?? turn.code) : turn.code;
+  // The other candidates can be read too (tabs), as before the reload.
+  const [browsed, browse] = React.useState<number | null>(null);
+  const index = placed || browsed === null ? decided : browsed;
+  const code =
+    placed || browsed !== null
+      ? (turn.candidates[index] ?? turn.code)
+      : turn.code;
+  const run = turn.runs?.[index] ?? null;
+  const vote =
+    run && turn.candidates.length > 1 && run.support > 1
+      ? voteSummary(run.support, turn.classes ?? [])
+      : null;
+  const editIndex = session.cellIndex(turn.edits_cell ?? null);
   const explanation = turn.explanations?.[index];
   // The stored outputs belong to the candidate as it ran, not to an edit.
   const preview =
@@ -44,10 +60,25 @@ export function StoredTurnView(props: {
             {strategyLabel(strategies, turn.strategy)}
           </span>
         )}
+        {turn.edits_cell && editIndex >= 0 && (
+          <span
+            className="jp-DataAgent-chip jp-DataAgent-editsCell"
+            title="The suggestion replaces this cell, shown as a diff over it"
+          >
+            edits cell {editIndex + 1}
+          </span>
+        )}
         {turn.confinement && (
           <ConfinementBadge confinement={turn.confinement} />
         )}
       </div>
+      {turn.answer && (
+        <MarkdownBlock
+          source={turn.answer}
+          rendermime={rendermime}
+          className="jp-DataAgent-prose"
+        />
+      )}
       {failure?.status === 'error' && (
         <div className="jp-DataAgent-error">
           {failure.reason || 'The request failed.'}
@@ -58,17 +89,51 @@ export function StoredTurnView(props: {
           Stopped.{failure.reason ? ` ${failure.reason}` : ''}
         </div>
       )}
-      {(turn.candidates.length > 0 || !failure) && (
-        <div className="jp-DataAgent-candidateBar">
-          {turn.candidates.length > 1 && (
-            <span className="jp-DataAgent-facts">
-              {placed
-                ? `candidate ${index + 1} of ${turn.candidates.length}`
-                : `${turn.candidates.length} candidates`}
-            </span>
-          )}
+      {(turn.candidates.length > 0 || (!failure && !turn.answer)) && (
+        <div
+          className="jp-DataAgent-candidateBar"
+          role="tablist"
+          aria-label="Candidates"
+        >
+          {turn.candidates.length > 1 &&
+            (placed ? (
+              <span className="jp-DataAgent-facts">
+                candidate {index + 1} of {turn.candidates.length}
+              </span>
+            ) : (
+              turn.candidates.map((_, i) => (
+                <button
+                  key={i}
+                  role="tab"
+                  aria-selected={i === index}
+                  className={`jp-DataAgent-tab${i === index ? ' jp-mod-selected' : ''}${
+                    turn.runs?.[i] && turn.runs[i]!.status !== 'ok'
+                      ? ' jp-mod-failed'
+                      : ''
+                  }`}
+                  onClick={() => browse(i)}
+                  title={`Candidate ${i + 1}`}
+                >
+                  {i + 1}
+                </button>
+              ))
+            ))}
           <span className="jp-DataAgent-spacer" />
           <StatusChip status={status} />
+        </div>
+      )}
+      {run && (
+        <div className="jp-DataAgent-candidateHead">
+          <span className={`jp-DataAgent-status jp-mod-${run.status}`}>
+            {runBadge(run)}
+          </span>
+          {(vote || run.repaired) && (
+            <span className="jp-DataAgent-facts">
+              {[vote?.text, run.repaired ? 'repaired' : '']
+                .filter(Boolean)
+                .join(' · ')}
+            </span>
+          )}
         </div>
       )}
       {explanation && (
@@ -85,6 +150,14 @@ export function StoredTurnView(props: {
         ) : (
           <div className="jp-DataAgent-noOutput">Ran without output</div>
         ))}
+      {turn.usage && (
+        <UsageLine
+          className="jp-DataAgent-usage"
+          usage={turn.usage}
+          price={props.price}
+          context={turn.context ?? null}
+        />
+      )}
       <TurnActions
         session={session}
         retry={{

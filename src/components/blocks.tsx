@@ -24,16 +24,14 @@ import type { Candidate, Confinement } from '../wire';
 import { LuminoHost } from './LuminoHost';
 
 /**
- * Python code with a Copy button, and an Insert button where the code can
- * go into the notebook as a suggestion.
+ * Python code with a Copy button. (Insert is the candidate bar's one
+ * button: a second one here showed two on every undecided turn.)
  */
 export function CodeBlock(props: {
   code: string;
   rendermime: IRenderMimeRegistry;
-  onInsert?: () => void;
-  insertTitle?: string;
 }) {
-  const { code, rendermime, onInsert } = props;
+  const { code, rendermime } = props;
   const [copied, setCopied] = React.useState(false);
   React.useEffect(() => {
     if (!copied) {
@@ -56,16 +54,6 @@ export function CodeBlock(props: {
         >
           {copied ? 'Copied' : 'Copy'}
         </button>
-        {onInsert && (
-          <button
-            type="button"
-            className="jp-DataAgent-toolButton jp-DataAgent-codeInsert"
-            title={props.insertTitle ?? 'Insert into the notebook'}
-            onClick={onInsert}
-          >
-            Insert
-          </button>
-        )}
       </div>
       <HighlightedCode code={code} rendermime={rendermime} />
     </div>

@@ -250,7 +250,7 @@ test('a sidebar request that rewrites the pinned cell is a diff', async ({
   await expect(target(page).locator('.jp-DataAgent-cellDiff')).toContainText(
     'median_delay = round(df["delay"].median(), 1)'
   );
-  await expect(target(page).locator('button.jp-DataAgent-next')).toBeDisabled();
+  await expect(target(page).locator('button.jp-DataAgent-next')).toBeHidden();
   await target(page).locator('button.jp-DataAgent-reject').click();
   await expect(target(page)).toHaveCount(0);
   expect((await notebookCells(page))[1]).toEqual(rewritten);

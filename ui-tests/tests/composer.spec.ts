@@ -27,7 +27,15 @@ test('a question over 20,000 characters is refused before it is sent', async ({
       'that cell.'
   );
   await expect(input).toHaveAttribute('aria-invalid', 'true');
-  await expect(panel(page).locator('.jp-DataAgent-send')).toBeDisabled();
+  const send = panel(page).locator('.jp-DataAgent-send');
+  await expect(send).toBeDisabled();
+  // And looks it: dimmed, with a not-allowed cursor.
+  const look = () =>
+    send.evaluate(node => {
+      const style = getComputedStyle(node);
+      return { opacity: Number(style.opacity), cursor: style.cursor };
+    });
+  expect(await look()).toEqual({ opacity: 0.45, cursor: 'not-allowed' });
   await input.press('Enter');
   await expect(panel(page).locator('.jp-DataAgent-exchange')).toHaveCount(0);
   expect(posted).toEqual([]);
@@ -35,5 +43,6 @@ test('a question over 20,000 characters is refused before it is sent', async ({
   // Shortened to the limit, it goes.
   await input.fill('x'.repeat(20_000));
   await expect(problem).toHaveCount(0);
-  await expect(panel(page).locator('.jp-DataAgent-send')).toBeEnabled();
+  await expect(send).toBeEnabled();
+  expect((await look()).opacity).toBe(1);
 });

@@ -55,8 +55,8 @@ function verdict(
   policy: Confinement['policy'] = 'require'
 ): Confinement {
   const messages = {
-    confined: 'every candidate ran in a fully confined copy of your kernel.',
-    partial: `candidates ran in copies missing: ${off.join(', ')}. Candidate code may reach what those layers guard.`,
+    confined: 'candidates run in fully confined copies of your kernel.',
+    partial: `candidates run in copies missing: ${off.join(', ')}. Candidate code may reach what those layers guard.`,
     not_executed:
       `candidates were generated but not run, because kernel copies cannot be fully confined here (missing: ${off.join(', ')}). ` +
       "To run them anyway, set c.DataAgent.confinement = 'warn'."

@@ -19,6 +19,7 @@ import {
   notebookCells,
   notebookWithDf,
   openPanel,
+  reloadAndReopen,
   panel,
   screenshotPath,
   loggedRequests
@@ -34,8 +35,9 @@ const PROSE = [
 ].join('\n');
 
 async function explainCell(page: Page, index: number): Promise<void> {
+  // In the cell's code: the right-click makes it the active cell (N2).
   const cell = page.locator('.jp-Notebook .jp-Cell').nth(index);
-  await cell.click({ button: 'right' });
+  await cell.locator('.jp-InputArea-editor').click({ button: 'right' });
   await page.locator('.lm-Menu').getByText('Explain this cell').click();
 }
 
@@ -92,12 +94,14 @@ test('Explain this cell shows Markdown prose and inserts no cell', async ({
   await page.notebook.addCell('code', 'df.groupby("airline")["delay"].mean()');
   await page.notebook.runCell(1, true);
   const before = await notebookCells(page);
+  // Another cell is active: the right-click on cell 2 decides which.
+  await page.notebook.selectCells(0);
 
   await explainCell(page, 1);
   await expect.poll(() => server.bodies.length).toBe(1);
   const body = server.bodies[0];
   expect(body).toMatchObject({
-    intent: 'Explain this cell',
+    intent: 'Explain cell 2',
     strategy: 'explain',
     active_index: 1
   });
@@ -142,6 +146,21 @@ test('Explain this cell shows Markdown prose and inserts no cell', async ({
   ).toHaveCount(0);
   expect(await notebookCells(page)).toEqual(before);
   await panel(page).screenshot({ path: screenshotPath('explain-panel.png') });
+
+  // Stored with the turn: the answer and its usage come back after a
+  // reload, from the notebook alone (N3).
+  await page.notebook.save();
+  await reloadAndReopen(page, 'explain.ipynb');
+  await openPanel(page);
+  const stored = panel(page).locator('.jp-DataAgent-exchange').first();
+  await expect(stored.locator('.jp-DataAgent-intentText')).toHaveText(
+    'Explain cell 2'
+  );
+  await expect(
+    stored.locator('.jp-DataAgent-prose .jp-RenderedMarkdown strong')
+  ).toHaveText('builds');
+  await expect(stored.locator('.jp-DataAgent-usage')).toBeVisible();
+  await expect(stored.locator('.jp-DataAgent-candidateBar')).toHaveCount(0);
 });
 
 test('Explain against the real server: the model’s prose, the cell in the prompt', async ({

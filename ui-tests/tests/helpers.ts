@@ -419,7 +419,8 @@ export const CONFIG: AgentConfig = {
     max_concurrent_jobs: 2
   },
   price: null,
-  models: ['scripted-model']
+  models: ['scripted-model'],
+  prices: {}
 };
 
 /** A fully confined verdict, as the real server sends it with `done`. */
@@ -427,7 +428,7 @@ export const CONFINED: Confinement = {
   policy: 'require',
   status: 'confined',
   execute: true,
-  message: 'every candidate ran in a fully confined copy of your kernel.',
+  message: 'candidates run in fully confined copies of your kernel.',
   layers: [],
   missing: []
 };

@@ -180,10 +180,11 @@ test('the suggestion scrolls into view; Show in notebook, Copy, Insert, Retry, C
     '# Step 1: Count the rows of the flights table\nlen(df)'
   );
 
-  // Reject, then Insert from the code block places it again.
+  // Reject, then Insert (the turn's one Insert button) places it again.
   await sidebar.locator('.jp-DataAgent-panelReject').click();
   await expect(suggestion).toHaveCount(0);
-  await sidebar.locator('.jp-DataAgent-codeInsert').click();
+  await expect(sidebar.getByRole('button', { name: 'Insert' })).toHaveCount(1);
+  await sidebar.locator('.jp-DataAgent-insert').click();
   await expect(suggestion).toHaveCount(1);
   await sidebar.locator('.jp-DataAgent-panelAccept').click();
   await expect(suggestion).toHaveCount(0);
@@ -258,7 +259,7 @@ test('a busy kernel offers to answer from the notebook text now', async ({
 test('the model picker names a model; one the server does not offer is refused in words', async ({
   page
 }) => {
-  test.setTimeout(180_000);
+  test.setTimeout(300_000);
   // The server's reply, with a second model added to its list (the lab under
   // test is configured with one): the turn itself goes to the real server.
   await page.route(/\/jupyter-data-agent\/config(\?|$)/, async route => {
@@ -266,7 +267,11 @@ test('the model picker names a model; one the server does not offer is refused i
     const config = await response.json();
     await route.fulfill({
       response,
-      json: { ...config, models: [config.model, 'big-model'] }
+      json: {
+        ...config,
+        models: [config.model, 'big-model'],
+        prices: { 'big-model': { input: 5, output: 15 } }
+      }
     });
   });
   // The notebook first, then the reload that fetches the config through the
@@ -301,6 +306,33 @@ test('the model picker names a model; one the server does not offer is refused i
   await sidebar
     .locator('.jp-DataAgent-body')
     .screenshot({ path: screenshotPath('sidebar-model-picker.png') });
+
+  // The configuration dialog prices the picked model (N5).
+  // Not awaited: the command ends when the dialog closes.
+  await page.evaluate(() => {
+    void (window as any).jupyterapp.commands.execute(
+      'jupyter-data-agent:show-config'
+    );
+  });
+  const dialog = page.locator('.jp-Dialog-content');
+  const row = (label: string) =>
+    dialog.locator('tr', { has: page.locator(`th:text-is("${label}")`) });
+  await expect(row('Model')).toContainText(
+    'big-model (picked in this notebook'
+  );
+  await expect(row('Price')).toContainText(
+    '$5 input / $15 output per million tokens'
+  );
+  await page.keyboard.press('Escape');
+  await expect(dialog).toHaveCount(0);
+
+  // The pick is kept over a reload: the notebook remembers it (N5).
+  await page.notebook.save();
+  await reloadAndReopen(page, 'sidebar-models.ipynb');
+  await openPanel(page);
+  await expect(panel(page).locator('.jp-DataAgent-model select')).toHaveValue(
+    'big-model'
+  );
 });
 
 test('the composer remembers the strategy of each notebook', async ({

@@ -213,8 +213,8 @@ test('reject restores the notebook exactly; polling when the socket fails', asyn
   await expect(suggestion).toHaveCount(1);
   let cells = await notebookCells(page);
   expect(cells.map(c => c.cell_type)).toEqual(['code', 'code', 'markdown']);
-  // Single candidate: no cycling.
-  await expect(suggestion.locator('button.jp-DataAgent-next')).toBeDisabled();
+  // One candidate: no ‹ › to cycle with.
+  await expect(suggestion.locator('button.jp-DataAgent-next')).toBeHidden();
 
   await suggestion.locator('button.jp-DataAgent-reject').click();
   await expect(suggestion).toHaveCount(0);
