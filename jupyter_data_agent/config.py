@@ -150,6 +150,21 @@ class DataAgent(Configurable):
         "has a price in c.DataAgent.prices (a hosted model bills every keystroke's request); "
         "'on' / 'off' decide for every model. Users can still switch it off in JupyterLab's settings.",
     ).tag(config=True)
+    probes = Bool(
+        True,
+        help="Run cheap evidence probes in each candidate's kernel copy after each step (rows "
+        "lost or duplicated, NaN introduced, numbers turned into text, empty results, a lost "
+        "unique index, values out of range): shown as the candidate's checks and read by the "
+        "evidence estimator.",
+    ).tag(config=True)
+    vote_stop_posterior = Float(
+        0.95,
+        min=0.5,
+        max=1.0,
+        help="Vote stops drawing samples once the leading answer class cannot be overtaken by the "
+        "samples left, or its posterior probability of being the majority passes this (1.0: only "
+        "the first rule); the unspent samples are reported.",
+    ).tag(config=True)
     confinement = Enum(
         ["require", "warn"],
         default_value="require",

@@ -81,7 +81,9 @@ export function proposalAsCandidate(proposal: Proposal): Candidate {
     support: 1,
     repaired: false,
     meta: {},
-    trace: []
+    trace: [],
+    analysis: [],
+    checks: []
   };
 }
 

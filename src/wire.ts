@@ -250,6 +250,7 @@ export interface Candidate {
   };
   trace: TraceStep[];
   analysis: AnalysisStep[];
+  checks: Check[];
   explanation: string;
 }
 /**
@@ -326,6 +327,14 @@ export interface AnalysisStep {
   repairs: number;
   replanned: boolean;
 }
+/**
+ * One evidence check of a candidate (``kernel.probes.Check``): passed, or what it found.
+ */
+export interface Check {
+  name: string;
+  passed: boolean;
+  detail: string;
+}
 export interface LogEvent {
   version: 1;
   job_id: string;
@@ -396,6 +405,7 @@ export interface SearchStats {
   estimator: string;
   context: ContextReport | null;
   transport: '' | 'local' | 'kernel channel' | 'in process' | 'replay' | 'none';
+  unspent: number;
 }
 /**
  * ``context.report.ContextReport``: how full the prompt was, what was cut.

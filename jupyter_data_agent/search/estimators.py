@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..kernel.probes import Check
 from ..llm.base import Backend, SamplingParams
 from ..prompts.answers import well_formed
 from ..prompts.react import to_prompt
@@ -38,6 +39,11 @@ class NodeState:
     steps: list[TraceStep] = field(default_factory=list)
     format: str = ""
     depth: int = 0
+    # Evidence (``search.evidence``): the path's checks, the step's mean token log-prob and
+    # prior among its siblings, and the share of the search's answers that agree with it.
+    checks: list[Check] = field(default_factory=list)
+    mean_logprob: float | None = None
+    prior: float = 1.0
 
     @property
     def last(self) -> TraceStep | None:

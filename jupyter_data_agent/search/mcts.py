@@ -72,6 +72,7 @@ from ..prompts.react import (
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
+from .evidence import all_checks, path_checks, probe_copy, type_check
 from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, turn_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
@@ -115,6 +116,8 @@ class MCTSSearch:
     def run(self) -> SearchResult:
         started = time.monotonic()
         try:
+            if self.cfg.probes:
+                probe_copy(self.root.snapshot)  # the baseline the first steps' probes compare with
             while True:
                 self.ctx.check_cancelled()
                 reason = self._budget_spent(started)
@@ -268,7 +271,10 @@ class MCTSSearch:
             self._created.append(snap)
         child.snapshot = snap
         self.ctx.check_cancelled()
-        return snap.exec(child.step.code)
+        result = snap.exec(child.step.code)
+        if result.ok and self.cfg.probes:
+            child.findings = probe_copy(snap)
+        return result
 
     def _execute(self, parent: Node, children: list[Node], t: IterationTiming) -> None:
         if not children:
@@ -313,9 +319,20 @@ class MCTSSearch:
                 elif c.depth >= self.cfg.max_depth:
                     c.terminal, c.reason = True, "depth_limit"
 
+    def checks(self, node: Node, groups: list[AnswerGroup] | None = None) -> list:
+        """The node's evidence: its path's probes, its answer's type, agreement with the tree's answers."""
+        findings = [n.findings for n in node.path()]
+        if node.reason != "answer":
+            return [*path_checks(findings), type_check(None, self.request.intent, self.task.format)]
+        groups = group_answers(self.answer_nodes()) if groups is None else groups
+        total = sum(g.votes for g in groups)
+        support = next((g.votes for g in groups if node in g.nodes), 1)
+        return all_checks(findings, node.answer, self.request.intent, self.task.format, support, total)
+
     def state(self, node: Node) -> NodeState:
         return NodeState(messages=self.messages(node), steps=[n.step for n in node.path()],
-                         format=self.task.format, depth=node.depth)
+                         format=self.task.format, depth=node.depth, checks=self.checks(node),
+                         mean_logprob=node.mean_logprob, prior=node.prior)
 
     def _evaluate(self, children: list[Node]) -> None:
         to_estimate = []
@@ -421,7 +438,7 @@ class MCTSSearch:
     def answer_nodes(self) -> list[Node]:
         return [n for n in self.nodes if n.reason == "answer"]
 
-    def candidate(self, node: Node, support: int = 1) -> Candidate:
+    def candidate(self, node: Node, support: int = 1, groups: list[AnswerGroup] | None = None) -> Candidate:
         path = node.path()
         actions = [n for n in path if n.step.code and n.step.status == "ok"]
         code, steps = solution_cell([(n.step.thought, n.step.code) for n in actions], node.answer)
@@ -429,7 +446,7 @@ class MCTSSearch:
         return Candidate(
             code=code, steps=steps, result=results[-1] if results else None,
             score=node.q, support=support, raw=node.raw,
-            trace=[n.step for n in path],
+            trace=[n.step for n in path], checks=self.checks(node, groups),
             meta={"answer": node.answer, "node_id": node.id, "node_ids": [n.id for n in path],
                   "search_id": self.search_id, "value": node.value, "q": node.q,
                   "visits": node.visits, "reason": node.reason,
@@ -439,7 +456,7 @@ class MCTSSearch:
         groups = group_answers(self.answer_nodes())
         if self.cfg.select == "value":
             groups.sort(key=lambda g: (-g.value, -g.votes))
-        candidates = [self.candidate(g.best, g.votes) for g in groups]
+        candidates = [self.candidate(g.best, g.votes, groups) for g in groups]
         self.stats.classes = [g.votes for g in sorted(groups, key=lambda g: -g.votes)]
         answer = groups[0].best.answer if groups else None
         if not candidates:

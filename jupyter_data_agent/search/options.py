@@ -83,7 +83,10 @@ class VoteOptions(_Model):
     strategy: Literal["vote"] = "vote"
     samples: int = Field(5, ge=1)  # at most c.DataAgent.max_samples (turn.resolve)
     repair: bool = True
-
+    probes: bool = declared_field("probes")  # evidence from each candidate's copy (kernel.probes)
+    # Stop drawing once the leading answer cannot be overtaken by the draws left, or its
+    # posterior share passes this (1.0: only when it cannot be overtaken); see ``vote.should_stop``.
+    stop_posterior: float = declared_field("vote_stop_posterior")
 
 class ReactOptions(_Model):
     """One thought-action-observation trajectory, each cell run before the next."""
@@ -118,7 +121,8 @@ class MCTSOptions(_Model):
     observation_chars: int = Field(2000, ge=100)
     workers: int | None = Field(None, ge=1)
     trajectory_path: str | None = None
-    value: str | None = None  # a value-model directory, "heuristic" or "zero"
+    value: str | None = None  # a value-model directory, "heuristic", "evidence" or "zero"
+    probes: bool = declared_field("probes")  # evidence from each step's copy (kernel.probes)
 
 
 class AnalysisOptions(_Model):

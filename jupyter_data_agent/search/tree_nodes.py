@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kernel.probes import Finding
 from ..kernel.results import ExecResult
 from ..prompts.answers import same_text_answer
 from .base import TraceStep
@@ -40,6 +41,7 @@ class Node:
     exhausted: bool = False
     children: list["Node"] = field(default_factory=list)
     snapshot: Any = None
+    findings: list[Finding] | None = None  # the copy's probes after this step (None: not probed)
 
     @property
     def q(self) -> float:
