@@ -129,6 +129,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="at most this many tasks")
     p.add_argument("--min-steps", type=int, default=0, help="only tasks whose reference has this many steps")
     p.add_argument("--seed", type=int, default=0, help="the policy's seed")
+    p.add_argument("--logprob-gap", type=float, default=PolicyConfig.logprob_right - PolicyConfig.logprob_wrong,
+                   help="how far a right step's mean log-prob lies above a wrong one's (0: log-probs "
+                        "carry no information)")
+    p.add_argument("--logprob-noise", type=float, default=PolicyConfig.logprob_noise,
+                   help="standard deviation of a step's mean log-prob")
     p.add_argument("--value-model", action="append", default=[], metavar="[NAME=]DIR",
                    help="a trained value model for mcts:NAME (repeatable)")
     p.add_argument("--collect", default=None, metavar="FILE",
@@ -155,14 +160,17 @@ def main(args: argparse.Namespace) -> int:
     todo = [(p, s, t) for p in ps for s in strategies for t in chosen
             if f"{p}|{s}|{t['id']}" not in folder.records]
     meta = {"kind": "lab", "p": ps, "strategies": strategies, "budget_calls": args.budget_calls,
-            "split": args.split, "seed": args.seed, "min_steps": args.min_steps, "tasks": [t["id"] for t in chosen],
+            "split": args.split, "seed": args.seed, "logprob_gap": args.logprob_gap,
+            "logprob_noise": args.logprob_noise, "min_steps": args.min_steps, "tasks": [t["id"] for t in chosen],
             "value_models": args.value_model, "collect": args.collect}
     folder.start(meta, len(ps) * len(strategies) * len(chosen), len(todo), "run", print)
     settings = Settings(backend="openai", exemplars=False)  # the policy is the model; no endpoint is used
     with progress_bar(len(todo), "lab", "run", not args.no_progress) as tick:
         for p, s, task in todo:
             name, budget, options = runs[s]
-            policy = SimulatedPolicy(refs[int(task["id"])], PolicyConfig(p=p, seed=args.seed),
+            policy = SimulatedPolicy(refs[int(task["id"])], PolicyConfig(
+                p=p, seed=args.seed, logprob_wrong=PolicyConfig.logprob_right - args.logprob_gap,
+                logprob_noise=args.logprob_noise),
                                      table_columns(data / "tables" / task["file_name"]))
             strategy, opts = None, dict(options)
             if args.collect:

@@ -71,6 +71,7 @@ from ..prompts.react import (
     to_prompt,
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
+from .features import features
 from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
 from .evidence import all_checks, path_checks, probe_copy, type_check
 from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, turn_chat
@@ -330,13 +331,20 @@ class MCTSSearch:
         return all_checks(findings, node.answer, self.request.intent, self.task.format, support, total)
 
     def state(self, node: Node) -> NodeState:
+        agreement = None
+        if node.reason == "answer":
+            groups = group_answers(self.answer_nodes())
+            total = sum(g.votes for g in groups)
+            agreement = next((g.votes for g in groups if node in g.nodes), 1) / max(1, total)
         return NodeState(messages=self.messages(node), steps=[n.step for n in node.path()],
                          format=self.task.format, depth=node.depth, checks=self.checks(node),
-                         mean_logprob=node.mean_logprob, prior=node.prior)
+                         mean_logprob=node.mean_logprob, prior=node.prior, agreement=agreement)
 
     def _evaluate(self, children: list[Node]) -> None:
         to_estimate = []
+        states = {c.id: self.state(c) for c in children}
         for c in children:
+            c.features = features(states[c.id])  # kept for the trajectories (train-value --kind features)
             if c.terminal and c.reason != "answer":
                 c.value = self.cfg.failure_value
             elif c.reason == "answer" and self.reward_fn is not None:
@@ -344,7 +352,7 @@ class MCTSSearch:
             else:
                 to_estimate.append(c)
         if to_estimate:
-            values = self.estimator.estimate([self.state(c) for c in to_estimate], self.stats)
+            values = self.estimator.estimate([states[c.id] for c in to_estimate], self.stats)
             for c, v in zip(to_estimate, values):
                 c.value = clip(v)
 
@@ -496,7 +504,8 @@ class MCTSSearch:
             parent_id=n.parent.id if n.parent is not None else None,
             search_id=self.search_id, task_id=None if task_id is None else str(task_id),
             prior=n.prior, value=n.value,
-            status=n.reason or (n.step.status if n.step else "root")) for n in self.nodes]
+            status=n.reason or (n.step.status if n.step else "root"),
+            extra={"features": n.features} if n.features is not None else {}) for n in self.nodes]
 
 
 class MCTSStrategy:

@@ -42,6 +42,7 @@ class Node:
     children: list["Node"] = field(default_factory=list)
     snapshot: Any = None
     findings: list[Finding] | None = None  # the copy's probes after this step (None: not probed)
+    features: dict[str, float] | None = None  # what the evidence estimator read (``search.features``)
 
     @property
     def q(self) -> float:
