@@ -26,10 +26,10 @@ from jupyter_data_agent.search.features import (
 )
 from jupyter_data_agent.search.mcts import MCTSStrategy
 from jupyter_data_agent.search.options import MCTSOptions, PromptPolicy, TaskInfo
+from jupyter_data_agent.search.trajectories import read_jsonl
 from jupyter_data_agent.store.value_models import newest_value_model
 from jupyter_data_agent.train import cli
 from jupyter_data_agent.train.features import auc, examples, fit, train_features_model
-from jupyter_data_agent.search.trajectories import read_jsonl
 from jupyter_data_agent_bench.dabench_score import dabench_reward
 from tests.scripted_backend import ScriptedBackend, action, final, start_tree, stop_tree
 
@@ -57,7 +57,7 @@ def trajectories(tmp_path_factory):
     km, kc, tree = start_tree(cwd, timeout_s=10, setup=SETUP)
     path = cwd / "traj.jsonl"
     try:
-        for seed in range(2):
+        for _ in range(2):  # two trees of one search id each
             request = TurnRequest(intent="What is the total number of units sold?", context=NotebookContext(),
                                   options=MCTSOptions(iterations=4, trajectory_path=str(path), early_stop=False),
                                   task=TaskInfo(format="@total[value] where value is an integer"),

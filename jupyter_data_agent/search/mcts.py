@@ -71,9 +71,9 @@ from ..prompts.react import (
     to_prompt,
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
-from .features import features
 from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
 from .evidence import all_checks, path_checks, probe_copy, type_check
+from .features import features
 from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, turn_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl

@@ -2,9 +2,10 @@
 
 Examples are the search nodes whose features the trajectories kept
 (``extra["features"]``, written by ``mcts``), labelled by what their subtree
-reached: a final answer is right when its reward is positive; any other node
-is right when some answer below it is right, wrong when every answer below it
-is wrong, and left out when none was reached (nothing is known about it).
+reached: a final answer is right when its reward is positive, a path ended by
+its error or depth limit is wrong; any other node is right when some end
+below it is right, wrong when every end below it is wrong, and left out when
+none was reached (nothing is known about it).
 
 The model is an L2-regularised logistic regression fitted by Newton's method
 (iteratively reweighted least squares) in numpy: a few dozen features and a
@@ -46,6 +47,18 @@ def auc(scores: list[float], labels: list[int]) -> float | None:
     return wins / (len(pos) * len(neg))
 
 
+def _reached(r: TrajectoryRecord, children: dict[str | None, list[TrajectoryRecord]],
+             memo: dict[str, tuple[bool, bool]]) -> tuple[bool, bool]:
+    """(some answer at or below ``r`` is right, some answer at or below ``r``)."""
+    if r.node_id not in memo:
+        if r.terminal and r.terminal_reward is not None:  # an answer's reward, or a failed path's
+            memo[r.node_id] = (r.terminal_reward > 0, True)
+        else:
+            below = [_reached(c, children, memo) for c in children.get(r.node_id, [])]
+            memo[r.node_id] = (any(b[0] for b in below), any(b[1] for b in below))
+    return memo[r.node_id]
+
+
 def examples(records: list[TrajectoryRecord]) -> list[tuple[dict[str, float], int]]:
     """(features, label) of every node with features whose subtree reached an answer."""
     by_tree: dict[str, list[TrajectoryRecord]] = defaultdict(list)
@@ -57,24 +70,11 @@ def examples(records: list[TrajectoryRecord]) -> list[tuple[dict[str, float], in
         for r in nodes:
             children[r.parent_id].append(r)
         memo: dict[str, tuple[bool, bool]] = {}
-
-        def reached(r: TrajectoryRecord) -> tuple[bool, bool]:
-            """(some answer below is right, some answer below)."""
-            if r.node_id in memo:
-                return memo[r.node_id]
-            if r.final_answer is not None and r.terminal_reward is not None:
-                res = (r.terminal_reward > 0, True)
-            else:
-                below = [reached(c) for c in children.get(r.node_id, [])]
-                res = (any(b[0] for b in below), any(b[1] for b in below))
-            memo[r.node_id] = res
-            return res
-
         for r in nodes:
             feats = r.extra.get("features") if isinstance(r.extra, dict) else None
             if not isinstance(feats, dict):
                 continue
-            right, any_answer = reached(r)
+            right, any_answer = _reached(r, children, memo)
             if any_answer:
                 out.append(({k: float(v) for k, v in feats.items()}, int(right)))
     return out
