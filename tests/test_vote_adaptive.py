@@ -76,7 +76,7 @@ def tree(tmp_path_factory):
 def run_vote(tree, replies_per_call, **options):
     backend = ScriptedBackend(lambda call: replies_per_call[min(call.index, len(replies_per_call) - 1)])
     request = TurnRequest(intent="How many is twice the base?", context=NotebookContext(),
-                          options=VoteOptions(**options), prompt=PromptPolicy(max_prompt_tokens=4000))
+                          options=VoteOptions(**{"adaptive": True, **options}), prompt=PromptPolicy(max_prompt_tokens=4000))
     result = get_strategy("vote").run(request, RunContext(backend=backend, executor=tree.root, events=lambda e: None))
     return result, backend
 
@@ -116,6 +116,11 @@ def test_a_candidate_that_empties_a_table_fails_its_check(tree):
     assert all(c.passed for c in by_code["base * 2"].checks if c.name != "agree")
     assert not dropped["agree"].passed  # 1 of 3
     assert by_code["base * 2"].to_json()["checks"][0] == {"name": "rows", "passed": True, "detail": ""}
+
+
+def test_not_adaptive_draws_every_sample_at_once(tree):
+    result, backend = run_vote(tree, [[VOTE_ON]], samples=8, adaptive=False)
+    assert [c.n for c in backend.calls] == [8] and result.stats.unspent == 0
 
 
 def test_without_probes_only_type_and_agreement(tree):

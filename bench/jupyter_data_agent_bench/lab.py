@@ -69,15 +69,16 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
     arg = (models or {}).get(arg, arg)
     if name == "direct":
         return "direct", None, {}
-    if name == "vote":
-        return "vote", min(int(arg or budget), budget), {}
+    if name == "vote":  # vote:8, or vote:8:adaptive (drawing stops once the answer is decided)
+        k, _, mode = arg.partition(":")
+        return "vote", min(int(k or budget), budget), {"adaptive": True} if mode == "adaptive" else {}
     if name == "react":
         return "react", budget, {}
     if name == "mcts":
         return "mcts", max(1, budget // MCTS_K), {"value": arg or "heuristic", "k": MCTS_K}
     if name == "analysis":
         return "analysis", ANALYSIS_STEPS, {"samples": int(arg or 1)}
-    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|NAME|DIR], "
+    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k[:adaptive]], react, mcts[:heuristic|NAME|DIR], "
                      "analysis[:k]")
 
 

@@ -84,8 +84,9 @@ class VoteOptions(_Model):
     samples: int = Field(5, ge=1)  # at most c.DataAgent.max_samples (turn.resolve)
     repair: bool = True
     probes: bool = declared_field("probes")  # evidence from each candidate's copy (kernel.probes)
-    # Stop drawing once the leading answer cannot be overtaken by the draws left, or its
+    # Draw in rounds, and stop once the leading answer cannot be overtaken by the draws left, or its
     # posterior share passes this (1.0: only when it cannot be overtaken); see ``vote.should_stop``.
+    adaptive: bool = declared_field("vote_adaptive")
     stop_posterior: float = declared_field("vote_stop_posterior")
 
 class ReactOptions(_Model):

@@ -3,7 +3,8 @@
 Self-consistency as in ARCADE: candidates whose outputs are the same answer
 (``equivalence.same_answer``) vote together; errors and silent cells do not.
 
-Adaptive: samples are drawn in rounds, and drawing stops (``should_stop``)
+Adaptive (``VoteOptions.adaptive``, off by default): samples are drawn in
+rounds, and drawing stops (``should_stop``)
 as soon as the leading class cannot be overtaken by the samples left, or the
 posterior probability that it beats the runner-up passes
 ``VoteOptions.stop_posterior``. Each round draws the fewest samples that
@@ -82,8 +83,9 @@ class VoteStrategy:
             probe_copy(ctx.executor)  # the baseline each candidate's probes compare with
         candidates: list[Candidate] = []
         drawn = unparsable = 0
-        # Without copies nothing votes: draw every sample at once, as asked.
-        batch = next_draw([], opts.samples, opts.stop_posterior) if runs else opts.samples
+        # Not adaptive, or without copies (nothing votes): every sample at once, as asked.
+        adaptive = runs and opts.adaptive
+        batch = next_draw([], opts.samples, opts.stop_posterior) if adaptive else opts.samples
         while drawn < opts.samples:
             try:
                 new, dropped = sample_candidates(request, ctx, plan, batch, stats)
@@ -105,7 +107,7 @@ class VoteStrategy:
                     fixed = repair(candidate, request, ctx, plan, stats)
                     if fixed is not None:
                         candidates.append(fixed)
-            if not runs:
+            if not adaptive:
                 break
             remaining = opts.samples - drawn
             classes = [len(g) for g in majority([exec_output(c.result) for c in candidates])]
