@@ -76,7 +76,8 @@ def tree(tmp_path_factory):
 def run_vote(tree, replies_per_call, **options):
     backend = ScriptedBackend(lambda call: replies_per_call[min(call.index, len(replies_per_call) - 1)])
     request = TurnRequest(intent="How many is twice the base?", context=NotebookContext(),
-                          options=VoteOptions(**{"adaptive": True, **options}), prompt=PromptPolicy(max_prompt_tokens=4000))
+                          options=VoteOptions(**{"adaptive": True, **options}),
+                          prompt=PromptPolicy(max_prompt_tokens=4000))
     result = get_strategy("vote").run(request, RunContext(backend=backend, executor=tree.root, events=lambda e: None))
     return result, backend
 
