@@ -74,12 +74,15 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
         return "vote", min(int(k or budget), budget), {"adaptive": True} if mode == "adaptive" else {}
     if name == "react":
         return "react", budget, {}
-    if name == "mcts":
-        return "mcts", max(1, budget // MCTS_K), {"value": arg or "heuristic", "k": MCTS_K}
+    if name == "mcts":  # mcts:VALUE, or mcts:VALUE:max (select by the best value below, not Q)
+        value, _, backup = arg.partition(":")
+        value = (models or {}).get(value, value)
+        return "mcts", max(1, budget // MCTS_K), {"value": value or "heuristic", "k": MCTS_K,
+                                                   **({"backup": "max"} if backup == "max" else {})}
     if name == "analysis":
         return "analysis", ANALYSIS_STEPS, {"samples": int(arg or 1)}
-    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k[:adaptive]], react, mcts[:heuristic|NAME|DIR], "
-                     "analysis[:k]")
+    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k[:adaptive]], react, "
+                     "mcts[:heuristic|evidence|NAME|DIR[:max]], analysis[:k]")
 
 
 def accuracy(rows: list[dict], strategy: str, p: float, budget: int | None = None,

@@ -16,7 +16,11 @@ other's changes and no cell is ever re-run). One iteration (Algorithm 1):
    (trajectory collection), failures (error limit, depth limit)
    get -1, everything else gets the value estimator's value;
 4. backpropagate: every new child adds its value to itself and to each
-   ancestor (N += 1, W += v), so Q = W / N.
+   ancestor (N += 1, W += v), so Q = W / N; each also keeps the best value
+   below it. ``backup="max"`` selects by that best value instead of Q: one
+   weak child no longer pulls a promising step below its untried siblings,
+   so a small budget goes deep enough to reach an answer (the lab's
+   failure mode with 8 iterations of k = 3 on 5-6 step tasks).
 
 Defaults follow the paper: K = 3, depth <= 10, <= 40 iterations, <= 3
 execution errors per path (the third error ends the path), the K candidates
@@ -186,7 +190,8 @@ class MCTSSearch:
     # ------------------------------------------------------------ selection
 
     def puct(self, child: Node, parent: Node) -> float:
-        return child.q + self.c_puct * child.prior * math.sqrt(parent.visits) / (1 + child.visits)
+        q = child.best if self.cfg.backup == "max" and child.best is not None else child.q
+        return q + self.c_puct * child.prior * math.sqrt(parent.visits) / (1 + child.visits)
 
     def select(self) -> Node | None:
         node = self.root
@@ -365,6 +370,7 @@ class MCTSSearch:
             while n is not None:
                 n.visits += 1
                 n.value_sum += v
+                n.best = v if n.best is None else max(n.best, v)
                 n = n.parent
 
     def _after_expansion(self, leaf: Node) -> None:

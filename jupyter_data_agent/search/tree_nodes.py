@@ -36,6 +36,7 @@ class Node:
     reward: float | None = None  # reward_fn's verdict on a final answer
     visits: int = 0
     value_sum: float = 0.0
+    best: float | None = None  # the highest value at or below this node (``MCTSOptions.backup="max"``)
     terminal: bool = False
     reason: str | None = None  # answer | error_limit | depth_limit
     exhausted: bool = False
