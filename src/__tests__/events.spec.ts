@@ -93,7 +93,9 @@ const candidate = (code: string, status: 'ok' | 'error' = 'ok'): Candidate => ({
   support: 1,
   repaired: false,
   meta: {},
-  trace: []
+  trace: [],
+  analysis: [],
+  checks: []
 });
 
 const sent = (
@@ -154,7 +156,8 @@ const STATS = {
   classes: [],
   estimator: '',
   transport: 'local' as const,
-  context: null
+  context: null,
+  unspent: 0
 };
 
 /** The `done` event as the server sends it: a count and an index, never the candidates. */
