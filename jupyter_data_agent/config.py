@@ -150,6 +150,27 @@ class DataAgent(Configurable):
         "has a price in c.DataAgent.prices (a hosted model bills every keystroke's request); "
         "'on' / 'off' decide for every model. Users can still switch it off in JupyterLab's settings.",
     ).tag(config=True)
+    probes = Bool(
+        True,
+        help="Run cheap evidence probes in each candidate's kernel copy after each step (rows "
+        "lost or duplicated, NaN introduced, numbers turned into text, empty results, a lost "
+        "unique index, values out of range): shown as the candidate's checks and read by the "
+        "evidence estimator.",
+    ).tag(config=True)
+    vote_adaptive = Bool(
+        False,
+        help="Vote draws its samples in rounds and stops once the answer is decided (see "
+        "vote_stop_posterior), reporting the samples not drawn. Off: every sample is drawn in one "
+        "request (pass@k measurements need them all).",
+    ).tag(config=True)
+    vote_stop_posterior = Float(
+        0.95,
+        min=0.5,
+        max=1.0,
+        help="An adaptive vote (vote_adaptive) stops drawing once the leading answer class cannot be "
+        "overtaken by the samples left, or its posterior probability of beating the runner-up "
+        "passes this (1.0: only the first rule).",
+    ).tag(config=True)
     confinement = Enum(
         ["require", "warn"],
         default_value="require",

@@ -82,7 +82,8 @@ export function proposalAsCandidate(proposal: Proposal): Candidate {
     repaired: false,
     meta: {},
     trace: [],
-    analysis: []
+    analysis: [],
+    checks: []
   };
 }
 

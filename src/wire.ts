@@ -251,6 +251,7 @@ export interface Candidate {
   };
   trace: TraceStep[];
   analysis: AnalysisStep[];
+  checks: Check[];
   explanation: string;
 }
 /**
@@ -327,6 +328,14 @@ export interface AnalysisStep {
   repairs: number;
   replanned: boolean;
 }
+/**
+ * One evidence check of a candidate (``kernel.probes.Check``): passed, or what it found.
+ */
+export interface Check {
+  name: string;
+  passed: boolean;
+  detail: string;
+}
 export interface LogEvent {
   version: 1;
   job_id: string;
@@ -398,6 +407,7 @@ export interface SearchStats {
   estimator: string;
   context: ContextReport | null;
   transport: '' | 'local' | 'kernel channel' | 'in process' | 'replay' | 'none';
+  unspent: number;
 }
 /**
  * ``context.report.ContextReport``: how full the prompt was, what was cut.

@@ -113,7 +113,7 @@ async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, 
 
     reply = json.loads((await jp_fetch("jupyter-data-agent", "value-model", "reload", method="POST",
                                        body="{}")).body)
-    assert reply["value_model"] == "heuristic"  # nothing trained yet
+    assert reply["value_model"] == "evidence"  # nothing trained yet: the shipped evidence estimator
 
     store = DecisionStore(tmp_path / "decisions.sqlite")
     for i in range(8):

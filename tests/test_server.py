@@ -679,6 +679,12 @@ async def test_search_strategy_streams_live_statistics(jp_fetch, jp_ws_fetch, jp
         chosen = sent_candidates(events)[result["chosen"]]
         assert chosen["code"] == "# Step 1: count the rows.\nbig = df[df['a'] > 1]\nlen(big)"
         assert result["stats"]["iterations"] >= 1
+        # Guided by the shipped evidence estimator; the candidate carries its checks to the browser.
+        assert result["stats"]["estimator"] == "evidence (default)"
+        checks = {c["name"]: c for c in chosen["checks"]}
+        assert list(checks) == ["rows", "nan", "dtype", "empty", "index", "range", "type", "agree"]
+        assert checks["agree"] == {"name": "agree", "passed": True, "detail": "3 of 3 answers agree"}
+        assert checks["empty"]["passed"] and checks["rows"]["passed"]
         assert await wait_no_children(km) == []
     finally:
         model_server.reply = replies

@@ -69,51 +69,96 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
     arg = (models or {}).get(arg, arg)
     if name == "direct":
         return "direct", None, {}
-    if name == "vote":
-        return "vote", min(int(arg or budget), budget), {}
+    if name == "vote":  # vote:8, or vote:8:adaptive (drawing stops once the answer is decided)
+        k, _, mode = arg.partition(":")
+        return "vote", min(int(k or budget), budget), {"adaptive": True} if mode == "adaptive" else {}
     if name == "react":
         return "react", budget, {}
-    if name == "mcts":
-        return "mcts", max(1, budget // MCTS_K), {"value": arg or "heuristic", "k": MCTS_K}
+    if name == "mcts":  # mcts:VALUE, or mcts:VALUE:max (select by the best value below, not Q)
+        value, _, backup = arg.partition(":")
+        value = (models or {}).get(value, value)
+        return "mcts", max(1, budget // MCTS_K), {"value": value or "heuristic", "k": MCTS_K,
+                                                   **({"backup": "max"} if backup == "max" else {})}
     if name == "analysis":
         return "analysis", ANALYSIS_STEPS, {"samples": int(arg or 1)}
-    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k], react, mcts[:heuristic|NAME|DIR], "
-                     "analysis[:k]")
+    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k[:adaptive]], react, "
+                     "mcts[:heuristic|evidence|NAME|DIR[:max]], analysis[:k]")
 
 
-def accuracy(rows: list[dict], strategy: str, p: float) -> tuple[float, int] | None:
-    """(% correct, tasks) of ``strategy`` at ``p``; None when it has no runs there."""
-    got = [r for r in rows if r["strategy"] == strategy and r["p"] == p]
+def accuracy(rows: list[dict], strategy: str, p: float, budget: int | None = None,
+             seed: int | None = None) -> tuple[float, int] | None:
+    """(% correct, tasks) of ``strategy`` at ``p`` (and ``budget``, ``seed``); None without runs there."""
+    got = [r for r in rows if r["strategy"] == strategy and r["p"] == p
+           and (budget is None or r.get("budget") == budget) and (seed is None or r.get("seed", 0) == seed)]
     return (100 * sum(r["correct"] for r in got) / len(got), len(got)) if got else None
 
 
-def summary_markdown(rows: list[dict], ps: list[float], strategies: list[str], split: str) -> str:
+def seed_spread(rows: list[dict], strategy: str, p: float, budget: int,
+                seeds: list[int]) -> tuple[float, float, float, int] | None:
+    """(mean, min, max of the per-seed accuracies, tasks per seed) of one cell of the table."""
+    per = [a for seed in seeds if (a := accuracy(rows, strategy, p, budget, seed))]
+    if not per:
+        return None
+    values = [a[0] for a in per]
+    return sum(values) / len(values), min(values), max(values), per[0][1]
+
+
+def summary_markdown(rows: list[dict], ps: list[float], strategies: list[str], split: str,
+                     budgets: list[int] | None = None, seeds: list[int] | None = None) -> str:
+    budgets = budgets or sorted({r.get("budget", 0) for r in rows})
+    seeds = seeds or sorted({r.get("seed", 0) for r in rows})
+    spread = len(seeds) > 1
     lines = [f"Accuracy by question on the {split} split (tasks with a reference), by per-step accuracy p",
-             "of the simulated policy; completions and wall time are per task.", "",
-             "| strategy | " + " | ".join(f"p = {p:g}" for p in ps) + " | completions | wall time |",
-             "|---" * (len(ps) + 3) + "|"]
+             "of the simulated policy" + (f"; mean over seeds {', '.join(map(str, seeds))} (min–max)"
+                                          if spread else "") + "; completions and wall time are per task.", "",
+             "| strategy | budget | " + " | ".join(f"p = {p:g}" for p in ps) + " | completions | wall time |",
+             "|---" * (len(ps) + 4) + "|"]
     for s in strategies:
-        cells = [f"{a[0]:.1f} % ({a[1]})" if (a := accuracy(rows, s, p)) else "–" for p in ps]
-        mine = [r for r in rows if r["strategy"] == s]
-        samples = sum(r["samples"] for r in mine) / max(1, len(mine))
-        wall = sum(r["wall_time_s"] for r in mine) / max(1, len(mine))
-        lines.append(f"| {s} | " + " | ".join(cells) + f" | {samples:.1f} | {wall:.1f} s |")
+        for b in budgets:
+            cells = []
+            for p in ps:
+                c = seed_spread(rows, s, p, b, seeds)
+                cells.append("–" if c is None else f"{c[0]:.1f} %" + (f" ({c[1]:.1f}–{c[2]:.1f})" if spread
+                                                                     else f" ({c[3]})"))
+            mine = [r for r in rows if r["strategy"] == s and r.get("budget", b) == b]
+            if not mine:
+                continue
+            samples = sum(r["samples"] for r in mine) / len(mine)
+            wall = sum(r["wall_time_s"] for r in mine) / len(mine)
+            lines.append(f"| {s} | {b} | " + " | ".join(cells) + f" | {samples:.1f} | {wall:.1f} s |")
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict], ps: list[float], strategies: list[str], split: str, path: Path) -> None:
-    """Accuracy vs p, one line per strategy."""
+def plot(rows: list[dict], ps: list[float], strategies: list[str], split: str, path: Path,
+         budgets: list[int] | None = None) -> None:
+    """Accuracy vs p, one line per strategy; with several budgets, accuracy vs budget, one panel per p."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for s in strategies:
-        points = [(p, a[0]) for p in ps if (a := accuracy(rows, s, p))]
-        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=s)
-    ax.set_xlabel("per-step accuracy p of the simulated policy")
-    ax.set_ylabel("accuracy by question (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title(f"strategy lab, {split} split, equal completion budget", fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    budgets = budgets or sorted({r.get("budget", 0) for r in rows})
+    if len(budgets) > 1:
+        fig, axes = plt.subplots(1, len(ps), figsize=(3.6 * len(ps), 3.6), sharey=True, squeeze=False)
+        for ax, p in zip(axes[0], ps):
+            for s in strategies:
+                points = [(b, a[0]) for b in budgets if (a := accuracy(rows, s, p, b))]
+                ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=s)
+            ax.set_title(f"p = {p:g}", fontsize=9)
+            ax.set_xlabel("budget (completions)")
+            ax.set_xticks(budgets)
+            ax.set_ylim(0, 100)
+            ax.grid(True, alpha=0.3)
+        axes[0][0].set_ylabel("accuracy by question (%)")
+        axes[0][-1].legend(fontsize=7)
+        fig.suptitle(f"strategy lab, {split} split: accuracy vs budget (mean over seeds)", fontsize=9)
+    else:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for s in strategies:
+            points = [(p, a[0]) for p in ps if (a := accuracy(rows, s, p))]
+            ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=s)
+        ax.set_xlabel("per-step accuracy p of the simulated policy")
+        ax.set_ylabel("accuracy by question (%)")
+        ax.set_ylim(0, 100)
+        ax.set_title(f"strategy lab, {split} split, equal completion budget", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -124,11 +169,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--references", default=None, help="reference solutions JSONL (bench.references)")
     p.add_argument("--p", default="0.3,0.5,0.7", help="per-step accuracies of the simulated policy")
     p.add_argument("--strategies", default="direct,vote:8,react,mcts:heuristic")
-    p.add_argument("--budget-calls", type=int, default=16, help="completions per task, every strategy")
+    p.add_argument("--budget-calls", default="16",
+                   help="completions per task, every strategy (a list, e.g. 24,48: each budget)")
     p.add_argument("--split", choices=("test", "train", "all"), default="test")
     p.add_argument("--limit", type=int, default=None, help="at most this many tasks")
     p.add_argument("--min-steps", type=int, default=0, help="only tasks whose reference has this many steps")
     p.add_argument("--seed", type=int, default=0, help="the policy's seed")
+    p.add_argument("--seeds", default=None, help="several seeds, e.g. 0,1,2 (the table shows their spread)")
+    p.add_argument("--logprob-gap", type=float, default=PolicyConfig.logprob_right - PolicyConfig.logprob_wrong,
+                   help="how far a right step's mean log-prob lies above a wrong one's (0: log-probs "
+                        "carry no information)")
+    p.add_argument("--logprob-noise", type=float, default=PolicyConfig.logprob_noise,
+                   help="standard deviation of a step's mean log-prob")
     p.add_argument("--value-model", action="append", default=[], metavar="[NAME=]DIR",
                    help="a trained value model for mcts:NAME (repeatable)")
     p.add_argument("--collect", default=None, metavar="FILE",
@@ -148,22 +200,33 @@ def main(args: argparse.Namespace) -> int:
               and (args.split == "all" or split_of(t["id"]) == args.split)][: args.limit]
     ps = [float(x) for x in parse_csv_list(args.p)]
     strategies = parse_csv_list(args.strategies)
-    runs = {s: strategy_run(s, args.budget_calls, value_models(args.value_model)) for s in strategies}
-    if args.collect and any(runs[s][0] != "mcts" for s in strategies):
+    budgets = [int(b) for b in parse_csv_list(str(args.budget_calls))]
+    seeds = [int(x) for x in parse_csv_list(args.seeds)] if args.seeds else [args.seed]
+    models = value_models(args.value_model)
+    runs = {(s, b): strategy_run(s, b, models) for s in strategies for b in budgets}
+    if args.collect and any(run[0] != "mcts" for run in runs.values()):
         raise SystemExit("--collect runs mcts strategies only")
     folder = RunFolder(args.out, "runs.jsonl", "key")
-    todo = [(p, s, t) for p in ps for s in strategies for t in chosen
-            if f"{p}|{s}|{t['id']}" not in folder.records]
-    meta = {"kind": "lab", "p": ps, "strategies": strategies, "budget_calls": args.budget_calls,
-            "split": args.split, "seed": args.seed, "min_steps": args.min_steps, "tasks": [t["id"] for t in chosen],
+
+    def key(p: float, s: str, b: int, seed: int, task_id: Any) -> str:
+        return f"{p}|{s}|{task_id}|b{b}|s{seed}"
+
+    todo = [(seed, b, p, s, t) for seed in seeds for b in budgets for p in ps for s in strategies for t in chosen
+            if key(p, s, b, seed, t["id"]) not in folder.records]
+    meta = {"kind": "lab", "p": ps, "strategies": strategies, "budget_calls": budgets,
+            "split": args.split, "seeds": seeds, "logprob_gap": args.logprob_gap,
+            "logprob_noise": args.logprob_noise, "min_steps": args.min_steps, "tasks": [t["id"] for t in chosen],
             "value_models": args.value_model, "collect": args.collect}
-    folder.start(meta, len(ps) * len(strategies) * len(chosen), len(todo), "run", print)
+    folder.start(meta, len(seeds) * len(budgets) * len(ps) * len(strategies) * len(chosen), len(todo), "run",
+                 print)
     settings = Settings(backend="openai", exemplars=False)  # the policy is the model; no endpoint is used
     with progress_bar(len(todo), "lab", "run", not args.no_progress) as tick:
-        for p, s, task in todo:
-            name, budget, options = runs[s]
-            policy = SimulatedPolicy(refs[int(task["id"])], PolicyConfig(p=p, seed=args.seed),
-                                     table_columns(data / "tables" / task["file_name"]))
+        for seed, b, p, s, task in todo:
+            name, budget, options = runs[(s, b)]
+            policy = SimulatedPolicy(refs[int(task["id"])], PolicyConfig(
+                p=p, seed=seed, logprob_wrong=PolicyConfig.logprob_right - args.logprob_gap,
+                logprob_noise=args.logprob_noise),
+                table_columns(data / "tables" / task["file_name"]))
             strategy, opts = None, dict(options)
             if args.collect:
                 from jupyter_data_agent.search.mcts import MCTSStrategy
@@ -173,17 +236,18 @@ def main(args: argparse.Namespace) -> int:
             start = time.perf_counter()
             rec = run_task(task, labels[task["id"]], strategy_name=name, backend=policy, settings=settings,
                            tables_dir=data / "tables", budget=budget, options=opts, strategy=strategy)
-            folder.add({"key": f"{p}|{s}|{task['id']}", "p": p, "strategy": s, "id": task["id"],
+            folder.add({"key": key(p, s, b, seed, task["id"]), "p": p, "strategy": s, "id": task["id"],
+                        "budget": b, "seed": seed,
                         "correct": bool(rec.get("correct")), "error": rec.get("error"),
                         "samples": int((rec.get("calls") or {}).get("samples") or 0),
                         "model_calls": rec.get("model_calls"), "response": rec.get("response"),
                         "wall_time_s": round(time.perf_counter() - start, 2)})
             tick(p=p, strategy=s)
     rows = [r for r in folder.records.values() if r["strategy"] in strategies and r["p"] in ps
-            and r["id"] in {t["id"] for t in chosen}]
-    md = summary_markdown(rows, ps, strategies, args.split)
+            and r.get("budget") in budgets and r.get("seed") in seeds and r["id"] in {t["id"] for t in chosen}]
+    md = summary_markdown(rows, ps, strategies, args.split, budgets, seeds)
     if rows:
-        plot(rows, ps, strategies, args.split, Path(args.out) / "accuracy.png")
+        plot(rows, ps, strategies, args.split, Path(args.out) / "accuracy.png", budgets)
     folder.finish({"rows": len(rows), "markdown": md}, md, print)
     return 0
 

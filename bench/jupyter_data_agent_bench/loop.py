@@ -43,6 +43,7 @@ from typing import Any
 
 from jupyter_data_agent.llm.base import ChatMessage, Prompt, SamplingParams
 from jupyter_data_agent.store.value_models import newest_value_model
+from jupyter_data_agent.train.features import auc as ranking_auc
 
 from .dabench import load_tasks, task_text
 from .dabench_score import dabench_reward
@@ -58,10 +59,7 @@ MODEL = "simulated-policy"
 
 def auc(positives: list[float], negatives: list[float]) -> float | None:
     """P(score of a right candidate > score of a wrong one), ties counting half (Mann-Whitney)."""
-    if not positives or not negatives:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
-    return wins / (len(positives) * len(negatives))
+    return ranking_auc(positives + negatives, [1] * len(positives) + [0] * len(negatives))
 
 
 # ------------------------------------------------------------------ the model endpoint

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from ..context.model import NotebookContext
 from ..context.report import ContextReport, SchemaCuts
+from ..kernel.probes import Check
 from ..kernel.results import ExecResult, Protections
 from ..kernel.tree import Executor
 from ..llm.base import Backend
@@ -98,6 +99,8 @@ class Candidate:
     trace: list[TraceStep] = field(default_factory=list)
     # The analysis strategy: one verified cell (or cell edit) per step, reviewed as one change.
     analysis: list[AnalysisStep] = field(default_factory=list)
+    # Evidence (``search.evidence``): the copy's probes over its steps, its answer's type, agreement.
+    checks: list[Check] = field(default_factory=list)
 
     @property
     def explanation(self) -> str:
@@ -119,6 +122,7 @@ class Candidate:
             "meta": self.meta,
             "trace": [asdict(t) for t in self.trace],
             "analysis": [a.to_json() for a in self.analysis],
+            "checks": [asdict(c) for c in self.checks],
         }
 
 
@@ -145,6 +149,8 @@ class SearchStats:
     context: ContextReport | None = None
     # What the candidates' kernel copies travelled over (``kernel.policy.TRANSPORT_WORDS``); "" unknown.
     transport: str = ""
+    # Completions the turn's budget allowed but the strategy did not draw (an adaptive vote's stop).
+    unspent: int = 0
 
     def count_call(self, completions: list) -> None:
         """One model call: the prompt is counted once, every sample's output."""

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..kernel.probes import Check
 from ..llm.base import Backend, SamplingParams
 from ..prompts.answers import well_formed
 from ..prompts.react import to_prompt
@@ -38,6 +39,12 @@ class NodeState:
     steps: list[TraceStep] = field(default_factory=list)
     format: str = ""
     depth: int = 0
+    # Evidence (``search.evidence``): the path's checks, the step's mean token log-prob and
+    # prior among its siblings, and the share of the search's answers that agree with it.
+    checks: list[Check] = field(default_factory=list)
+    mean_logprob: float | None = None
+    prior: float = 1.0
+    agreement: float | None = None  # answers: the share of the search's answers that say the same
 
     @property
     def last(self) -> TraceStep | None:
@@ -183,11 +190,25 @@ def load_value_model(path: str, device: str = "cpu"):
         return _MODELS[key]
 
 
+def default_estimator() -> str:
+    """What guides a search when nothing is configured: the shipped evidence model, where installed."""
+    from .features import DEFAULT_MODEL
+
+    return "evidence" if DEFAULT_MODEL.is_file() else "heuristic"
+
+
 def resolve_estimator(spec: Any, backend: Backend | None = None) -> ValueEstimator:
-    """``spec``: an estimator, "heuristic" (default), "none", "judge", or the
-    directory of a trained value model (also taken from $JUPYTER_DATA_AGENT_VALUE_MODEL)."""
+    """``spec``: an estimator, "evidence" (default: the shipped evidence model, ``search.features``),
+    "heuristic", "none", "judge", or the directory of a trained value model, LM or features (also
+    taken from $JUPYTER_DATA_AGENT_VALUE_MODEL)."""
+    from .features import is_features_model, load_evidence_value
+
     if spec is None:
-        spec = os.environ.get(ENV_VALUE_MODEL) or "heuristic"
+        spec = os.environ.get(ENV_VALUE_MODEL) or default_estimator()
+    if isinstance(spec, str) and spec == "evidence":
+        return load_evidence_value()
+    if isinstance(spec, str) and os.path.exists(spec) and is_features_model(spec):
+        return load_evidence_value(spec)
     if isinstance(spec, ValueEstimator) and not isinstance(spec, str):
         return spec
     name = str(spec)
@@ -201,7 +222,7 @@ def resolve_estimator(spec: Any, backend: Backend | None = None) -> ValueEstimat
         return LLMJudgeValue(backend)
     if os.path.isdir(name):
         return load_value_model(name)
-    raise ValueError(f"Unknown value estimator {name!r}: use 'heuristic', 'none', 'judge' or the "
+    raise ValueError(f"Unknown value estimator {name!r}: use 'evidence', 'heuristic', 'none', 'judge' or the "
                      "directory of a trained value model (jupyter-data-agent train-value).")
 
 
@@ -212,6 +233,7 @@ __all__ = [
     "NodeState",
     "ValueEstimator",
     "ZeroValue",
+    "default_estimator",
     "load_value_model",
     "resolve_estimator",
 ]

@@ -44,6 +44,7 @@ from ..prompts import (
 from ..prompts.arcade import CELL_SEP, SOLUTION_PREAMBLE, STEP_PREFIX
 from ..prompts.react import OMITTED_OBSERVATION, Task, build_task
 from .base import Candidate, RunContext, SearchResult, SearchStats, TurnRequest
+from .evidence import path_checks, probe_copy
 from .options import PromptPolicy
 
 O = TypeVar("O", bound=BaseModel)
@@ -251,7 +252,7 @@ def sample_candidates(
     tokens = ctx.backend.count_tokens(prompt_text(prompt))
     ctx.progress(f"asking the model for {n} candidate{'s' if n > 1 else ''} (prompt {tokens:,} tokens)",
                  state="prompt", samples=n, prompt_tokens=tokens)
-    params = sampling(request, n, stop=plan.stop)
+    params = sampling(request, n, stop=plan.stop, seed_offset=stats.model_calls)
     if n == 1:
         completions = [generate_one(ctx, prompt, params, stats, candidate=0, prompt_tokens=tokens)]
     else:
@@ -270,11 +271,13 @@ def sample_candidates(
 
 
 def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats, which: str = "the candidate",
-            index: int | None = None) -> ExecResult | None:
+            index: int | None = None, *, probes: bool = False) -> ExecResult | None:
     """Run the candidate in a fresh fork of the root copy (None without a copy).
 
     The progress says so while it runs (``which``: "candidate 2 of 5", ``index`` its number):
-    the line must not still say the model is being asked.
+    the line must not still say the model is being asked. ``probes``: then run the evidence
+    probes in that copy (``search.evidence``; the root must hold their baseline) and keep
+    their checks on the candidate.
     """
     if ctx.executor is None:
         return None
@@ -284,6 +287,8 @@ def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats, which: st
     child = ctx.executor.fork()
     try:
         result = child.exec(candidate.code)
+        if probes and result.ok:
+            candidate.checks = path_checks([probe_copy(child)])
     finally:
         child.close()
     stats.executions += 1
@@ -342,7 +347,7 @@ def repair(
     if fixed is None:
         return None
     fixed.repaired = True
-    execute(fixed, ctx, stats, "the fixed candidate")
+    execute(fixed, ctx, stats, "the fixed candidate", probes=bool(getattr(request.options, "probes", False)))
     return fixed
 
 

@@ -16,7 +16,11 @@ other's changes and no cell is ever re-run). One iteration (Algorithm 1):
    (trajectory collection), failures (error limit, depth limit)
    get -1, everything else gets the value estimator's value;
 4. backpropagate: every new child adds its value to itself and to each
-   ancestor (N += 1, W += v), so Q = W / N.
+   ancestor (N += 1, W += v), so Q = W / N; each also keeps the best value
+   below it. ``backup="max"`` selects by that best value instead of Q: one
+   weak child no longer pulls a promising step below its untried siblings,
+   so a small budget goes deep enough to reach an answer (the lab's
+   failure mode with 8 iterations of k = 3 on 5-6 step tasks).
 
 Defaults follow the paper: K = 3, depth <= 10, <= 40 iterations, <= 3
 execution errors per path (the third error ends the path), the K candidates
@@ -72,6 +76,8 @@ from ..prompts.react import (
 )
 from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
+from .evidence import all_checks, path_checks, probe_copy, type_check
+from .features import features
 from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, turn_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
@@ -115,6 +121,8 @@ class MCTSSearch:
     def run(self) -> SearchResult:
         started = time.monotonic()
         try:
+            if self.cfg.probes:
+                probe_copy(self.root.snapshot)  # the baseline the first steps' probes compare with
             while True:
                 self.ctx.check_cancelled()
                 reason = self._budget_spent(started)
@@ -182,7 +190,8 @@ class MCTSSearch:
     # ------------------------------------------------------------ selection
 
     def puct(self, child: Node, parent: Node) -> float:
-        return child.q + self.c_puct * child.prior * math.sqrt(parent.visits) / (1 + child.visits)
+        q = child.best if self.cfg.backup == "max" and child.best is not None else child.q
+        return q + self.c_puct * child.prior * math.sqrt(parent.visits) / (1 + child.visits)
 
     def select(self) -> Node | None:
         node = self.root
@@ -268,7 +277,10 @@ class MCTSSearch:
             self._created.append(snap)
         child.snapshot = snap
         self.ctx.check_cancelled()
-        return snap.exec(child.step.code)
+        result = snap.exec(child.step.code)
+        if result.ok and self.cfg.probes:
+            child.findings = probe_copy(snap)
+        return result
 
     def _execute(self, parent: Node, children: list[Node], t: IterationTiming) -> None:
         if not children:
@@ -313,13 +325,31 @@ class MCTSSearch:
                 elif c.depth >= self.cfg.max_depth:
                     c.terminal, c.reason = True, "depth_limit"
 
+    def checks(self, node: Node, groups: list[AnswerGroup] | None = None) -> list:
+        """The node's evidence: its path's probes, its answer's type, agreement with the tree's answers."""
+        findings = [n.findings for n in node.path()]
+        if node.reason != "answer":
+            return [*path_checks(findings), type_check(None, self.request.intent, self.task.format)]
+        groups = group_answers(self.answer_nodes()) if groups is None else groups
+        total = sum(g.votes for g in groups)
+        support = next((g.votes for g in groups if node in g.nodes), 1)
+        return all_checks(findings, node.answer, self.request.intent, self.task.format, support, total)
+
     def state(self, node: Node) -> NodeState:
+        agreement = None
+        if node.reason == "answer":
+            groups = group_answers(self.answer_nodes())
+            total = sum(g.votes for g in groups)
+            agreement = next((g.votes for g in groups if node in g.nodes), 1) / max(1, total)
         return NodeState(messages=self.messages(node), steps=[n.step for n in node.path()],
-                         format=self.task.format, depth=node.depth)
+                         format=self.task.format, depth=node.depth, checks=self.checks(node),
+                         mean_logprob=node.mean_logprob, prior=node.prior, agreement=agreement)
 
     def _evaluate(self, children: list[Node]) -> None:
         to_estimate = []
+        states = {c.id: self.state(c) for c in children}
         for c in children:
+            c.features = features(states[c.id])  # kept for the trajectories (train-value --kind features)
             if c.terminal and c.reason != "answer":
                 c.value = self.cfg.failure_value
             elif c.reason == "answer" and self.reward_fn is not None:
@@ -327,7 +357,7 @@ class MCTSSearch:
             else:
                 to_estimate.append(c)
         if to_estimate:
-            values = self.estimator.estimate([self.state(c) for c in to_estimate], self.stats)
+            values = self.estimator.estimate([states[c.id] for c in to_estimate], self.stats)
             for c, v in zip(to_estimate, values):
                 c.value = clip(v)
 
@@ -340,6 +370,7 @@ class MCTSSearch:
             while n is not None:
                 n.visits += 1
                 n.value_sum += v
+                n.best = v if n.best is None else max(n.best, v)
                 n = n.parent
 
     def _after_expansion(self, leaf: Node) -> None:
@@ -421,7 +452,7 @@ class MCTSSearch:
     def answer_nodes(self) -> list[Node]:
         return [n for n in self.nodes if n.reason == "answer"]
 
-    def candidate(self, node: Node, support: int = 1) -> Candidate:
+    def candidate(self, node: Node, support: int = 1, groups: list[AnswerGroup] | None = None) -> Candidate:
         path = node.path()
         actions = [n for n in path if n.step.code and n.step.status == "ok"]
         code, steps = solution_cell([(n.step.thought, n.step.code) for n in actions], node.answer)
@@ -429,7 +460,7 @@ class MCTSSearch:
         return Candidate(
             code=code, steps=steps, result=results[-1] if results else None,
             score=node.q, support=support, raw=node.raw,
-            trace=[n.step for n in path],
+            trace=[n.step for n in path], checks=self.checks(node, groups),
             meta={"answer": node.answer, "node_id": node.id, "node_ids": [n.id for n in path],
                   "search_id": self.search_id, "value": node.value, "q": node.q,
                   "visits": node.visits, "reason": node.reason,
@@ -439,7 +470,7 @@ class MCTSSearch:
         groups = group_answers(self.answer_nodes())
         if self.cfg.select == "value":
             groups.sort(key=lambda g: (-g.value, -g.votes))
-        candidates = [self.candidate(g.best, g.votes) for g in groups]
+        candidates = [self.candidate(g.best, g.votes, groups) for g in groups]
         self.stats.classes = [g.votes for g in sorted(groups, key=lambda g: -g.votes)]
         answer = groups[0].best.answer if groups else None
         if not candidates:
@@ -479,7 +510,8 @@ class MCTSSearch:
             parent_id=n.parent.id if n.parent is not None else None,
             search_id=self.search_id, task_id=None if task_id is None else str(task_id),
             prior=n.prior, value=n.value,
-            status=n.reason or (n.step.status if n.step else "root")) for n in self.nodes]
+            status=n.reason or (n.step.status if n.step else "root"),
+            extra={"features": n.features} if n.features is not None else {}) for n in self.nodes]
 
 
 class MCTSStrategy:

@@ -83,7 +83,11 @@ class VoteOptions(_Model):
     strategy: Literal["vote"] = "vote"
     samples: int = Field(5, ge=1)  # at most c.DataAgent.max_samples (turn.resolve)
     repair: bool = True
-
+    probes: bool = declared_field("probes")  # evidence from each candidate's copy (kernel.probes)
+    # Draw in rounds, and stop once the leading answer cannot be overtaken by the draws left, or its
+    # posterior share passes this (1.0: only when it cannot be overtaken); see ``vote.should_stop``.
+    adaptive: bool = declared_field("vote_adaptive")
+    stop_posterior: float = declared_field("vote_stop_posterior")
 
 class ReactOptions(_Model):
     """One thought-action-observation trajectory, each cell run before the next."""
@@ -109,6 +113,7 @@ class MCTSOptions(_Model):
     max_errors: int = Field(3, ge=1)
     c_puct: float | None = None  # None: 0 at inference, 1.25 when collecting or without a value
     select: Literal["vote", "value"] = "vote"
+    backup: Literal["mean", "max"] = "mean"  # select by Q (mean) or by the best value below (max)
     early_stop: bool = True
     early_stop_votes: int = Field(3, ge=1)
     early_stop_fraction: float = Field(2 / 3, gt=0.0, le=1.0)
@@ -118,7 +123,8 @@ class MCTSOptions(_Model):
     observation_chars: int = Field(2000, ge=100)
     workers: int | None = Field(None, ge=1)
     trajectory_path: str | None = None
-    value: str | None = None  # a value-model directory, "heuristic" or "zero"
+    value: str | None = None  # a value-model directory, "heuristic", "evidence" or "zero"
+    probes: bool = declared_field("probes")  # evidence from each step's copy (kernel.probes)
 
 
 class AnalysisOptions(_Model):

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kernel.probes import Finding
 from ..kernel.results import ExecResult
 from ..prompts.answers import same_text_answer
 from .base import TraceStep
@@ -35,11 +36,14 @@ class Node:
     reward: float | None = None  # reward_fn's verdict on a final answer
     visits: int = 0
     value_sum: float = 0.0
+    best: float | None = None  # the highest value at or below this node (``MCTSOptions.backup="max"``)
     terminal: bool = False
     reason: str | None = None  # answer | error_limit | depth_limit
     exhausted: bool = False
     children: list["Node"] = field(default_factory=list)
     snapshot: Any = None
+    findings: list[Finding] | None = None  # the copy's probes after this step (None: not probed)
+    features: dict[str, float] | None = None  # what the evidence estimator read (``search.features``)
 
     @property
     def q(self) -> float:

@@ -1,16 +1,27 @@
-"""``vote``: N samples, each executed; the answer of the largest cluster wins.
+"""``vote``: up to N samples, each executed; the answer of the largest cluster wins.
 
 Self-consistency as in ARCADE: candidates whose outputs are the same answer
 (``equivalence.same_answer``) vote together; errors and silent cells do not.
+
+Adaptive (``VoteOptions.adaptive``, off by default): samples are drawn in
+rounds, and drawing stops (``should_stop``)
+as soon as the leading class cannot be overtaken by the samples left, or the
+posterior probability that it beats the runner-up passes
+``VoteOptions.stop_posterior``. Each round draws the fewest samples that
+could meet the rule, so a unanimous start ends early and a split one goes on;
+the samples not drawn are reported as ``SearchStats.unspent``.
 """
 
 from __future__ import annotations
 
 import time
+from math import comb
 
+from ..prompts import UnparsableOutput
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .equivalence import exec_output, majority
-from .generate import execute, finish, options, plan_prompt, repair, repair_skipped, sample_candidates
+from .evidence import agree_check, type_check
+from .generate import execute, finish, options, plan_prompt, probe_copy, repair, repair_skipped, sample_candidates
 from .options import VoteOptions
 
 
@@ -29,6 +40,35 @@ def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candi
     return candidates[groups[0][0]] if groups else None
 
 
+def lead_posterior(leader: int, runner_up: int) -> float:
+    """P(the leader's class is more likely than the runner-up's | the counts), uniform prior.
+
+    With θ = the leader's share of the two classes, θ ~ Beta(a + 1, b + 1), and
+    P(θ > 1/2) = P(Binomial(a + b + 1, 1/2) <= a): exact, in integers.
+    """
+    n = leader + runner_up + 1
+    return sum(comb(n, i) for i in range(leader + 1)) / 2 ** n
+
+
+def should_stop(classes: list[int], remaining: int, threshold: float) -> bool:
+    """Stop drawing: no class voted yet is never a stop; else the leader (``classes[0]``,
+    largest first) cannot be overtaken or tied by the ``remaining`` draws, or its posterior
+    against the runner-up reaches ``threshold`` (1.0 disables that rule)."""
+    if not classes:
+        return remaining <= 0
+    lead, second = classes[0], (classes[1] if len(classes) > 1 else 0)
+    return lead - second > remaining or (threshold < 1.0 and lead_posterior(lead, second) >= threshold)
+
+
+def next_draw(classes: list[int], remaining: int, threshold: float) -> int:
+    """The fewest further samples that could meet the stop rule (all joining the leader)."""
+    lead, second = (classes + [0, 0])[:2]
+    for d in range(1, remaining + 1):
+        if should_stop([lead + d, second], remaining - d, threshold):
+            return d
+    return remaining
+
+
 class VoteStrategy:
     name = "vote"
 
@@ -37,19 +77,64 @@ class VoteStrategy:
         started = time.monotonic()
         stats = SearchStats()
         plan = plan_prompt(request, ctx)
-        candidates, unparsable = sample_candidates(request, ctx, plan, opts.samples, stats)
         runs = ctx.executor is not None  # without a copy nothing runs, and nothing says it did
-        for i, candidate in enumerate(list(candidates)):
-            result = execute(candidate, ctx, stats, f"candidate {i + 1} of {len(candidates)}", i)
-            said = f"candidate {i + 1} ran" if runs else f"candidate {i + 1} (not run)"
-            ctx.events(Event("candidate", said, {"index": i, "candidate": candidate}))
-            if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
-                fixed = repair(candidate, request, ctx, plan, stats)
-                if fixed is not None:
-                    candidates.append(fixed)
-        chosen = vote(candidates, stats) if ctx.executor is not None else None
+        probes = runs and opts.probes
+        if probes:
+            probe_copy(ctx.executor)  # the baseline each candidate's probes compare with
+        candidates: list[Candidate] = []
+        drawn = unparsable = 0
+        # Not adaptive, or without copies (nothing votes): every sample at once, as asked.
+        adaptive = runs and opts.adaptive
+        batch = next_draw([], opts.samples, opts.stop_posterior) if adaptive else opts.samples
+        while drawn < opts.samples:
+            try:
+                new, dropped = sample_candidates(request, ctx, plan, batch, stats)
+            except UnparsableOutput:
+                if not candidates:
+                    raise
+                new, dropped = [], batch  # a later round with no code: the earlier ones still vote
+            drawn += batch
+            unparsable += dropped
+            for candidate in list(new):
+                i = len(candidates)
+                candidates.append(candidate)
+                result = execute(candidate, ctx, stats, f"candidate {i + 1} of {opts.samples}", i, probes=probes)
+                said = f"candidate {i + 1} ran" if runs else f"candidate {i + 1} (not run)"
+                ctx.events(Event("candidate", said, {"index": i, "candidate": candidate}))
+                if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
+                    fixed = repair(candidate, request, ctx, plan, stats)
+                    if fixed is not None:
+                        candidates.append(fixed)
+            if not adaptive:
+                break
+            remaining = opts.samples - drawn
+            classes = [len(g) for g in majority([exec_output(c.result) for c in candidates])]
+            if should_stop(classes, remaining, opts.stop_posterior):
+                break
+            batch = next_draw(classes, remaining, opts.stop_posterior)
+        stats.unspent = opts.samples - drawn
+        if stats.unspent:
+            ctx.progress(f"the vote is decided: {stats.unspent} of {opts.samples} samples not drawn")
+        chosen = vote(candidates, stats) if runs else None
+        if runs:
+            total = sum(stats.classes)
+            for c in candidates:
+                voted = exec_output(c.result) is not None
+                c.checks = [*c.checks, type_check(answer_text(c), request.intent, request.task.format),
+                            agree_check(c.support if voted else 0, total)]
         if chosen is None:
             chosen = candidates[0]
         if unparsable:
             ctx.events(Event("log", f"{unparsable} answer(s) held no code and were dropped"))
         return finish(self.name, chosen, candidates, ctx, plan, stats, started)
+
+
+def answer_text(candidate: Candidate) -> str | None:
+    """What the candidate answered in words: its printed output, else its value's sample."""
+    result = candidate.result
+    if result is None or not result.ok:
+        return None
+    printed = result.stream("stdout").strip()
+    if printed:
+        return printed.splitlines()[-1]
+    return None if result.value is None else str(result.value.value)

@@ -14,6 +14,7 @@ from jupyter_server.utils import url_path_join
 from traitlets import Any, Bool, Enum, Float, Instance, Int, Unicode
 
 from ..config import DataAgent, Settings
+from ..search.estimators import default_estimator
 from ..store.value_models import value_model_label, with_newest_value_model
 from ..turn.resolve import load_settings
 from .complete import CompleteHandler
@@ -186,7 +187,7 @@ class DataAgentExtension(ExtensionApp):
         self.settings["jupyter_data_agent"]["decisions"] = self._decision_store()
         self.settings["jupyter_data_agent"]["reload_value_model"] = self.reload_value_model
         self.log.info("jupyter_data_agent: Search turns are guided by %s",
-                      value_model_label(self.agent_settings))
+                      value_model_label(self.agent_settings, default_estimator()))
         self.jobs.service = self.service
         self.log.info(
             "jupyter_data_agent: backend=%s model=%s",
@@ -200,7 +201,7 @@ class DataAgentExtension(ExtensionApp):
         self.agent_settings = with_newest_value_model(self.configured_settings)
         self.settings["jupyter_data_agent"]["settings"] = self.agent_settings
         self.jobs.settings = self.agent_settings
-        label = value_model_label(self.agent_settings)
+        label = value_model_label(self.agent_settings, default_estimator())
         self.log.info("jupyter_data_agent: Search turns are guided by %s", label)
         return label
 

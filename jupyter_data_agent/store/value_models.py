@@ -65,9 +65,10 @@ def with_newest_value_model(settings: Settings, root: Path | None = None) -> Set
                                                 "mcts": {**mcts, "value": str(newest)}})
 
 
-def value_model_label(settings: Settings) -> str:
-    """What guides Search turns by default: a model directory, or the heuristic."""
-    return str(settings.strategy_defaults.get("mcts", {}).get("value") or "heuristic")
+def value_model_label(settings: Settings, default: str = "heuristic") -> str:
+    """What guides Search turns by default: a model directory, or ``default`` (the search's
+    own default: ``search.estimators.default_estimator``)."""
+    return str(settings.strategy_defaults.get("mcts", {}).get("value") or default)
 
 
 __all__ = ["CONFIG_FILE", "newest_value_model", "next_version_dir", "value_model_label", "value_models_dir",

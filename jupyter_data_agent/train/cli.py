@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "Train a value model (LM + LoRA + value head) from search trajectories (JSONL)."
+HELP = ("Train a value model from search trajectories (JSONL): --kind features (the evidence "
+        "estimator, seconds on CPU) or --kind lm (LM + LoRA + value head, for GPUs).")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,6 +20,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--kind", choices=("lm", "features"), default="lm",
+                   help="features: a logistic regression over each node's evidence, search facts and "
+                        "log-probs (needs trajectories written by mcts); lm: the LM value model.")
+    p.add_argument("--l2", type=float, default=1.0, help="--kind features: L2 penalty.")
     p.add_argument("--trajectories", "-t", nargs="+", default=[], metavar="F",
                    help="Trajectory files written by the search (.jsonl), exported decisions, "
                         "or decisions stores (.sqlite).")
@@ -79,7 +84,32 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], str, str | None, str]:
     return paths, base, gguf, args.out or str(next_version_dir())
 
 
+def run_features(args: argparse.Namespace) -> int:
+    from ..store.decisions import default_store_path
+    from ..store.value_models import next_version_dir
+    from .features import train_features_model
+
+    paths = list(args.trajectories) + ([str(default_store_path())] if args.store else [])
+    paths = [p for p in paths if not p.endswith(".sqlite")]  # decisions carry no node features yet
+    try:
+        if not paths:
+            raise ValueError("nothing to train on: give --trajectories F ... written by mcts")
+        result = train_features_model(paths, args.out or next_version_dir(), seed=args.seed, l2=args.l2)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        print(f"jupyter-data-agent train-value: {e}", file=sys.stderr)
+        return 2
+
+    def fmt(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    print(f"trained on {result.examples} nodes ({result.positives} right); AUC train {fmt(result.train_auc)}, "
+          f"held out {fmt(result.heldout_auc)}; evidence model saved to {result.out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "kind", "lm") == "features":
+        return run_features(args)
     from .value_net import TrainConfig, train_value_model
 
     try:

@@ -35,7 +35,7 @@ from pydantic import (
 )
 
 from ..context import report
-from ..kernel import policy, results
+from ..kernel import policy, probes, results
 from ..prompts import parse
 from ..search import base
 from ..search.options import STRATEGIES
@@ -151,6 +151,7 @@ _mirror(base.TraceStep, "One executed step of a multi-step strategy (react, mcts
         status=Literal["ok", "error", "timeout", "died", "answer", "invalid"])
 _mirror(base.AnalysisStep, "One step of an analysis: its cell (or cell edit) and what it printed in its copy.",
         status=Literal["ok", "error", "timeout", "died", "not_run"])
+_mirror(probes.Check, "One evidence check of a candidate (``kernel.probes.Check``): passed, or what it found.")
 _mirror(base.Candidate, "One proposed solution (``search.base.Candidate.to_json``).",
         drop=("raw",), explanation=str)
 _mirror(results.Protections,

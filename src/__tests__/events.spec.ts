@@ -94,7 +94,8 @@ const candidate = (code: string, status: 'ok' | 'error' = 'ok'): Candidate => ({
   repaired: false,
   meta: {},
   trace: [],
-  analysis: []
+  analysis: [],
+  checks: []
 });
 
 const sent = (
@@ -155,7 +156,8 @@ const STATS = {
   classes: [],
   estimator: '',
   transport: 'local' as const,
-  context: null
+  context: null,
+  unspent: 0
 };
 
 /** The `done` event as the server sends it: a count and an index, never the candidates. */

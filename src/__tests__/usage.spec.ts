@@ -33,7 +33,8 @@ const STATS: SearchStats = {
   classes: [],
   estimator: '',
   transport: 'local',
-  context: null
+  context: null,
+  unspent: 0
 };
 
 const PRICE = { input: 0.15, output: 0.6 };

@@ -5,7 +5,7 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
-import type { Candidate, Confinement, ExecResult } from '../wire';
+import type { Candidate, Check, Confinement, ExecResult } from '../wire';
 import { CodeBlock, MarkdownBlock, OutputPreview } from './blocks';
 
 function resultBadge(candidate: Candidate, executed: boolean): string {
@@ -68,6 +68,44 @@ export function voteSummary(
   };
 }
 
+/** What each evidence check looks at, in words (``search.evidence.CHECKS``). */
+const CHECK_WORDS: Record<string, string> = {
+  rows: 'rows lost or duplicated',
+  nan: 'NaN introduced',
+  dtype: 'numbers turned into text',
+  empty: 'empty result or constant column',
+  index: 'unique index lost',
+  range: 'values out of the observed range',
+  type: 'answer type',
+  agree: 'agreement with other answers'
+};
+
+/**
+ * The evidence checks as words: a short line, e.g. "checks 7/8 · NaN introduced",
+ * and its details (every check, with what a failed one found). Null without checks.
+ */
+export function checksSummary(
+  checks: readonly Check[] | undefined
+): { text: string; title: string } | null {
+  if (!checks || !checks.length) {
+    return null;
+  }
+  const failed = checks.filter(c => !c.passed);
+  const passed = checks.length - failed.length;
+  const words = (c: Check) => CHECK_WORDS[c.name] ?? c.name;
+  const text =
+    `checks ${passed}/${checks.length}` +
+    (failed.length ? ` · ${failed.map(words).join(', ')}` : '');
+  const title = checks
+    .map(
+      c =>
+        `${c.passed ? '✓' : '✗'} ${words(c)}` +
+        (c.detail ? `: ${c.detail}` : '')
+    )
+    .join('\n');
+  return { text, title };
+}
+
 export function CandidateView(props: {
   candidate: Candidate;
   index: number;
@@ -81,7 +119,7 @@ export function CandidateView(props: {
   const { candidate, rendermime, confinement } = props;
   const executed = !confinement || confinement.execute;
   const steps = candidate.steps.filter(s => s.explanation);
-  const facts: { text: string; title?: string }[] = [];
+  const facts: { text: string; title?: string; className?: string }[] = [];
   if (props.chosen && props.total > 1) {
     facts.push({ text: 'chosen' });
   }
@@ -101,6 +139,15 @@ export function CandidateView(props: {
   if (candidate.repaired) {
     facts.push({ text: 'repaired' });
   }
+  const checks = executed ? checksSummary(candidate.checks) : null;
+  if (checks) {
+    facts.push({
+      ...checks,
+      className: candidate.checks.some(c => !c.passed)
+        ? 'jp-DataAgent-checks jp-mod-flagged'
+        : 'jp-DataAgent-checks'
+    });
+  }
   const badge = resultBadge(candidate, executed);
   const resultStatus = executed ? (candidate.result?.status ?? 'none') : 'none';
   return (
@@ -115,7 +162,14 @@ export function CandidateView(props: {
               <React.Fragment key={i}>
                 {i > 0 && ' · '}
                 {fact.title ? (
-                  <span className="jp-DataAgent-vote" title={fact.title}>
+                  <span
+                    className={fact.className ?? 'jp-DataAgent-vote'}
+                    title={fact.title}
+                    tabIndex={fact.className ? 0 : undefined}
+                    aria-label={
+                      fact.className ? `${fact.text}. ${fact.title}` : undefined
+                    }
+                  >
                     {fact.text}
                   </span>
                 ) : (

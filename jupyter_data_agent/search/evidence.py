@@ -1,0 +1,118 @@
+"""A step's evidence: the copy's probes (``kernel.probes``), the answer's type, agreement with others.
+
+The probes run in the copy of the step (``probe_copy``); the two checks that
+need no copy are computed here:
+
+- ``type``: the answer against what the question and its format ask for: a
+  number where it names a number (``how many``, ``average``, ``float``,
+  ``integer``...), at most the decimals it asks to round to, every value of a
+  ``@name[value]`` format given;
+- ``agree``: the share of the search's other answers (siblings and cousins
+  in a tree, the other samples in a vote) that say the same.
+
+``Check`` lists go on candidates (the sidebar's "checks" line) and, as
+counts, into the evidence estimator's features (``search.features``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..kernel import probes
+from ..kernel.probes import Check, Finding
+from ..prompts.answers import expected_tags, extract_answers
+
+log = logging.getLogger(__name__)
+
+#: Every check a candidate may carry, in the sidebar's order.
+CHECKS: tuple[str, ...] = (*probes.PROBES, "type", "agree")
+
+_NUMBER_WORDS = re.compile(
+    r"\b(how many|how much|number of|count of|average|mean|median|sum|total|percentage|proportion|"
+    r"ratio|rate|correlation|coefficient|standard deviation|std|variance|p-value|float|integer|"
+    r"rounded to)\b", re.I)
+_LIST_WORDS = re.compile(r"\b(list|which (?:\w+ )?are|top \d+|names of)\b", re.I)
+_ROUND = re.compile(r"(\d+)\s+decimal", re.I)
+_NUMERIC = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?%?$")
+
+
+def probe_copy(copy: Any) -> list[Finding] | None:
+    """Run the probes in ``copy`` (after its step, or once on a search's root as the baseline).
+
+    None when the copy could not report (it died, or has no pandas): no evidence,
+    not a clean bill.
+    """
+    try:
+        result = copy.exec(probes.CELL)
+    except Exception:  # noqa: BLE001 -- evidence is optional: a copy that cannot be probed is just unprobed
+        log.debug("probing a copy failed", exc_info=True)
+        return None
+    return probes.parse(result.stream("stdout")) if result.ok else None
+
+
+def asks_for(question: str, fmt: str = "") -> str:
+    """``number``, ``list`` or ``any``: what the question (and its answer format) asks for."""
+    text = f"{question}\n{fmt}"
+    if fmt and re.search(r"\b(float|integer|number|decimal)\b", fmt, re.I) and not re.search(
+            r"\b(string|list|name)\b", fmt, re.I):
+        return "number"
+    if _LIST_WORDS.search(question):
+        return "list"
+    return "number" if _NUMBER_WORDS.search(text) and not re.search(r"\bwhich\b", question, re.I) else "any"
+
+
+def type_check(answer: str | None, question: str, fmt: str = "") -> Check:
+    """The answer's values against the type, count and rounding the question asks for."""
+    if answer is None or not answer.strip():
+        return Check("type", False, "no answer")
+    tags = extract_answers(answer)
+    values = list(tags.values()) if tags else [answer.strip()]
+    missing = [t for t in expected_tags(fmt) if t not in tags]
+    if missing:
+        return Check("type", False, f"missing {', '.join('@' + m for m in missing[:5])}")
+    want = asks_for(question, fmt)
+    if want == "number":
+        bad = [v for v in values if not _NUMERIC.match(v.strip().replace(",", ""))]
+        if bad:
+            return Check("type", False, f"asks for a number, got {bad[0][:40]!r}")
+        m = _ROUND.search(fmt or question)
+        if m:
+            places = int(m.group(1))
+            long = [v for v in values if "." in v and len(v.strip().split(".")[1].rstrip("%")) > places]
+            if long:
+                return Check("type", False, f"asks for {places} decimals, got {long[0][:40]!r}")
+    if want == "list" and len(values) == 1 and _NUMERIC.match(values[0].strip()):
+        return Check("type", False, "asks for a list, got one number")
+    return Check("type", True, f"a {want}" if want != "any" else "")
+
+
+def agree_check(support: int, total: int) -> Check:
+    """Agreement with the other answers: passed when this answer is the largest share."""
+    if total <= 1:
+        return Check("agree", True, "the only answer")
+    share = support / total
+    return Check("agree", share >= 0.5, f"{support} of {total} answers agree")
+
+
+def path_checks(findings: Sequence[list[Finding] | None]) -> list[Check]:
+    """The probes over a whole path: a probe fails if it failed at any step. No step probed
+    (probes off, no pandas, the copy died): no probe checks at all, rather than a clean bill."""
+    if all(step is None for step in findings):
+        return []
+    return probes.checks([f for step in findings if step for f in step])
+
+
+def all_checks(findings: Sequence[list[Finding] | None], answer: str | None, question: str, fmt: str,
+               support: int, total: int) -> list[Check]:
+    return [*path_checks(findings), type_check(answer, question, fmt), agree_check(support, total)]
+
+
+def failed(checks: Sequence[Check]) -> list[str]:
+    return [c.name for c in checks if not c.passed]
+
+
+__all__ = ["CHECKS", "agree_check", "all_checks", "asks_for", "failed", "path_checks", "probe_copy",
+           "type_check"]
