@@ -8,6 +8,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { IAnalysisStep, stepsShown } from './analysis';
+import { barButton } from './barbutton';
 import { ISuggestionState } from './suggestions';
 
 const BAR_CLASS = 'jp-DataAgent-suggestionBar';
@@ -49,22 +50,15 @@ export class AnalysisBar extends Widget {
       title: string,
       action: () => AnalysisAction,
       cls = ''
-    ) => {
-      const button = document.createElement('button');
-      button.type = 'button';
-      button.className = `jp-Button jp-mod-styled jp-mod-small jp-DataAgent-${name} ${cls}`;
-      button.textContent = text;
-      button.title = title;
-      button.dataset.action = name;
-      button.addEventListener('mousedown', event => event.stopPropagation());
-      button.addEventListener('click', event => {
-        event.preventDefault();
-        event.stopPropagation();
-        this._onAction(action());
-      });
-      buttons.appendChild(button);
-      return button;
-    };
+    ) =>
+      barButton(
+        buttons,
+        name,
+        text,
+        title,
+        () => this._onAction(action()),
+        cls
+      );
     make(
       'accept',
       'Accept all',

@@ -11,6 +11,7 @@ import { IDisposable } from '@lumino/disposable';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
 import { AnalysisAction, AnalysisBar, IAnalysisBarView } from './analysisbar';
+import { barButton } from './barbutton';
 import { CellDiffView, REPLACING_CLASS, cellLanguage } from './celldiff';
 import { readCellTag } from './metadata';
 import { suggestionLabel } from './proposals';
@@ -45,23 +46,15 @@ export class SuggestionBar extends Widget {
       text: string,
       title: string,
       cls = ''
-    ) => {
-      const button = document.createElement('button');
-      button.type = 'button';
-      button.className = `jp-Button jp-mod-styled jp-mod-small jp-DataAgent-${action} ${cls}`;
-      button.textContent = text;
-      button.title = title;
-      button.dataset.action = action;
-      // Keep the notebook from treating the click as a cell selection drag.
-      button.addEventListener('mousedown', event => event.stopPropagation());
-      button.addEventListener('click', event => {
-        event.preventDefault();
-        event.stopPropagation();
-        this._onAction(action);
-      });
-      buttons.appendChild(button);
-      return button;
-    };
+    ) =>
+      barButton(
+        buttons,
+        action,
+        text,
+        title,
+        () => this._onAction(action),
+        cls
+      );
     this._prev = make('previous', '‹', 'Previous candidate (Alt+P)');
     this._next = make('next', '›', 'Next candidate (Alt+N)');
     make(
