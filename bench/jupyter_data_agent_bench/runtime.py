@@ -93,9 +93,9 @@ class RuntimeResult:
 
 
 def physical_threads(requested: int | None) -> int:
-    from jupyter_data_agent.llm.llamacpp_backend import physical_cores
+    from jupyter_data_agent.llm.cores import usable_cores
 
-    return requested if requested and requested > 0 else physical_cores()
+    return requested if requested and requested > 0 else usable_cores()
 
 
 def base_prompt() -> str:

@@ -145,8 +145,8 @@ def describe(settings: Settings) -> str:
             if llamacpp_available()
             else "llama.cpp (NOT INSTALLED: pip install 'jupyter_data_agent[llamacpp]')"
         )
-        threads = f"{resolve_threads(settings)}" + ("" if settings.threads else " (physical cores)")
-        lines.append(f"runtime: {runtime}, threads: {threads}")
+        threads = f"{resolve_threads(settings)}" + ("" if settings.threads else " (at most: follows the free cores)")
+        lines.append(f"runtime: {runtime}, threads: {threads}, wait policy: {settings.wait_policy}")
     elif settings.backend == "transformers":
         lines.append(_local_model_line(settings))
         lines.append(f"device: {settings.device}, dtype: {settings.dtype}")
