@@ -13,7 +13,8 @@ process holds. Two changes keep most of the idle speed:
   server launches later must not inherit our choice.
 * **Threads follow the free cores.** Before each request, :class:`CoreMeter`
   reads how much CPU *other* processes used since the last reading (the whole
-  machine's busy time minus this process's own), and :func:`choose_threads`
+  machine's busy time minus this process's own; niced processes, such as kernel
+  copies, yield to the model and do not count), and :func:`choose_threads`
   gives the model the cores left over, at least one, at most the cores this
   process may run on (``sched_getaffinity``: a container or ``taskset``).
 """
@@ -76,7 +77,8 @@ class CoreMeter:
             machine = psutil.cpu_times()
         except (ImportError, OSError, RuntimeError):
             return None
-        busy = machine.user + machine.system + getattr(machine, "nice", 0.0) + getattr(machine, "irq", 0.0) \
+        # Not ``nice`` time: niced processes (kernel copies run at nice 10) yield to the model.
+        busy = machine.user + machine.system + getattr(machine, "irq", 0.0) \
             + getattr(machine, "softirq", 0.0) + getattr(machine, "steal", 0.0)
         own = os.times()
         return time.monotonic(), busy, own.user + own.system

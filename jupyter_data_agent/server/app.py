@@ -33,6 +33,7 @@ from .handlers import (
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
 from .models import MAX_INTENT_CHARS, ServerLimits
+from .warm import WarmHandler
 from .proposal_handlers import ProposalDecisionHandler, ProposalHandler, ProposalsHandler
 from .proposals import ProposalStore
 from .tries import TryLimits, TryManager
@@ -231,6 +232,7 @@ class DataAgentExtension(ExtensionApp):
             [
                 (route("config"), ConfigHandler),
                 (route("complete"), CompleteHandler),
+                (route("warm"), WarmHandler),
                 (route("turns"), TurnsHandler),
                 (route("turns", _TURN_ID, "analysis"), AnalysisHandler),
                 (route("decisions"), DecisionsHandler),
