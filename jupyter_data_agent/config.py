@@ -299,7 +299,8 @@ def environment_config(env: dict[str, str] | os._Environ) -> Config:
             try:
                 value = int(value)
             except ValueError:
-                raise ValueError(f"{variable} must be a whole number (0: follow the free cores), not {value!r}.") from None
+                raise ValueError(f"{variable} must be a whole number (0: follow the free cores), "
+                                 f"not {value!r}.") from None
         elif name in ("backend", "confinement"):
             value = value.lower()
         try:

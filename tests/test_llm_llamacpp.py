@@ -22,8 +22,8 @@ from jupyter_data_agent.llm.base import (  # noqa: E402
     SamplingParams,
     Streamed,
 )
-from jupyter_data_agent.llm.embedded import embedded_model_path  # noqa: E402
 from jupyter_data_agent.llm.cores import usable_cores  # noqa: E402
+from jupyter_data_agent.llm.embedded import embedded_model_path  # noqa: E402
 from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend  # noqa: E402
 from jupyter_data_agent.search.base import SearchStats  # noqa: E402
 

@@ -241,6 +241,10 @@ def measure(configs: list[str], tokens: int, prefill: int) -> list[Measured]:
     return out
 
 
+def _pct(scenario: str, value: float, ref: float) -> str:
+    return "" if scenario == "idle" or not ref else f" ({100 * value / ref:.0f} %)"
+
+
 def table(results: list[Measured]) -> str:
     configs = list(dict.fromkeys(r.config for r in results))
     by = {(r.config, r.scenario): r for r in results}
@@ -257,11 +261,9 @@ def table(results: list[Measured]) -> str:
                 continue
             loads.append(r.load1)
 
-            def pct(value: float, ref: float) -> str:
-                return "" if scenario == "idle" or not ref else f" ({100 * value / ref:.0f} %)"
-
-            cells += [f"{r.decode_tok_s:.1f} tok/s{pct(r.decode_tok_s, idle.decode_tok_s if idle else 0)}",
-                      f"{r.prefill_tok_s:.0f} tok/s{pct(r.prefill_tok_s, idle.prefill_tok_s if idle else 0)}",
+            ref_decode, ref_prefill = (idle.decode_tok_s, idle.prefill_tok_s) if idle else (0.0, 0.0)
+            cells += [f"{r.decode_tok_s:.1f} tok/s{_pct(scenario, r.decode_tok_s, ref_decode)}",
+                      f"{r.prefill_tok_s:.0f} tok/s{_pct(scenario, r.prefill_tok_s, ref_prefill)}",
                       str(r.threads)]
         load = " / ".join(f"{x:.1f}" for x in loads)
         lines.append(f"| {scenario} | {load} | " + " | ".join(cells) + " |")

@@ -33,10 +33,10 @@ from .handlers import (
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
 from .models import MAX_INTENT_CHARS, ServerLimits
-from .warm import WarmHandler
 from .proposal_handlers import ProposalDecisionHandler, ProposalHandler, ProposalsHandler
 from .proposals import ProposalStore
 from .tries import TryLimits, TryManager
+from .warm import WarmHandler
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
