@@ -38,7 +38,8 @@ __all__ = ["API_VERSION", "AgentConfig", "AnalysisRevision", "AnalysisRevised", 
            "ProposalsReply",
            "JobPoll", "JobState", "ModelPrice",
            "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
-           "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "wire_schema"]
+           "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "WarmReply", "WarmRequest",
+           "wire_schema"]
 
 JobState = Literal["running", "done", "error", "cancelled"]
 
@@ -570,6 +571,8 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "VariablesReply": (VariablesReply, "serialization"),
     "InlineCompletionRequest": (InlineCompletionRequest, "validation"),
     "InlineCompletionChunk": (InlineCompletionChunk, "serialization"),
+    "WarmRequest": (WarmRequest, "validation"),
+    "WarmReply": (WarmReply, "serialization"),
     "ProposalRequest": (ProposalRequest, "validation"),
     "ProposalDecisionRequest": (ProposalDecisionRequest, "validation"),
     "ProposalReply": (ProposalReply, "serialization"),

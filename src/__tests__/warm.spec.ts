@@ -6,12 +6,23 @@ import type { WarmRequest } from '../wire';
 /** The parts of a NotebookPanel that warmBody reads: two code cells, the second active. */
 function panel(active = 1): NotebookPanel {
   const cells = [
-    { cell_type: 'code', source: 'import pandas as pd', id: 'a', execution_count: 1 },
+    {
+      cell_type: 'code',
+      source: 'import pandas as pd',
+      id: 'a',
+      execution_count: 1
+    },
     { cell_type: 'code', source: 'df.describe()', id: 'b', execution_count: 2 }
   ];
   const shared = {
-    cells: cells.map(c => ({ ...c, getSource: () => c.source, getId: () => c.id })),
-    toJSON: () => ({ cells: cells.map(c => ({ ...c, metadata: {}, outputs: [] })) })
+    cells: cells.map(c => ({
+      ...c,
+      getSource: () => c.source,
+      getId: () => c.id
+    })),
+    toJSON: () => ({
+      cells: cells.map(c => ({ ...c, metadata: {}, outputs: [] }))
+    })
   };
   return {
     context: { path: 'weather.ipynb' },
@@ -29,14 +40,19 @@ describe('warmBody', () => {
     expect(body.kind).toBe('turn');
     expect(body.active_index).toBe(1);
     expect(body.kernel_id).toBe('k-1');
-    expect(body.cells.map(c => c.source)).toEqual(['import pandas as pd', 'df.describe()']);
+    expect((body.cells ?? []).map(c => c.source)).toEqual([
+      'import pandas as pd',
+      'df.describe()'
+    ]);
   });
 
   it('sends only the cells above the focused cell for ghost text', () => {
     const body = warmBody(panel(), 'inline')!;
     expect(body.active_index).toBeNull();
-    expect(body.cells.map(c => c.source)).toEqual(['import pandas as pd']);
-    expect(body.cells[0].execution_count).toBe(1);
+    expect((body.cells ?? []).map(c => c.source)).toEqual([
+      'import pandas as pd'
+    ]);
+    expect((body.cells ?? [])[0]?.execution_count).toBe(1);
   });
 });
 
