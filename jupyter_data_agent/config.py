@@ -73,8 +73,17 @@ class DataAgent(Configurable):
     threads = Int(
         0,
         min=0,
-        help="CPU threads of the local model (llamacpp; 0: the number of physical cores; "
-        "transformers on CPU: torch.set_num_threads, 0: torch's default).",
+        help="CPU threads of the local model (llamacpp; 0: follow the free cores, read before "
+        "each request: the cores this process may use minus what other processes use, at "
+        "least 1; transformers on CPU: torch.set_num_threads, 0: torch's default).",
+    ).tag(config=True)
+    wait_policy = Enum(
+        ["passive", "active", "default"],
+        default_value="passive",
+        help="How llama.cpp's OpenMP threads wait at a barrier (OMP_WAIT_POLICY, set when "
+        "llama_cpp is first imported): 'passive' sleeps, so a busy machine costs little "
+        "speed; 'active' spins; 'default': the library's own. An OMP_WAIT_POLICY already "
+        "in the environment wins.",
     ).tag(config=True)
     max_prompt_tokens = Int(3000, min=64, help="Token budget of the prompt (context is left-truncated).").tag(
         config=True
@@ -204,6 +213,7 @@ class Settings:
     device: str = declared("device")
     dtype: str = declared("dtype")
     threads: int = declared("threads")
+    wait_policy: Literal["passive", "active", "default"] = declared("wait_policy")
     max_prompt_tokens: int = declared("max_prompt_tokens")
     max_new_tokens: int = declared("max_new_tokens")
     temperature: float = declared("temperature")
@@ -310,7 +320,8 @@ def environment_config(env: dict[str, str] | os._Environ) -> Config:
             try:
                 value = int(value)
             except ValueError:
-                raise ValueError(f"{variable} must be a whole number (0: physical cores), not {value!r}.") from None
+                raise ValueError(f"{variable} must be a whole number (0: follow the free cores), "
+                                 f"not {value!r}.") from None
         elif name in ("backend", "confinement"):
             value = value.lower()
         try:

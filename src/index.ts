@@ -24,6 +24,7 @@ import { configTable } from './configtable';
 import { getConfig, reloadValueModel } from './handler';
 import { executorPlugin } from './executor';
 import { inlinePlugin } from './inline';
+import { warmPlugin } from './warm';
 import { noRequestRegistry } from './norequests';
 import { EXPLAIN, Limits, Strategy } from './models';
 import { AgentSidebar, PANEL_ID } from './panel';
@@ -379,4 +380,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, inlinePlugin, executorPlugin];
+export default [plugin, inlinePlugin, executorPlugin, warmPlugin];

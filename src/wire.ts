@@ -25,6 +25,8 @@ export interface Wire {
   VariablesReply: VariablesReply;
   InlineCompletionRequest: InlineCompletionRequest;
   InlineCompletionChunk: InlineCompletionChunk;
+  WarmRequest: WarmRequest;
+  WarmReply: WarmReply;
   ProposalRequest: ProposalRequest;
   ProposalDecisionRequest: ProposalDecisionRequest;
   ProposalReply: ProposalReply;
@@ -635,6 +637,39 @@ export interface InlineCompletionChunk {
   completion_tokens: number;
   first_token_ms: number | null;
   total_ms: number;
+}
+/**
+ * Body of ``POST warm``: evaluate the stable start of the next prompt now, in the background.
+ *
+ * ``turn``: the sidebar's next turn (sent when the composer gets focus or a cell ran):
+ * ``cells`` are the notebook's, ``active_index`` the active cell. ``inline``: ghost text in
+ * the focused cell: ``cells`` are the cells *above* it.
+ */
+export interface WarmRequest {
+  version?: 1;
+  kind: 'turn' | 'inline';
+  notebook_path?: string;
+  /**
+   * @maxItems 5000
+   */
+  cells?: NotebookCell[];
+  active_index?: number | null;
+  kernel_id?: string | null;
+  metadata?: {
+    [k: string]: unknown | undefined;
+  };
+}
+/**
+ * What warming did: ``warmed`` false with the ``reason`` in words when it did nothing
+ * (an endpoint model, the model busy with a turn); else the prompt tokens it covered and how
+ * many of them were in the model's cache already.
+ */
+export interface WarmReply {
+  version: 1;
+  warmed: boolean;
+  reason: string;
+  prompt_tokens: number;
+  cached_tokens: number;
 }
 /**
  * Body of ``POST proposals``: a cell to insert, or an edit of one cell, from an outside agent.

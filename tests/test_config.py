@@ -69,7 +69,7 @@ def test_default_local_backend(tmp_path, llamacpp, model, gguf):
 
 
 def test_threads_setting(tmp_path):
-    assert resolve_settings(env={}, dirs=[str(tmp_path)]).threads == 0  # 0: physical cores
+    assert resolve_settings(env={}, dirs=[str(tmp_path)]).threads == 0  # 0: follow the free cores
     c = Config()
     c.DataAgent.threads = 3
     assert resolve_settings(config=c, env={}, dirs=[str(tmp_path)]).threads == 3
@@ -196,7 +196,7 @@ def test_describe_each_backend(tmp_path):
     )
     text = describe(Settings(backend="llamacpp", threads=2))
     assert "backend: llamacpp" in text and "threads: 2" in text and "llama.cpp" in text
-    assert "physical cores" in describe(Settings(backend="llamacpp"))
+    assert "follows the free cores" in describe(Settings(backend="llamacpp"))
     assert "first model the endpoint lists" in describe(Settings(backend="openai", base_url="http://x/v1"))
     text = describe(Settings(backend="vllm", model="m", vllm_args=("--api-key", "sk-hidden-123456")))
     assert "sk-hidden" not in text and "vllm serve" in text

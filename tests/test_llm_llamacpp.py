@@ -22,8 +22,9 @@ from jupyter_data_agent.llm.base import (  # noqa: E402
     SamplingParams,
     Streamed,
 )
+from jupyter_data_agent.llm.cores import usable_cores  # noqa: E402
 from jupyter_data_agent.llm.embedded import embedded_model_path  # noqa: E402
-from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend, physical_cores  # noqa: E402
+from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend  # noqa: E402
 from jupyter_data_agent.search.base import SearchStats  # noqa: E402
 
 pytestmark = [
@@ -207,8 +208,33 @@ def test_threads_setting_is_respected():
     one = LlamaCppBackend(Settings(backend="llamacpp", threads=1))
     assert one.threads == 1 and one.load().llm.n_threads == 1
     auto = LlamaCppBackend(Settings(backend="llamacpp"))
-    assert auto.threads == physical_cores() >= 1
+    assert auto.threads == usable_cores() >= 1
     assert one.capabilities.extra["threads"] == 1
+
+
+def test_threads_follow_the_free_cores_before_each_request(monkeypatch):
+    """threads = 0: each request reads the other processes' CPU use and sets the
+    context's threads to the cores they left free (read back from llama.cpp)."""
+    import llama_cpp
+
+    from jupyter_data_agent.llm import cores, llamacpp_backend
+
+    backend = LlamaCppBackend(Settings(backend="llamacpp", threads=0))
+    loaded = backend.load()
+    monkeypatch.setattr(loaded, "threads", 4)  # as on a 4-core machine
+    readings = iter([cores.CpuReading(0.1, 1.0), cores.CpuReading(2.7, 1.0), cores.CpuReading(9.0, 1.0)])
+    monkeypatch.setattr(llamacpp_backend.METER, "read", lambda: next(readings))
+    seen = []
+    for _ in range(3):
+        backend.generate(Prompt(text="x = 1\n"), SamplingParams(max_tokens=2, temperature=0.0))
+        seen.append((llama_cpp.llama_n_threads(loaded.llm.ctx), llama_cpp.llama_n_threads_batch(loaded.llm.ctx)))
+    assert seen == [(4, 4), (1, 1), (1, 1)]
+    assert backend.capabilities.extra["active_threads"] == 1
+    # A fixed setting is left alone: no reading at all.
+    monkeypatch.setattr(llamacpp_backend.METER, "read", lambda: pytest.fail("read with threads set"))
+    fixed = LlamaCppBackend(Settings(backend="llamacpp", threads=1))
+    fixed.generate(Prompt(text="x = 1\n"), SamplingParams(max_tokens=2, temperature=0.0))
+    assert llama_cpp.llama_n_threads(fixed.load().llm.ctx) == 1
 
 
 def test_default_backend_is_llamacpp_for_the_embedded_model(tmp_path, monkeypatch):

@@ -134,6 +134,23 @@ def test_child_of_child_sees_parent_changes(tree):
     assert g.state == "closed" and c.state == "closed"
 
 
+def test_copies_run_at_lower_priority_than_the_kernel(tree, kernel):
+    """Copies yield the cores to the model and the user's kernel: niceness ``Limits.nice``,
+    inherited by a copy's copies; the user's kernel keeps its own."""
+    _, kc, _ = kernel
+    status, out = run_kernel(kc, "import os\nprint(os.getpriority(os.PRIO_PROCESS, 0))")
+    assert status == "ok"
+    own = int(out.strip())  # the user's kernel: as it was started (0 unless the tests run niced)
+    assert own == os.getpriority(os.PRIO_PROCESS, 0)
+    c = tree.root.fork()
+    want = max(own, Limits().nice)
+    assert Limits().nice == 10 and want > own or own >= 10
+    assert value(c.exec("import os\nos.getpriority(os.PRIO_PROCESS, 0)")) == want
+    g = c.fork()
+    assert value(g.exec("os.getpriority(os.PRIO_PROCESS, 0)")) == want
+    c.close()
+
+
 # ------------------------------------------------------------------ outputs
 
 def test_outputs_like_a_notebook_cell(tree):

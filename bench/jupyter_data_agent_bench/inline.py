@@ -142,9 +142,9 @@ def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=Non
 
     settings = settings or resolve_settings()
     backend = create_backend(settings)
-    from jupyter_data_agent.llm.llamacpp_backend import physical_cores
+    from jupyter_data_agent.llm.cores import usable_cores
 
-    threads = settings.threads or (physical_cores() if settings.backend == "llamacpp" else 0)
+    threads = settings.threads or (usable_cores() if settings.backend == "llamacpp" else 0)
     bench = InlineBench(model=backend.model, backend=settings.backend, threads=threads)
     cancel = threading.Event()
 

@@ -29,6 +29,11 @@ one DABench task (``--data``, default ``tests/data/dabench``; ``--task``,
 default 683), 64 new tokens per call: wall time, model calls, prompt tokens
 evaluated vs reused from the KV cache.
 
+``--contention``: the embedded model on a busy machine (:mod:`.contention`):
+decode and prefill idle, beside a numpy matmul loop, beside a second model
+and beside 4 kernel copies computing, old default vs new, side by side.
+``--runtimes none`` skips the rows above.
+
 ``--rss``: memory with 3 notebooks. A model service (what the server
 extension runs, :class:`~..server.model_service.ModelService`, with the
 configured settings: the embedded GGUF through llama.cpp by default) in a
@@ -93,9 +98,9 @@ class RuntimeResult:
 
 
 def physical_threads(requested: int | None) -> int:
-    from jupyter_data_agent.llm.llamacpp_backend import physical_cores
+    from jupyter_data_agent.llm.cores import usable_cores
 
-    return requested if requested and requested > 0 else physical_cores()
+    return requested if requested and requested > 0 else usable_cores()
 
 
 def base_prompt() -> str:
@@ -406,10 +411,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(DEFAULT_DATA),
                         help="DABench folder for --mcts (default: tests/data/dabench)")
     parser.add_argument("--task", default="683", help="DABench task id for --mcts (default 683)")
+    parser.add_argument("--contention", action="store_true",
+                        help="also measure the embedded model beside other work (see .contention)")
+    parser.add_argument("--contention-configs", default="old,new",
+                        help="configurations for --contention: old, new, 1-thread, 2-passive")
+    parser.add_argument("--contention-tokens", type=int, default=48, help="decoded tokens per measurement")
+    parser.add_argument("--contention-prefill", type=int, default=600, help="prefill prompt tokens")
     parser.add_argument("--rss", action="store_true",
                         help="also measure RSS with 3 notebooks on one model service")
     args = parser.parse_args(argv)
-    runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip() and r.strip() != "none"]
     unknown = set(runtimes) - {"llamacpp", "transformers"}
     if unknown:
         parser.error(f"unknown runtime(s): {', '.join(sorted(unknown))}")
@@ -421,9 +432,23 @@ def main(argv: list[str] | None = None) -> int:
     for runtime in runtimes:
         print(f"measuring {runtime}…", file=sys.stderr, flush=True)
         results.append(measure(runtime, args, base, prompts))
-    print(f"Embedded SmolLM2-135M-Instruct Q4_1 GGUF, greedy, {args.new_tokens} new tokens per completion, "
-          f"threads = {physical_threads(args.threads)} for both runtimes.\n")
-    print(table(results))
+    if results:
+        print(f"Embedded SmolLM2-135M-Instruct Q4_1 GGUF, greedy, {args.new_tokens} new tokens per completion, "
+              f"threads = {physical_threads(args.threads)} for both runtimes.\n")
+        print(table(results))
+    contended: list = []
+    if args.contention:
+        from . import contention
+
+        configs = [c.strip() for c in args.contention_configs.split(",") if c.strip()]
+        bad = set(configs) - set(contention.CONFIGS)
+        if bad:
+            parser.error(f"unknown --contention-configs: {', '.join(sorted(bad))}")
+        contended = contention.measure(configs, args.contention_tokens, args.contention_prefill)
+        print(f"\nThe embedded model beside other work ({os.cpu_count()} cores; {args.contention_tokens} "
+              f"tokens decoded, a {contended[0].prefill_tokens if contended else 0}-token prefill; "
+              "% of the same configuration idle):\n")
+        print(contention.table(contended))
     rss: list[tuple[str, float, str]] = []
     if args.rss:
         print("measuring RSS with 3 notebooks…", file=sys.stderr, flush=True)
@@ -433,9 +458,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runtimes": [asdict(r) for r in results],
+                       "contention": [asdict(r) for r in contended],
                        "rss_mib": [{"process": n, "rss_mib": round(m, 1), "note": x} for n, m, x in rss]},
                       f, indent=2)
-    return 0 if any(r.available for r in results) else 1
+    return 0 if any(r.available for r in results) or contended else 1
 
 
 if __name__ == "__main__":

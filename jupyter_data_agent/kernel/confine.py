@@ -304,6 +304,22 @@ def cpu_used() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def lower_priority(nice: int) -> bool:
+    """Run this process at niceness ``nice`` or lower priority (never raises it back).
+
+    Always, not only while the model decodes: the scheduler weighs niceness only
+    when cores are contended, so an idle machine runs a copy at full speed anyway.
+    """
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, 0)
+        want = max(current, min(19, int(nice)))
+        if want != current:
+            os.setpriority(os.PRIO_PROCESS, 0, want)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def set_rlimits(limits: Limits) -> tuple[bool, bool, list[str]]:
     """Bound address space (relative to the state at fork), total CPU time and
     the size of any file written (scratch's per-file disk cap, and the
@@ -499,6 +515,7 @@ def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds:
     os.chdir(scratch)
     os.environ["TMPDIR"] = os.path.join(scratch, TMP_SUBDIR)
     tempfile.tempdir = None  # recomputed from TMPDIR on next use
+    lower_priority(limits.nice)
     if not limits.confine:
         for name in p.MECHANISMS:
             p.off(name, "every layer disabled by configuration")

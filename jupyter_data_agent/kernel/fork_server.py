@@ -183,6 +183,7 @@ def limit_replay() -> str:
     """Apply rlimits once the replayed state is loaded (bounds are relative to it)."""
     state = _cell_exec.STATE
     assert state is not None
+    _confine.lower_priority(state.limits.nice)
     cpu_ok, as_ok, notes = _confine.set_rlimits(state.limits)
     p = state.protections
     p.rlimit_cpu, p.rlimit_as = cpu_ok, as_ok

@@ -79,6 +79,9 @@ class Limits(JSONFields):
     timeout_s: float = 60.0
     cpu_s: float = 60.0  # CPU seconds per exec (soft RLIMIT_CPU -> error in the cell)
     cpu_total_s: int = 3600  # hard RLIMIT_CPU per process (SIGKILL)
+    # Scheduling priority of every copy (nice, 0-19; copies only ever lower it): a candidate
+    # computing yields the cores to the model decoding the next one and to the user's kernel.
+    nice: int = 10
     memory_extra_bytes: int = 4 << 30  # RLIMIT_AS = address space at root fork + this
     deny_network: bool = True
     landlock: bool = True  # False: skip Landlock (tests, or a policy that asks the user)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import threading
 from dataclasses import asdict
 
@@ -112,6 +113,11 @@ def close_backends() -> None:
             backend.close()
         except Exception:  # noqa: BLE001 -- one backend's failure must not keep the others open
             log.warning("closing the %s backend failed", type(backend).__name__, exc_info=True)
+    # Free the loaded llama.cpp models now: left to ``Llama.__del__`` at interpreter exit, they
+    # print a traceback when the modules they need are already gone (a server stopping).
+    llamacpp = sys.modules.get(f"{__package__}.llamacpp_backend")
+    if llamacpp is not None:
+        llamacpp.clear_model_cache()
 
 
 def _local_model_line(settings: Settings) -> str:
@@ -145,8 +151,8 @@ def describe(settings: Settings) -> str:
             if llamacpp_available()
             else "llama.cpp (NOT INSTALLED: pip install 'jupyter_data_agent[llamacpp]')"
         )
-        threads = f"{resolve_threads(settings)}" + ("" if settings.threads else " (physical cores)")
-        lines.append(f"runtime: {runtime}, threads: {threads}")
+        threads = f"{resolve_threads(settings)}" + ("" if settings.threads else " (at most: follows the free cores)")
+        lines.append(f"runtime: {runtime}, threads: {threads}, wait policy: {settings.wait_policy}")
     elif settings.backend == "transformers":
         lines.append(_local_model_line(settings))
         lines.append(f"device: {settings.device}, dtype: {settings.dtype}")

@@ -9,6 +9,9 @@ Decisions worth knowing:
 * One ``Llama`` (one model, one context) per (file, context size, threads) in
   the process, shared by every backend instance, with one lock: calls are
   serialized, which is also what the cores want.
+* **A busy machine** (:mod:`.cores`): the OpenMP threads wait passively
+  (``c.DataAgent.wait_policy``), and with ``threads = 0`` each request runs on
+  the cores other processes left free (``llama_set_n_threads``).
 * **Prefix reuse.** The context keeps the tokens it last evaluated (its KV
   cache). Each request finds the longest common prefix with them, drops the
   rest of the cache and evaluates only the new suffix (at least one token, so
@@ -36,9 +39,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import codecs
-import contextlib
 import logging
-import os
 import random
 import threading
 import time
@@ -57,6 +58,7 @@ from .base import (
     SamplingParams,
     cut_at_stop,
 )
+from .cores import IMPORTED, METER, choose_threads, import_llama_cpp, usable_cores
 from .embedded import resolve_gguf
 from .local import ModelCache, chat_dicts, fit_context, greedy_copies, transcript, until_stop
 
@@ -69,23 +71,9 @@ INSTALL_LLAMACPP = (
 )
 
 
-def physical_cores() -> int:
-    """Physical CPU cores (llama.cpp gains nothing from hyper-threads), at least 1."""
-    try:
-        import psutil
-
-        count = psutil.cpu_count(logical=False)
-    except (ImportError, OSError, RuntimeError):
-        count = None
-    if not count:
-        count = os.cpu_count() or 1
-    with contextlib.suppress(AttributeError, OSError):  # a container or taskset may allow fewer CPUs
-        count = min(count, len(os.sched_getaffinity(0)))
-    return max(1, int(count))
-
-
 def resolve_threads(settings: Settings) -> int:
-    return settings.threads if settings.threads and settings.threads > 0 else physical_cores()
+    """Most threads the model runs on: ``settings.threads``, else every usable core."""
+    return settings.threads if settings.threads and settings.threads > 0 else usable_cores()
 
 
 def context_size(settings: Settings) -> int:
@@ -100,10 +88,12 @@ def context_size(settings: Settings) -> int:
 class LoadedLlama:
     llm: Any
     path: Path
-    threads: int
+    threads: int  # the most it runs on; ``active_threads`` the last request's
     n_ctx: int
     load_seconds: float
     lock: threading.Lock = field(default_factory=threading.Lock)
+    follow_free_cores: bool = False
+    active_threads: int = 0
     chat_formatter: Any = None
     # Totals over the model's life (benchmarks, capabilities).
     evaluated_tokens: int = 0
@@ -118,7 +108,18 @@ def load_llama(settings: Settings) -> LoadedLlama:
     path, _, _ = resolve_gguf(settings)
     threads = resolve_threads(settings)
     n_ctx = context_size(settings)
-    return _CACHE.get((str(path.resolve()), n_ctx, threads), lambda: _load(path, n_ctx, threads, settings))
+    key = (str(path.resolve()), n_ctx, threads, not settings.threads)
+    return _CACHE.get(key, lambda: _load(path, n_ctx, threads, settings))
+
+
+def share_cores(loaded: LoadedLlama) -> int:
+    """Before a request (holding the lock): threads for the cores other processes left free."""
+    if loaded.follow_free_cores:
+        want = choose_threads(loaded.threads, METER.read())
+        if want != loaded.active_threads:
+            loaded.llm._ctx.set_n_threads(want, want)
+            loaded.active_threads = want
+    return loaded.active_threads
 
 
 def clear_model_cache() -> None:
@@ -133,9 +134,11 @@ def clear_model_cache() -> None:
 
 def _load(path: Path, n_ctx: int, threads: int, settings: Settings) -> LoadedLlama:
     try:
-        import llama_cpp
+        llama_cpp = import_llama_cpp(settings.wait_policy)
     except ImportError as exc:
         raise BackendError(f"{INSTALL_LLAMACPP} ({exc})") from exc
+    except ValueError as exc:
+        raise BackendError(f"c.DataAgent.{exc}") from exc
     start = time.perf_counter()
     try:
         llm = llama_cpp.Llama(
@@ -150,7 +153,8 @@ def _load(path: Path, n_ctx: int, threads: int, settings: Settings) -> LoadedLla
         )
     except (ValueError, RuntimeError, OSError) as exc:
         raise BackendError(f"Could not load GGUF file {str(path)!r} with llama.cpp: {exc}") from exc
-    loaded = LoadedLlama(llm, path, threads, llm.n_ctx(), time.perf_counter() - start)
+    loaded = LoadedLlama(llm, path, threads, llm.n_ctx(), time.perf_counter() - start,
+                         follow_free_cores=not settings.threads, active_threads=threads)
     template = (getattr(llm, "metadata", None) or {}).get("tokenizer.chat_template")
     if template:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -211,6 +215,8 @@ class LlamaCppBackend(Backend):
         if self._loaded is not None:
             extra.update(
                 threads=self._loaded.threads,
+                active_threads=self._loaded.active_threads,
+                wait_policy=IMPORTED.get("policy", ""),
                 n_ctx=self._loaded.n_ctx,
                 load_seconds=round(self._loaded.load_seconds, 3),
                 evaluated_tokens=self._loaded.evaluated_tokens,
@@ -360,6 +366,7 @@ class LlamaCppBackend(Backend):
         n = max(1, params.n)
         greedy = params.temperature <= 0
         with loaded.lock:
+            share_cores(loaded)
             ids, max_new = self.prompt_ids(prompt, params.max_tokens)
             completions = []
             try:
@@ -381,6 +388,7 @@ class LlamaCppBackend(Backend):
         single = replace(params, n=1)
         sample = _Sample()
         with loaded.lock:
+            share_cores(loaded)
             ids, max_new = self.prompt_ids(prompt, single.max_tokens)
             decode = self._decode(loaded, ids, single, max_new, single.seed, sample)
             try:  # "" after a prompt batch: the consumer may stop there

@@ -432,6 +432,21 @@ def build_prompt(
     return built
 
 
+def stable_prefix(prompt: Prompt, intent: str) -> Prompt:
+    """``prompt`` (built for ``intent``) cut where the intent starts: what the next turn's prompt
+    will begin with whatever the user asks (system, exemplars, cells, schema), to warm a model's
+    cache with. The prompts are laid out for this: the parts that change come last."""
+    if prompt.text is not None:
+        at = prompt.text.rfind(problem_block(intent))
+        return Prompt(text=prompt.text[:at] if at >= 0 else prompt.text)
+    messages = list(prompt.messages or ())
+    if messages:
+        last = messages[-1]
+        at = last.content.rfind(f"Problem: {intent}")
+        messages[-1] = ChatMessage(last.role, last.content[:at] if at >= 0 else last.content)
+    return Prompt.chat(messages)
+
+
 def _fence(text: str, lang: str = "python") -> str:
     """A fence longer than any backtick run starting a line inside ``text``."""
     longest = max(map(len, re.findall(r"^\s*(`*)", text, re.M)), default=0)
@@ -523,6 +538,7 @@ __all__ = [
     "join_cells",
     "linearize",
     "problem_block",
+    "stable_prefix",
     "render_cell",
     "uncomment_lines",
 ]

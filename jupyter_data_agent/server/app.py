@@ -37,6 +37,7 @@ from .models import MAX_INTENT_CHARS, ServerLimits
 from .proposal_handlers import ProposalDecisionHandler, ProposalHandler, ProposalsHandler
 from .proposals import ProposalStore
 from .tries import TryLimits, TryManager
+from .warm import WarmHandler
 
 NAMESPACE = "jupyter-data-agent"
 _JOB_ID = r"(?P<job_id>[^/]+)"
@@ -232,6 +233,7 @@ class DataAgentExtension(ExtensionApp):
             [
                 (route("config"), ConfigHandler),
                 (route("complete"), CompleteHandler),
+                (route("warm"), WarmHandler),
                 (route("turns"), TurnsHandler),
                 (route("turns", _TURN_ID, "analysis"), AnalysisHandler),
                 (route("decisions"), DecisionsHandler),

@@ -243,6 +243,12 @@ class ModelService:
                 slot = self._slots[key] = _Slot(self.max_waiting, capacity)
             return slot
 
+    def busy(self, settings: Settings) -> bool:
+        """Whether a request for ``settings``' model would wait now (background work skips then)."""
+        slot = self._slot(settings)
+        with slot.cond:
+            return slot.busy or bool(slot.waiting)
+
     def queued(self, settings: Settings, backend: Backend, notify: Callable[[int], None],
                cancel: threading.Event | None = None) -> Backend:
         """``backend`` (the server's, for ``settings``) taking its turn in the service's line.

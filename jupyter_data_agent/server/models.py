@@ -38,7 +38,8 @@ __all__ = ["API_VERSION", "AgentConfig", "AnalysisRevision", "AnalysisRevised", 
            "ProposalsReply",
            "JobPoll", "JobState", "ModelPrice",
            "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
-           "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "wire_schema"]
+           "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "WarmReply", "WarmRequest",
+           "wire_schema"]
 
 JobState = Literal["running", "done", "error", "cancelled"]
 
@@ -184,13 +185,18 @@ class TurnRequestModel(BaseModel):
 
     def notebook(self) -> dict[str, Any]:
         """The request as an nbformat v4 notebook dict for ``from_notebook``."""
-        return {
-            "nbformat": 4,
-            "nbformat_minor": 5,
-            "metadata": dict(self.metadata),
-            # Only what the client sent (nbformat extras included), no added defaults.
-            "cells": [c.model_dump(exclude_unset=True) for c in self.cells],
-        }
+        return as_notebook(self.cells, self.metadata)
+
+
+def as_notebook(cells: list[NotebookCell], metadata: dict[str, Any]) -> dict[str, Any]:
+    """Cells from the browser as an nbformat v4 notebook dict for ``from_notebook``."""
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": dict(metadata),
+        # Only what the client sent (nbformat extras included), no added defaults.
+        "cells": [c.model_dump(exclude_unset=True) for c in cells],
+    }
 
 
 class _Reply(BaseModel):
@@ -391,6 +397,40 @@ class VariablesReply(_Versioned):
     variables: list[VariableInfo] = Field(default_factory=list)
 
 
+class WarmRequest(BaseModel):
+    """Body of ``POST warm``: evaluate the stable start of the next prompt now, in the background.
+
+    ``turn``: the sidebar's next turn (sent when the composer gets focus or a cell ran):
+    ``cells`` are the notebook's, ``active_index`` the active cell. ``inline``: ghost text in
+    the focused cell: ``cells`` are the cells *above* it.
+    """
+
+    model_config = ConfigDict(extra="forbid", title="WarmRequest")
+
+    version: Literal[1] = API_VERSION
+    kind: Literal["turn", "inline"]
+    notebook_path: str = Field(default="", max_length=4096)
+    cells: list[NotebookCell] = Field(default_factory=list, max_length=MAX_CELLS)
+    active_index: int | None = Field(default=None, ge=0)
+    kernel_id: str | None = Field(default=None, max_length=256)
+    # Stored turns (context/turns.py), as in ``POST turns``: their problems are in the prompt.
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def notebook(self) -> dict[str, Any]:
+        return as_notebook(self.cells, self.metadata)
+
+
+class WarmReply(_Versioned):
+    """What warming did: ``warmed`` false with the ``reason`` in words when it did nothing
+    (an endpoint model, the model busy with a turn); else the prompt tokens it covered and how
+    many of them were in the model's cache already."""
+
+    warmed: bool
+    reason: str = ""
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+
 class InlineCompletionRequest(BaseModel):
     """Body of ``POST complete``: ghost text for the cursor in a notebook cell.
 
@@ -534,6 +574,8 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "VariablesReply": (VariablesReply, "serialization"),
     "InlineCompletionRequest": (InlineCompletionRequest, "validation"),
     "InlineCompletionChunk": (InlineCompletionChunk, "serialization"),
+    "WarmRequest": (WarmRequest, "validation"),
+    "WarmReply": (WarmReply, "serialization"),
     "ProposalRequest": (ProposalRequest, "validation"),
     "ProposalDecisionRequest": (ProposalDecisionRequest, "validation"),
     "ProposalReply": (ProposalReply, "serialization"),

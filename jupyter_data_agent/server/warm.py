@@ -1,0 +1,96 @@
+"""``POST warm``: put the next prompt's stable start in the local model's cache, ahead of time.
+
+llama.cpp keeps the tokens it last evaluated, and a request re-evaluates only
+what differs from them (``llm/llamacpp_backend.py``). Between two sidebar
+turns, ghost-text requests and other prompts take that cache, so the next
+turn would read its whole ~1,600-token prompt again before its first token.
+The front end calls this when the user focuses the composer or a cell has run
+(``turn``), and when a cell gets focus (``inline``): the server builds the
+prompt the next request will start with -- the same builders and settings, up
+to where the user's words go (prompts put what changes last:
+:func:`~..prompts.arcade.stable_prefix`) -- and evaluates it, one token
+generated. Only a local model is warmed (an endpoint caches on its own, and
+would bill the tokens), and never while it serves a turn: warming waits for
+nobody and nobody waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import tornado
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from ..config import Settings
+from ..context.model import NotebookContext
+from ..llm.base import Backend, Prompt, SamplingParams
+from ..prompts.arcade import build_chat_prompt, build_prompt, stable_prefix
+from ..search.generate import turn_chat
+from ..turn.resolve import resolve
+from ..turn.spec import TurnAsk
+from .complete import CompleteHandler, _context, inline_prompt
+from .models import InlineCompletionRequest, WarmReply, WarmRequest
+
+#: Stands for the user's words while the prompt is built; the prompt is cut before it.
+PLACEHOLDER = "(the question)"
+
+
+def turn_prompt(settings: Settings, backend: Backend, context: NotebookContext, schema: str,
+                intent: str) -> Prompt:
+    """A sidebar turn's first prompt for ``intent``: ``search.generate.plan_prompt``'s builders
+    with the turn's resolved prompt policy."""
+    policy = resolve(settings, TurnAsk(intent=intent)).prompt
+    builder = build_chat_prompt if turn_chat(backend, policy) else build_prompt
+    return builder(context, intent, schema=schema, count_tokens=backend.count_tokens,
+                   budget=policy.max_prompt_tokens, outputs=policy.outputs,
+                   output_chars=policy.output_chars, exemplars=policy.exemplars).prompt
+
+
+def turn_prefix(settings: Settings, backend: Backend, context: NotebookContext, schema: str) -> Prompt:
+    """The start of the next sidebar turn's prompt, up to the intent."""
+    return stable_prefix(turn_prompt(settings, backend, context, schema, PLACEHOLDER), PLACEHOLDER)
+
+
+class WarmHandler(CompleteHandler):
+    """``POST warm``: evaluate the next prompt's stable start now (see the module doc)."""
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self) -> None:
+        request = self.parse_body(WarmRequest, "warm request")
+        settings: Settings = self.agent_settings
+        if settings.backend == "openai":
+            return self._reply(WarmReply(warmed=False, reason="an endpoint model keeps its own cache"))
+        if request.kind == "inline" and not settings.inline_enabled:
+            return self._reply(WarmReply(warmed=False, reason="inline completion is off"))
+        from ..context.notebook import from_notebook
+
+        try:
+            if request.kind == "inline":
+                context = _context(InlineCompletionRequest(cells=request.cells, prefix="",
+                                                           notebook_path=request.notebook_path))
+            else:
+                context = from_notebook(request.notebook(), active_index=request.active_index,
+                                        path=request.notebook_path or None)
+        except Exception as exc:  # noqa: BLE001 -- cells from the browser: any failure to read them is a 400
+            raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
+        service = self.agent_state.get("model_service")
+        if service is not None and service.busy(settings):
+            return self._reply(WarmReply(warmed=False, reason="the model is busy with a turn"))
+        stamp = tuple(c.execution_count for c in request.cells if c.cell_type == "code")
+        schema, _ = await self._schema(request.kernel_id, stamp)
+
+        from ..llm.factory import create_backend
+
+        backend = await asyncio.to_thread(create_backend, settings)
+        if request.kind == "inline":
+            prompt = inline_prompt(settings, backend, context, "", "", schema).prompt
+        else:
+            prompt = turn_prefix(settings, backend, context, schema)
+        queued = service.queued(settings, backend, lambda _ahead: None) if service else backend
+        out = (await asyncio.to_thread(queued.generate, prompt, SamplingParams(max_tokens=1, temperature=0.0)))[0]
+        self._reply(WarmReply(warmed=True, prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens))
+
+    def _reply(self, reply: WarmReply) -> None:
+        self.finish(reply.model_dump_json())

