@@ -70,8 +70,13 @@ def test_llm_judge_rates_and_falls_back():
     assert "Rate the steps above" in backend.calls[0].messages[-1]["content"]
 
 
-def test_resolve_estimator(tmp_path):
-    assert isinstance(resolve_estimator(None), HeuristicValue)
+def test_resolve_estimator(tmp_path, monkeypatch):
+    from jupyter_data_agent.search.estimators import ENV_VALUE_MODEL
+    from jupyter_data_agent.search.features import EvidenceValue
+
+    monkeypatch.delenv(ENV_VALUE_MODEL, raising=False)
+    assert isinstance(resolve_estimator(None), EvidenceValue)  # the shipped evidence estimator
+    assert isinstance(resolve_estimator("heuristic"), HeuristicValue)
     assert isinstance(resolve_estimator("none"), ZeroValue)
     assert isinstance(resolve_estimator("judge", ScriptedBackend(lambda c: ["5"])), LLMJudgeValue)
     h = HeuristicValue(answer=0.9)
