@@ -184,12 +184,14 @@ def test_an_empty_reply_is_still_refused():
 
 
 def test_outside_the_sidebar_prose_is_still_no_code():
-    """Benchmarks and the magic keep counting a reply in words as holding no code."""
-    from jupyter_data_agent.prompts import ProseAnswer
+    """Benchmarks and the magic keep counting a reply in words as holding no code (the same
+    UnparsableOutput as before prose answers existed: their records name it)."""
+    from jupyter_data_agent.prompts import ProseAnswer, UnparsableOutput
     from jupyter_data_agent.turn import run_turn
     from tests.scripted_backend import ScriptedBackend
 
-    with pytest.raises(ProseAnswer, match="held no Python code") as raised:
+    with pytest.raises(UnparsableOutput, match="held no Python code") as raised:
         run_turn(resolve(SETTINGS, TurnAsk(intent="q", execute=False)), NotebookContext(),
                  ScriptedBackend(lambda call: [PROSE]))
-    assert raised.value.text == PROSE
+    assert type(raised.value) is UnparsableOutput and not isinstance(raised.value, ProseAnswer)
+    assert raised.value.stats is not None  # what the turn spent still travels with it

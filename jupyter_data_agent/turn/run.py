@@ -9,7 +9,7 @@ from collections.abc import Generator
 from ..context.model import NotebookContext
 from ..context.report import ContextReport, SchemaCuts
 from ..llm.base import Backend, Completion, Prompt, SamplingParams, WrappedBackend, inner_stream
-from ..prompts import ProseAnswer
+from ..prompts import ProseAnswer, UnparsableOutput
 from ..search import RunContext, SearchResult, Strategy, TurnRequest, get_strategy
 from ..search.base import EventSink, SearchStats, ignore_events
 from .copies import Copies
@@ -82,8 +82,8 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
     try:
         result = (strategy or get_strategy(spec.strategy)).run(request, ctx)
     except ProseAnswer as prose:
-        if not prose_answers:
-            raise
+        if not prose_answers:  # to the magic and the benchmarks, as before: no code came
+            raise UnparsableOutput(str(prose), prose.stats) from None
         # a question answered in words: the words are the turn's answer
         stats = prose.stats if isinstance(prose.stats, SearchStats) else SearchStats()
         result = SearchResult(chosen=None, stats=stats, protections=ctx.protections,
