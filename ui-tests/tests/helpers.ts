@@ -143,8 +143,11 @@ export async function reloadAndReopen(
   if (!(await page.notebook.isOpen(name))) {
     await page.notebook.open(name);
   }
+  // The notebook on show: a panel the workspace restored behind it (another
+  // tab, hidden by Lumino) also matches `.jp-NotebookPanel` and may come first
+  // (seen in CI: its empty first cell was "hidden").
   await expect(
-    page.locator('.jp-NotebookPanel .jp-Cell').first()
+    page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').first()
   ).toBeVisible();
 }
 
