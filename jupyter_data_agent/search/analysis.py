@@ -105,7 +105,6 @@ class AnalysisChain:
     base: Any
     steps: list[AnalysisStep] = field(default_factory=list)
     copies: list[Any] = field(default_factory=list)
-    observation_chars: int = 1500
     closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -213,7 +212,7 @@ class _Run:
         self.task = jupiter_task(request, ctx.backend)
         self.known = [cell_id for cell_id, _ in editable_cells(request.context)]
         self.sources = {c.cell_id: c.source for c in request.context.cells if c.cell_id}
-        self.chain = AnalysisChain(ctx.executor, observation_chars=opts.observation_chars)
+        self.chain = AnalysisChain(ctx.executor)
         self.plan: list[PlannedStep] = []
         self.replanned_from: int | None = None  # steps from this number on come from a new plan
         self.status: dict[int, str] = {}
@@ -417,8 +416,7 @@ class _Run:
 
     def _result(self, reason: str) -> SearchResult:
         steps = self.chain.steps
-        new = [s for s in steps if s.cell_id is None]
-        code = "\n\n".join(f"# Step {s.number}: {s.title}\n{s.code.strip()}" for s in new)
+        code = analysis_code(steps)
         last_ok = next((s for s in reversed(steps) if s.status == "ok"), None)
         candidate = Candidate(code=code, steps=[Step(s.number, s.title, s.code) for s in steps],
                               result=last_ok.result if last_ok else None, analysis=list(steps),
@@ -430,6 +428,11 @@ class _Run:
         return SearchResult(chosen=candidate, candidates=[candidate], stats=self.stats,
                             protections=self.ctx.protections, strategy="analysis", prompt=self.first_prompt,
                             answer=summary(steps, len(self.plan), reason), chain=self.chain)
+
+
+def analysis_code(steps: Sequence[AnalysisStep]) -> str:
+    """The new cells of an analysis as one cell, a ``# Step N:`` block each (edits of cells left out)."""
+    return "\n\n".join(f"# Step {s.number}: {s.title}\n{s.code.strip()}" for s in steps if s.cell_id is None)
 
 
 def summary(steps: Sequence[AnalysisStep], planned: int, reason: str) -> str:

@@ -180,7 +180,7 @@ class JobManager:
 
     async def revise(self, turn_id: str, owner: str, from_step: int, steps: list) -> list:
         """Steps ``from_step``.. of a done analysis replaced and run again in its kept copies."""
-        from ..search.analysis import StepCode
+        from ..search.analysis import StepCode, analysis_code
 
         job = next((j for j in self.jobs.values() if j.turn_id == turn_id and j.owner == owner), None)
         if job is None or job.outcome is None or job.spec.strategy != "analysis":
@@ -204,8 +204,7 @@ class JobManager:
         job.chain_used = time.monotonic()
         candidate = job.outcome.candidates[0]
         candidate["analysis"] = [s.to_json() for s in chain.steps]
-        candidate["code"] = "\n\n".join(f"# Step {s.number}: {s.title}\n{s.code.strip()}"
-                                         for s in chain.steps if s.cell_id is None)
+        candidate["code"] = analysis_code(chain.steps)
         return new
 
     async def shutdown(self) -> None:
