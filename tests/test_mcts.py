@@ -104,7 +104,7 @@ def test_overrides_are_validated_like_options():
 
 def test_greedy_selection_backprop_vote_and_early_stop(tree):
     live_before = set(tree.pids())
-    result, search, events, backend = _run(tree, 0.0)
+    result, search, events, backend = _run(tree, 0.0, merge=False)  # every sample its own node
     labels = {n.id: (n.step.thought if n.step else "root") for n in search.nodes}
     # c_puct = 0: always the child with the highest Q
     assert [labels[i] for i in search.selections] == ["root", "A", "A1", "A1c", "A1c3"]
@@ -146,9 +146,31 @@ def test_greedy_selection_backprop_vote_and_early_stop(tree):
     assert set(tree.pids()) == live_before  # every copy the search made is gone
 
 
+def test_identical_samples_merge_into_one_node_that_counts_them(tree):
+    live_before = set(tree.pids())
+    result, search, _, _ = _run(tree, 0.0)  # merge is the default
+    n = _by_label(search)
+    # A1b says what A1a says, E2 runs what E1 runs: one node each, counting both samples
+    assert "A1b" not in n and "E2" not in n and result.stats.nodes == 13  # 15 unmerged
+    assert (n["A1a"].samples, n["E1"].samples, n["A1c"].samples) == (2, 2, 1)
+    assert n["A1a"].share == pytest.approx(2 / 3) and n["A1c"].share == pytest.approx(1 / 3)
+    a1 = priors([-0.1, -0.2, -0.3])
+    assert n["A1a"].prior == pytest.approx(a1[0] + a1[1]) and n["A1a"].mean_logprob == pytest.approx(-0.15)
+    # the merged answer still votes with both samples: same decision, same stop, one run fewer
+    assert search.stopped == "early_stop" and result.answer == "@answer[42]"
+    assert [(c.meta["answer"], c.support) for c in result.candidates] == [
+        ("@answer[42]", 4), ("@answer[41]", 1), ("@answer[40]", 1)]
+    assert result.stats.executions == 8
+    # the shares reach the estimators: the path's shares, the step's own last
+    state = search.state(n["F"])
+    assert state.shares == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1 / 3, 1 / 3])
+    assert search.state(n["E1"]).shares[-1] == pytest.approx(2 / 3)
+    assert set(tree.pids()) == live_before
+
+
 def test_exploration_order_and_trajectory_export(tree, tmp_path):
     path = tmp_path / "traj.jsonl"
-    result, search, _, _ = _run(tree, 1.25, trajectory_path=str(path))
+    result, search, _, _ = _run(tree, 1.25, trajectory_path=str(path), merge=False)
     labels = {n.id: (n.step.thought if n.step else "root") for n in search.nodes}
     # c_puct = 1.25: the prior pulls the search into B once A's Q falls (iteration 5)
     assert [labels[i] for i in search.selections] == ["root", "A", "A1", "A1c", "B", "A1c3"]
@@ -264,6 +286,8 @@ def _running(pid: int) -> bool:
 
 def test_group_answers_orders_by_votes_then_value():
     class N:
+        samples = 1
+
         def __init__(self, a, v):
             self.answer, self.value = a, v
 

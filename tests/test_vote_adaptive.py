@@ -127,3 +127,21 @@ def test_not_adaptive_draws_every_sample_at_once(tree):
 def test_without_probes_only_type_and_agreement(tree):
     result, _ = run_vote(tree, [[VOTE_ON]], samples=2, probes=False)
     assert [c.name for c in result.chosen.checks] == ["type", "agree"]
+
+
+RAISES = "```python\n# Step 1: Divide it\nbase / 0\n```"
+
+
+def test_a_decided_round_does_not_pay_for_repairs(tree):
+    # 3 of 4 agree and one raised: with 2 samples left nothing can overtake 3, so no fix is asked for.
+    result, backend = run_vote(tree, [[VOTE_ON, VOTE_ON, VOTE_ON, RAISES], [VOTE_ON]], samples=6)
+    assert [c.n for c in backend.calls] == [4] and result.stats.unspent == 2
+    assert not any(c.repaired for c in result.candidates) and result.stats.classes == [3]
+    # Undecided (3 agree, 4 left): the raised sample is repaired before drawing more, its fix votes.
+    result, backend = run_vote(tree, [[VOTE_ON, VOTE_ON, VOTE_ON, RAISES], [VOTE_ON]], samples=8)
+    assert [c.n for c in backend.calls] == [4, 1] and result.stats.unspent == 4
+    fixed = [c for c in result.candidates if c.repaired]
+    assert len(fixed) == 1 and result.candidates.index(fixed[0]) == 4 and result.stats.classes == [4]
+    # Not adaptive: every raised sample is repaired at once, as before.
+    result, backend = run_vote(tree, [[VOTE_ON, VOTE_ON, VOTE_ON, RAISES], [VOTE_ON]], samples=4, adaptive=False)
+    assert [c.n for c in backend.calls] == [4, 1] and sum(c.repaired for c in result.candidates) == 1

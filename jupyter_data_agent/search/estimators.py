@@ -45,6 +45,8 @@ class NodeState:
     mean_logprob: float | None = None
     prior: float = 1.0
     agreement: float | None = None  # answers: the share of the search's answers that say the same
+    # Each step's share of the samples drawn at its parent (identical samples merged; 1.0 alone).
+    shares: list[float] = field(default_factory=list)
 
     @property
     def last(self) -> TraceStep | None:

@@ -4,7 +4,10 @@
 numbers: the execution facts the heuristic reads (its value among them),
 each failed check of ``search.evidence`` (the copy's probes on the path, the
 answer's type, agreement with the other answers), the step's mean token
-log-prob and prior, the depth and the errors on the path.
+log-prob and prior, the depth and the errors on the path, and the share of
+the samples drawn beside each step of the path that proposed that same step
+(identical sibling samples merge in ``mcts``: a step most samples agree on is
+more likely right, whatever the log-probs say).
 
 :class:`EvidenceModel` is the trained model as a small JSON file (names,
 standardisation, coefficients), evaluated with numpy alone: no training
@@ -35,7 +38,8 @@ KIND = "features"
 
 FEATURES: tuple[str, ...] = (
     "answered", "well_formed", "ran", "last_error", "invalid", "past_errors", "depth", "heuristic",
-    *(f"failed_{c}" for c in CHECKS), "agree_share", "logprob", "has_logprob", "prior")
+    *(f"failed_{c}" for c in CHECKS), "agree_share", "logprob", "has_logprob", "prior",
+    "share", "path_share", "min_share")
 
 _HEURISTIC = HeuristicValue()
 
@@ -46,6 +50,7 @@ def features(state: NodeState) -> dict[str, float]:
     status = last.status if last is not None else ""
     earlier = state.steps[:-1]
     failed = {c.name for c in state.checks if not c.passed}
+    shares = state.shares or [1.0]
     out = {
         "answered": float(status == "answer"),
         "well_formed": float(status == "answer" and well_formed(last.answer if last else None, state.format)),
@@ -60,6 +65,10 @@ def features(state: NodeState) -> dict[str, float]:
         "logprob": float(state.mean_logprob) if state.mean_logprob is not None else 0.0,
         "has_logprob": float(state.mean_logprob is not None),
         "prior": float(state.prior),
+        # Step-level self-consistency: how many of the samples drawn beside each step proposed it.
+        "share": float(shares[-1]),
+        "path_share": float(sum(shares) / len(shares)),
+        "min_share": float(min(shares)),
     }
     return out
 

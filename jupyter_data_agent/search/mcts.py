@@ -81,7 +81,7 @@ from .features import features
 from .generate import jupiter_task, options, prompt_text, result_images, sampling, show_latest_images, turn_chat
 from .options import MCTSOptions
 from .trajectories import TrajectoryRecord, write_jsonl
-from .tree_nodes import AnswerGroup, IterationTiming, Node, group_answers, priors
+from .tree_nodes import AnswerGroup, IterationTiming, Node, group_answers, priors, step_key
 
 log = logging.getLogger(__name__)
 
@@ -229,9 +229,20 @@ class MCTSSearch:
         t.model = time.perf_counter() - t1
         self.stats.count_call(completions)
         self.ctx.check_cancelled()
-        ps = priors([c.mean_logprob for c in completions])
-        children = [self._new_child(leaf, c.text, c.mean_logprob, parse_reply(c.text, self.chat), prior)
-                    for c, prior in zip(completions, ps)]
+        children: list[Node] = []
+        for c, prior in zip(completions, priors([c.mean_logprob for c in completions])):
+            parsed = parse_reply(c.text, self.chat)
+            key = step_key(parsed.kind, parsed.code, parsed.answer)
+            twin = next((n for n in children if n.key == key), None) if self.cfg.merge else None
+            if twin is None:
+                children.append(self._new_child(leaf, c.text, c.mean_logprob, parsed, prior, key))
+                continue
+            # The same step sampled again: one node (one copy, one run) that counts every sample,
+            # in its prior, its answer's votes and its share of the samples (evidence).
+            twin.samples += 1
+            twin.prior += prior
+            if c.mean_logprob is not None and twin.mean_logprob is not None:
+                twin.mean_logprob += (c.mean_logprob - twin.mean_logprob) / twin.samples
         leaf.children.extend(children)
         t2 = time.perf_counter()
         self._execute(leaf, [c for c in children if c.step.status == "pending"], t)
@@ -247,14 +258,14 @@ class MCTSSearch:
         return children
 
     def _new_child(self, parent: Node, raw: str, logprob: float | None, p: ParsedStep,
-                   prior: float) -> Node:
+                   prior: float, key: tuple = ()) -> Node:
         self._ids += 1
         kind = p.kind
         step = TraceStep(thought=p.thought, code=p.code or "",
                          status={"action": "pending", "answer": "answer"}.get(kind, "invalid"),
                          answer=p.answer if kind == "answer" else None)
         node = Node(f"n{self._ids}", parent, parent.depth + 1, step=step, message=p.message(),
-                    prior=prior, mean_logprob=logprob, raw=raw, errors=parent.errors)
+                    prior=prior, mean_logprob=logprob, raw=raw, errors=parent.errors, key=key)
         if kind == "invalid":
             node.observation = step.output = INVALID_OBSERVATION
         self.nodes.append(node)
@@ -332,7 +343,7 @@ class MCTSSearch:
             return [*path_checks(findings), type_check(None, self.request.intent, self.task.format)]
         groups = group_answers(self.answer_nodes()) if groups is None else groups
         total = sum(g.votes for g in groups)
-        support = next((g.votes for g in groups if node in g.nodes), 1)
+        support = next((g.votes for g in groups if node in g.nodes), node.samples)
         return all_checks(findings, node.answer, self.request.intent, self.task.format, support, total)
 
     def state(self, node: Node) -> NodeState:
@@ -340,10 +351,12 @@ class MCTSSearch:
         if node.reason == "answer":
             groups = group_answers(self.answer_nodes())
             total = sum(g.votes for g in groups)
-            agreement = next((g.votes for g in groups if node in g.nodes), 1) / max(1, total)
-        return NodeState(messages=self.messages(node), steps=[n.step for n in node.path()],
+            agreement = next((g.votes for g in groups if node in g.nodes), node.samples) / max(1, total)
+        path = node.path()
+        return NodeState(messages=self.messages(node), steps=[n.step for n in path],
                          format=self.task.format, depth=node.depth, checks=self.checks(node),
-                         mean_logprob=node.mean_logprob, prior=node.prior, agreement=agreement)
+                         mean_logprob=node.mean_logprob, prior=node.prior, agreement=agreement,
+                         shares=[n.share for n in path])
 
     def _evaluate(self, children: list[Node]) -> None:
         to_estimate = []

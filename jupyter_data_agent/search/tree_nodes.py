@@ -16,7 +16,7 @@ from ..prompts.answers import same_text_answer
 from .base import TraceStep
 from .equivalence import majority
 
-__all__ = ["AnswerGroup", "IterationTiming", "Node", "group_answers", "priors"]
+__all__ = ["AnswerGroup", "IterationTiming", "Node", "group_answers", "priors", "step_key"]
 
 
 @dataclass(eq=False)
@@ -44,6 +44,15 @@ class Node:
     snapshot: Any = None
     findings: list[Finding] | None = None  # the copy's probes after this step (None: not probed)
     features: dict[str, float] | None = None  # what the evidence estimator read (``search.features``)
+    samples: int = 1  # the model's samples that proposed this step (identical siblings merge)
+    key: tuple = ()  # what makes two sibling samples the same step (``step_key``)
+
+    @property
+    def share(self) -> float:
+        """This step's share of the samples drawn at its parent: step-level self-consistency."""
+        if self.parent is None:
+            return 1.0
+        return self.samples / max(1, sum(c.samples for c in self.parent.children))
 
     @property
     def q(self) -> float:
@@ -72,7 +81,7 @@ class AnswerGroup:
 
     @property
     def votes(self) -> int:
-        return len(self.nodes)
+        return sum(n.samples for n in self.nodes)  # a merged answer counts each sample that gave it
 
     @property
     def best(self) -> Node:
@@ -88,6 +97,16 @@ def group_answers(nodes: list[Node]) -> list[AnswerGroup]:
     groups = [AnswerGroup(nodes[g[0]].answer, [nodes[i] for i in g])
               for g in majority([n.answer for n in nodes], same_text_answer)]
     return sorted(groups, key=lambda g: (-g.votes, -g.value))  # stable: then age
+
+
+def step_key(kind: str, code: str | None, answer: str | None) -> tuple:
+    """Sibling samples with the same key are one step: the same code (up to blank lines and
+    trailing spaces), the same final answer, or both replies that held neither."""
+    if kind == "action":
+        return ("action", "\n".join(line.rstrip() for line in (code or "").strip().splitlines() if line.strip()))
+    if kind == "answer":
+        return ("answer", " ".join((answer or "").split()))
+    return ("invalid",)
 
 
 def priors(logprobs: list[float | None]) -> list[float]:

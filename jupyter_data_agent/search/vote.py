@@ -9,7 +9,9 @@ as soon as the leading class cannot be overtaken by the samples left, or the
 posterior probability that it beats the runner-up passes
 ``VoteOptions.stop_posterior``. Each round draws the fewest samples that
 could meet the rule, so a unanimous start ends early and a split one goes on;
-the samples not drawn are reported as ``SearchStats.unspent``.
+the samples not drawn are reported as ``SearchStats.unspent``. A sample that
+raised is repaired (one more completion) only when its round left the vote
+undecided: a decided vote does not pay for fixes that cannot change it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ from ..prompts import UnparsableOutput
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .equivalence import exec_output, majority
 from .evidence import agree_check, type_check
-from .generate import execute, finish, options, plan_prompt, probe_copy, repair, repair_skipped, sample_candidates
+from .generate import (
+    PromptPlan,
+    execute,
+    finish,
+    options,
+    plan_prompt,
+    probe_copy,
+    repair,
+    repair_skipped,
+    sample_candidates,
+)
 from .options import VoteOptions
 
 
@@ -95,6 +107,7 @@ class VoteStrategy:
                 new, dropped = [], batch  # a later round with no code: the earlier ones still vote
             drawn += batch
             unparsable += dropped
+            raised: list[Candidate] = []
             for candidate in list(new):
                 i = len(candidates)
                 candidates.append(candidate)
@@ -102,13 +115,18 @@ class VoteStrategy:
                 said = f"candidate {i + 1} ran" if runs else f"candidate {i + 1} (not run)"
                 ctx.events(Event("candidate", said, {"index": i, "candidate": candidate}))
                 if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
-                    fixed = repair(candidate, request, ctx, plan, stats)
-                    if fixed is not None:
-                        candidates.append(fixed)
+                    raised.append(candidate)
+                    if not adaptive:
+                        self._repair(candidate, candidates, request, ctx, plan, stats)
             if not adaptive:
                 break
             remaining = opts.samples - drawn
-            classes = [len(g) for g in majority([exec_output(c.result) for c in candidates])]
+            if not should_stop(self._classes(candidates), remaining, opts.stop_posterior):
+                # Repairs cost completions too: an adaptive vote pays for them only when the
+                # round's samples that ran have not already decided it.
+                for candidate in raised:
+                    self._repair(candidate, candidates, request, ctx, plan, stats)
+            classes = self._classes(candidates)
             if should_stop(classes, remaining, opts.stop_posterior):
                 break
             batch = next_draw(classes, remaining, opts.stop_posterior)
@@ -127,6 +145,18 @@ class VoteStrategy:
         if unparsable:
             ctx.events(Event("log", f"{unparsable} answer(s) held no code and were dropped"))
         return finish(self.name, chosen, candidates, ctx, plan, stats, started)
+
+
+    @staticmethod
+    def _classes(candidates: list[Candidate]) -> list[int]:
+        return [len(g) for g in majority([exec_output(c.result) for c in candidates])]
+
+    @staticmethod
+    def _repair(candidate: Candidate, candidates: list[Candidate], request: TurnRequest, ctx: RunContext,
+                plan: PromptPlan, stats: SearchStats) -> None:
+        fixed = repair(candidate, request, ctx, plan, stats)
+        if fixed is not None:  # the fix votes right after the candidate it fixes
+            candidates.insert(candidates.index(candidate) + 1, fixed)
 
 
 def answer_text(candidate: Candidate) -> str | None:
