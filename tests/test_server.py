@@ -682,7 +682,7 @@ async def test_search_strategy_streams_live_statistics(jp_fetch, jp_ws_fetch, jp
         # Guided by the shipped evidence estimator; the candidate carries its checks to the browser.
         assert result["stats"]["estimator"] == "evidence (default)"
         checks = {c["name"]: c for c in chosen["checks"]}
-        assert list(checks) == ["rows", "nan", "dtype", "empty", "index", "range", "type", "agree"]
+        assert list(checks) == ["rows", "nan", "dtype", "empty", "index", "range", "type", "plausible", "agree"]
         assert checks["agree"] == {"name": "agree", "passed": True, "detail": "3 of 3 answers agree"}
         assert checks["empty"]["passed"] and checks["rows"]["passed"]
         assert await wait_no_children(km) == []

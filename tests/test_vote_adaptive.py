@@ -124,9 +124,9 @@ def test_not_adaptive_draws_every_sample_at_once(tree):
     assert [c.n for c in backend.calls] == [8] and result.stats.unspent == 0
 
 
-def test_without_probes_only_type_and_agreement(tree):
+def test_without_probes_only_the_answer_checks(tree):
     result, _ = run_vote(tree, [[VOTE_ON]], samples=2, probes=False)
-    assert [c.name for c in result.chosen.checks] == ["type", "agree"]
+    assert [c.name for c in result.chosen.checks] == ["type", "plausible", "agree"]
 
 
 RAISES = "```python\n# Step 1: Divide it\nbase / 0\n```"

@@ -4,8 +4,10 @@
 reads trajectories written by the lab's ``--collect`` (every node of every
 tree, with the evidence ``mcts`` kept for it and the task's reward on each
 final answer) and reports, per estimator, the AUC (the chance that a right
-node scores above a wrong one, ties half) among the final answers, and among
-every node whose subtree reached an answer (``train.features.examples``).
+node scores above a wrong one, ties half) among the final answers (with the
+evidence the search had when it ended: every answer's agreement and the
+step shares of the whole tree), and among every node whose subtree reached
+an answer as the search evaluated it (``train.features.examples``).
 
 Estimators: ``heuristic`` (the execution heuristic, a feature of every node),
 ``logprob`` (the step's mean token log-prob alone), ``evidence`` (the shipped
@@ -42,7 +44,10 @@ def scorers(models: dict[str, str]) -> dict[str, Scorer]:
 def report(paths: list[str], models: dict[str, str]) -> tuple[dict[str, dict], str]:
     records = [r for p in paths for r in read_jsonl(p)]
     data = examples(records)
-    answers = [(f, y) for f, y in data if f.get("answered")]
+    # Final answers as the search ended: their features with the whole tree's agreement and shares.
+    answers = [(r.extra.get("final_features") or r.extra["features"], int((r.terminal_reward or 0) > 0))
+               for r in records if r.final_answer is not None and r.terminal_reward is not None
+               and isinstance(r.extra.get("features"), dict)]
     result: dict[str, dict] = {}
     lines = [f"{len(answers)} final answers ({sum(y for _, y in answers)} right), {len(data)} labelled nodes", "",
              "| estimator | AUC among answers | AUC all labelled nodes |", "|---|---|---|"]

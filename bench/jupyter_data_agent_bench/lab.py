@@ -74,15 +74,28 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
         return "vote", min(int(k or budget), budget), {"adaptive": True} if mode == "adaptive" else {}
     if name == "react":
         return "react", budget, {}
-    if name == "mcts":  # mcts:VALUE, or mcts:VALUE:max (select by the best value below, not Q)
-        value, _, backup = arg.partition(":")
+    if name == "mcts":  # mcts:VALUE[:FLAG...]: max (select by the best value below, not Q),
+        # mean, unsure=C (explore where the estimate is unsure), nomerge, k=K
+        value, *flags = arg.split(":")
         value = (models or {}).get(value, value)
-        return "mcts", max(1, budget // MCTS_K), {"value": value or "heuristic", "k": MCTS_K,
-                                                   **({"backup": "max"} if backup == "max" else {})}
+        opts: dict = {"value": value or "heuristic", "k": MCTS_K}
+        for flag in flags:
+            key, _, val = flag.partition("=")
+            if key in ("max", "mean"):
+                opts["backup"] = key
+            elif key == "unsure":
+                opts["unsure"] = float(val or 0.5)
+            elif key == "nomerge":
+                opts["merge"] = False
+            elif key == "k":
+                opts["k"] = int(val)
+            else:
+                raise ValueError(f"unknown mcts flag {flag!r} in {spec!r}: max, mean, unsure=C, nomerge, k=K")
+        return "mcts", max(1, budget // opts["k"]), opts
     if name == "analysis":
         return "analysis", ANALYSIS_STEPS, {"samples": int(arg or 1)}
     raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k[:adaptive]], react, "
-                     "mcts[:heuristic|evidence|NAME|DIR[:max]], analysis[:k]")
+                     "mcts[:heuristic|evidence|NAME|DIR[:max|:mean|:unsure=C|:nomerge|:k=K]], analysis[:k]")
 
 
 def accuracy(rows: list[dict], strategy: str, p: float, budget: int | None = None,

@@ -7,6 +7,10 @@ need no copy are computed here:
   number where it names a number (``how many``, ``average``, ``float``,
   ``integer``...), at most the decimals it asks to round to, every value of a
   ``@name[value]`` format given;
+- ``plausible``: values no right answer can hold, read from the names the
+  format gives them: NaN or infinity, a correlation of exactly ±1 (a column
+  correlated with itself) or beyond, a p-value or proportion outside 0..1, a
+  percentage outside 0..100, a negative count, range, spread or size;
 - ``agree``: the share of the search's other answers (siblings and cousins
   in a tree, the other samples in a vote) that say the same.
 
@@ -17,6 +21,7 @@ counts, into the evidence estimator's features (``search.features``).
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +33,7 @@ from ..prompts.answers import expected_tags, extract_answers
 log = logging.getLogger(__name__)
 
 #: Every check a candidate may carry, in the sidebar's order.
-CHECKS: tuple[str, ...] = (*probes.PROBES, "type", "agree")
+CHECKS: tuple[str, ...] = (*probes.PROBES, "type", "plausible", "agree")
 
 _NUMBER_WORDS = re.compile(
     r"\b(how many|how much|number of|count of|average|mean|median|sum|total|percentage|proportion|"
@@ -89,6 +94,40 @@ def type_check(answer: str | None, question: str, fmt: str = "") -> Check:
     return Check("type", True, f"a {want}" if want != "any" else "")
 
 
+_NOT_A_NUMBER = re.compile(r"^[-+]?(nan|inf(inity)?|none|null)$", re.I)
+# (name pattern, test on the value, what it means): the first that a named value fails is reported.
+_IMPLAUSIBLE: tuple[tuple[re.Pattern, object, str], ...] = (
+    (re.compile(r"corr|pearson|spearman|r_?value|r_?squared|\br2?\b", re.I),
+     lambda v: abs(v) >= 1 - 1e-9, "a perfect correlation (a column with itself?)"),
+    (re.compile(r"p_?val|pvalue|proportion|probability|fraction", re.I),
+     lambda v: not 0 <= v <= 1, "outside 0..1"),
+    (re.compile(r"percent|pct", re.I), lambda v: not 0 <= v <= 100, "outside 0..100"),
+    (re.compile(r"count|number|num_|^n_|range|std|stdev|deviation|variance|\bvar\b|_var|size|length|iqr",
+                re.I), lambda v: v < 0, "negative"),
+)
+
+
+def plausible_check(answer: str | None) -> Check:
+    """Values no right answer holds, judged by the names the format gives them (see the module)."""
+    if answer is None or not answer.strip():
+        return Check("plausible", True, "")
+    tags = extract_answers(answer) or {"": answer.strip()}
+    for name, value in tags.items():
+        for part in (p.strip().strip("'\"") for p in value.split(",")):
+            if _NOT_A_NUMBER.match(part):
+                return Check("plausible", False, f"{'@' + name + ' ' if name else ''}is {part}")
+            try:
+                number = float(part.rstrip("%"))
+            except ValueError:
+                continue
+            if not math.isfinite(number):
+                return Check("plausible", False, f"@{name} is {part}")
+            for pattern, bad, meaning in _IMPLAUSIBLE:
+                if name and pattern.search(name) and bad(number):  # type: ignore[operator]
+                    return Check("plausible", False, f"@{name} = {part}: {meaning}")
+    return Check("plausible", True, "")
+
+
 def agree_check(support: int, total: int) -> Check:
     """Agreement with the other answers: passed when this answer is the largest share."""
     if total <= 1:
@@ -107,12 +146,13 @@ def path_checks(findings: Sequence[list[Finding] | None]) -> list[Check]:
 
 def all_checks(findings: Sequence[list[Finding] | None], answer: str | None, question: str, fmt: str,
                support: int, total: int) -> list[Check]:
-    return [*path_checks(findings), type_check(answer, question, fmt), agree_check(support, total)]
+    return [*path_checks(findings), type_check(answer, question, fmt), plausible_check(answer),
+            agree_check(support, total)]
 
 
 def failed(checks: Sequence[Check]) -> list[str]:
     return [c.name for c in checks if not c.passed]
 
 
-__all__ = ["CHECKS", "agree_check", "all_checks", "asks_for", "failed", "path_checks", "probe_copy",
-           "type_check"]
+__all__ = ["CHECKS", "agree_check", "all_checks", "asks_for", "failed", "path_checks", "plausible_check",
+           "probe_copy", "type_check"]

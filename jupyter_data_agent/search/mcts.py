@@ -11,7 +11,13 @@ other's changes and no cell is ever re-run). One iteration (Algorithm 1):
    run in parallel, each in a fresh child snapshot (a thread pool of
    ``min(K, cpu_count)``); answers run nothing, nor do invalid replies
    (neither code nor answer), which count as errors on their path and show
-   the model the expected format, as in ``react``;
+   the model the expected format, as in ``react``. Samples that propose the
+   same step (the same code, the same answer; ``tree_nodes.step_key``) are
+   one node (``merge``, on by default) that counts them: one copy and one
+   run, its prior the sum of theirs, its answer voting once per sample, and
+   its share of the expansion's samples kept as evidence (step-level
+   self-consistency: a confident policy makes a narrow, deep tree, an unsure
+   one a wide tree);
 3. evaluate: terminal answers get ``reward_fn(answer)`` when one is given
    (trajectory collection), failures (error limit, depth limit)
    get -1, everything else gets the value estimator's value;
@@ -26,11 +32,15 @@ Defaults follow the paper: K = 3, depth <= 10, <= 40 iterations, <= 3
 execution errors per path (the third error ends the path), the K candidates
 sampled at ``SamplingPolicy.sample_temperature`` (0.7);
 ``c_puct`` = 0 at inference (the value estimator leads), 1.25 in collection
-mode (a ``reward_fn``) or without an estimator. The prior P is the softmax of
+mode (a ``reward_fn``) or without an estimator. At inference ``unsure`` > 0
+adds the PUCT term scaled by ``1 - |value|``: budget goes to steps whose
+estimate is unsure rather than to ones it is sure of, good or bad. The prior P is the softmax of
 the candidates' mean token log-probabilities over the siblings (uniform where
 the backend reports none).
 
-Every answer is kept. The result is the majority answer over equivalent
+Every answer is kept. When the search ends, every answer is evaluated
+again with the whole tree's evidence (its final agreement and step shares).
+The result is the majority answer over equivalent
 answers (``equivalence.majority`` with ``prompts.answers.same_text_answer``; ``select="vote"``,
 ties to the higher value) or the answer with
 the highest value (``select="value"``). Early stop: as soon as one answer
@@ -191,7 +201,10 @@ class MCTSSearch:
 
     def puct(self, child: Node, parent: Node) -> float:
         q = child.best if self.cfg.backup == "max" and child.best is not None else child.q
-        return q + self.c_puct * child.prior * math.sqrt(parent.visits) / (1 + child.visits)
+        explore = self.c_puct
+        if not explore and self.cfg.unsure and child.value is not None:
+            explore = self.cfg.unsure * (1.0 - abs(child.value))  # explore where the estimate is unsure
+        return q + explore * child.prior * math.sqrt(parent.visits) / (1 + child.visits)
 
     def select(self) -> Node | None:
         node = self.root
@@ -479,7 +492,22 @@ class MCTSSearch:
                   "visits": node.visits, "reason": node.reason,
                   "messages": self.messages(node)})
 
+    def _final_evaluation(self) -> None:
+        """Every answer again, with the whole tree's evidence: the agreement and the step shares it
+        was evaluated with were the tree's so far. The features are kept for the trajectories; at
+        inference the new estimate becomes the answer's value (ties in the vote, ``select="value"``)."""
+        answers = self.answer_nodes()
+        if not answers:
+            return
+        states = [self.state(n) for n in answers]
+        for n, st in zip(answers, states):
+            n.final_features = features(st)
+        if self.reward_fn is None:
+            for n, v in zip(answers, self.estimator.estimate(states, self.stats)):
+                n.value = clip(v)
+
     def finish(self) -> SearchResult:
+        self._final_evaluation()
         groups = group_answers(self.answer_nodes())
         if self.cfg.select == "value":
             groups.sort(key=lambda g: (-g.value, -g.votes))
@@ -524,7 +552,9 @@ class MCTSSearch:
             search_id=self.search_id, task_id=None if task_id is None else str(task_id),
             prior=n.prior, value=n.value,
             status=n.reason or (n.step.status if n.step else "root"),
-            extra={"features": n.features} if n.features is not None else {}) for n in self.nodes]
+            extra={**({"features": n.features} if n.features is not None else {}),
+                   **({"final_features": n.final_features} if n.final_features is not None else {})})
+            for n in self.nodes]
 
 
 class MCTSStrategy:

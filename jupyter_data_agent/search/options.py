@@ -114,6 +114,7 @@ class MCTSOptions(_Model):
     c_puct: float | None = None  # None: 0 at inference, 1.25 when collecting or without a value
     select: Literal["vote", "value"] = "vote"
     backup: Literal["mean", "max"] = "mean"  # select by Q (mean) or by the best value below (max)
+    unsure: float = Field(0.0, ge=0.0)  # at inference, a PUCT term scaled by the estimate's doubt
     merge: bool = True  # identical sibling samples become one node that counts them (mcts docstring)
     early_stop: bool = True
     early_stop_votes: int = Field(3, ge=1)

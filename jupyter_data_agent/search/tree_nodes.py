@@ -44,6 +44,7 @@ class Node:
     snapshot: Any = None
     findings: list[Finding] | None = None  # the copy's probes after this step (None: not probed)
     features: dict[str, float] | None = None  # what the evidence estimator read (``search.features``)
+    final_features: dict[str, float] | None = None  # an answer's, once the search ended (whole tree)
     samples: int = 1  # the model's samples that proposed this step (identical siblings merge)
     key: tuple = ()  # what makes two sibling samples the same step (``step_key``)
 

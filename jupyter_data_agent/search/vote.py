@@ -22,7 +22,7 @@ from math import comb
 from ..prompts import UnparsableOutput
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .equivalence import exec_output, majority
-from .evidence import agree_check, type_check
+from .evidence import agree_check, plausible_check, type_check
 from .generate import (
     PromptPlan,
     execute,
@@ -138,8 +138,9 @@ class VoteStrategy:
             total = sum(stats.classes)
             for c in candidates:
                 voted = exec_output(c.result) is not None
-                c.checks = [*c.checks, type_check(answer_text(c), request.intent, request.task.format),
-                            agree_check(c.support if voted else 0, total)]
+                answer = answer_text(c)
+                c.checks = [*c.checks, type_check(answer, request.intent, request.task.format),
+                            plausible_check(answer), agree_check(c.support if voted else 0, total)]
         if chosen is None:
             chosen = candidates[0]
         if unparsable:

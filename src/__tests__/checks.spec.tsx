@@ -95,6 +95,21 @@ describe('checksSummary', () => {
     ]);
   });
 
+  it('names an implausible answer in words', () => {
+    const summary = checksSummary([
+      { name: 'type', passed: true, detail: 'a number' },
+      {
+        name: 'plausible',
+        passed: false,
+        detail: '@corr = 1.0: a perfect correlation (a column with itself?)'
+      }
+    ])!;
+    expect(summary.text).toBe('checks 1/2 · plausible values');
+    expect(summary.title).toContain(
+      '✗ plausible values: @corr = 1.0: a perfect correlation'
+    );
+  });
+
   it('is silent without checks', () => {
     expect(checksSummary([])).toBeNull();
     expect(checksSummary(undefined)).toBeNull();

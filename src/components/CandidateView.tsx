@@ -77,6 +77,7 @@ const CHECK_WORDS: Record<string, string> = {
   index: 'unique index lost',
   range: 'values out of the observed range',
   type: 'answer type',
+  plausible: 'plausible values',
   agree: 'agreement with other answers'
 };
 
