@@ -9,8 +9,8 @@ from jupyter_data_agent.search.evidence import CHECKS, all_checks, plausible_che
 
 @pytest.mark.parametrize("answer,detail", [
     ("@price_range_mean[-460045.13]\n@n[3]", "@price_range_mean = -460045.13: negative"),
-    ("@correlation_coefficient[1.0]", "@correlation_coefficient = 1.0: a perfect correlation (a column with itself?)"),
-    ("@pearson_r[-1]", "@pearson_r = -1: a perfect correlation (a column with itself?)"),
+    ("@correlation_coefficient[1.2]", "@correlation_coefficient = 1.2: a correlation beyond ±1"),
+    ("@pearson_r[-1.5]", "@pearson_r = -1.5: a correlation beyond ±1"),
     ("@mean_age[nan]", "@mean_age is nan"),
     ("@p_value[1.3]", "@p_value = 1.3: outside 0..1"),
     ("@missing_percentage[130.5]", "@missing_percentage = 130.5: outside 0..100"),
@@ -24,7 +24,7 @@ def test_implausible_values_fail_with_what_they_are(answer, detail):
 
 
 @pytest.mark.parametrize("answer", [
-    "@correlation_coefficient[-0.43]", "@mean_delta[-3]", "@p_value[0.0001]", "@pct[45]", "@r2[0.5]",
+    "@correlation_coefficient[-0.43]", "@correlation_coefficient[1.00]", "@relationship_type[none]", "@mean_delta[-3]", "@p_value[0.0001]", "@pct[45]", "@r2[0.5]",
     "@Highest_Monthly_Average_Close_Price[1, 2018, 88.3]", "@name[Smith]", "42", "", None,
     "@count[12]\n@mean_change[-4.5]"])
 def test_plausible_values_pass(answer):
@@ -32,7 +32,7 @@ def test_plausible_values_pass(answer):
 
 
 def test_the_answer_checks_come_in_the_sidebars_order():
-    checks = all_checks([None], "@corr[1.0]", "What is the correlation?", "@corr[value]", 1, 3)
+    checks = all_checks([None], "@corr[1.3]", "What is the correlation?", "@corr[value]", 1, 3)
     assert [c.name for c in checks] == ["type", "plausible", "agree"]
     assert [c.passed for c in checks] == [True, False, False]
     assert CHECKS[-3:] == ("type", "plausible", "agree")

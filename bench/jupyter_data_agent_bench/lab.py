@@ -71,7 +71,7 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
         return "direct", None, {}
     if name == "vote":  # vote:8, or vote:8:adaptive (drawing stops once the answer is decided)
         k, _, mode = arg.partition(":")
-        return "vote", min(int(k or budget), budget), {"adaptive": True} if mode == "adaptive" else {}
+        return "vote", min(int(k or budget), budget), {"adaptive": mode == "adaptive"}  # whatever the default
     if name == "react":
         return "react", budget, {}
     if name == "mcts":  # mcts:VALUE[:FLAG...]: max (select by the best value below, not Q),

@@ -8,8 +8,8 @@ need no copy are computed here:
   ``integer``...), at most the decimals it asks to round to, every value of a
   ``@name[value]`` format given;
 - ``plausible``: values no right answer can hold, read from the names the
-  format gives them: NaN or infinity, a correlation of exactly ±1 (a column
-  correlated with itself) or beyond, a p-value or proportion outside 0..1, a
+  format gives them: NaN or infinity, a correlation beyond ±1, a p-value or
+  proportion outside 0..1, a
   percentage outside 0..100, a negative count, range, spread or size;
 - ``agree``: the share of the search's other answers (siblings and cousins
   in a tree, the other samples in a vote) that say the same.
@@ -94,11 +94,11 @@ def type_check(answer: str | None, question: str, fmt: str = "") -> Check:
     return Check("type", True, f"a {want}" if want != "any" else "")
 
 
-_NOT_A_NUMBER = re.compile(r"^[-+]?(nan|inf(inity)?|none|null)$", re.I)
+_NOT_A_NUMBER = re.compile(r"^[-+]?(nan|inf(inity)?)$", re.I)  # "none" may be a category's name
 # (name pattern, test on the value, what it means): the first that a named value fails is reported.
 _IMPLAUSIBLE: tuple[tuple[re.Pattern, object, str], ...] = (
     (re.compile(r"corr|pearson|spearman|r_?value|r_?squared|\br2?\b", re.I),
-     lambda v: abs(v) >= 1 - 1e-9, "a perfect correlation (a column with itself?)"),
+     lambda v: abs(v) > 1 + 1e-9, "a correlation beyond ±1"),
     (re.compile(r"p_?val|pvalue|proportion|probability|fraction", re.I),
      lambda v: not 0 <= v <= 1, "outside 0..1"),
     (re.compile(r"percent|pct", re.I), lambda v: not 0 <= v <= 100, "outside 0..100"),

@@ -101,12 +101,12 @@ describe('checksSummary', () => {
       {
         name: 'plausible',
         passed: false,
-        detail: '@corr = 1.0: a perfect correlation (a column with itself?)'
+        detail: '@corr = 1.3: a correlation beyond ±1'
       }
     ])!;
     expect(summary.text).toBe('checks 1/2 · plausible values');
     expect(summary.title).toContain(
-      '✗ plausible values: @corr = 1.0: a perfect correlation'
+      '✗ plausible values: @corr = 1.3: a correlation beyond ±1'
     );
   });
 
