@@ -75,6 +75,7 @@ def _by_label(search):
 
 
 def _run(tree, c_puct, **kw):
+    kw = {"backup": "mean", "unsure": 0.0, **kw}  # JUPITER's own selection (Q, greedy at c_puct 0)
     strategy = MCTSStrategy(value=VALUES, c_puct=c_puct, **kw)
     events = []
     backend = ScriptedBackend(SCRIPT)

@@ -1,5 +1,6 @@
 """``MCTSOptions.backup``: selecting by the best value below a node keeps a small budget on the
-promising path, where the mean lets one weak child send the search to a sibling (real copies)."""
+promising path, where the mean lets one weak child send the search to a sibling (real copies);
+``MCTSOptions.unsure``: at inference, exploration where the estimate is unsure."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from jupyter_data_agent.context.model import NotebookContext
 from jupyter_data_agent.search import RunContext, TurnRequest
-from jupyter_data_agent.search.mcts import MCTSStrategy
+from jupyter_data_agent.search.mcts import MCTSSearch, MCTSStrategy, Node
 from jupyter_data_agent.search.options import MCTSOptions, PromptPolicy, TaskInfo
 from tests.scripted_backend import ScriptedBackend, TableValue, action, final, start_tree, stop_tree
 
@@ -31,8 +32,8 @@ def tree(tmp_path_factory):
     stop_tree(km, kc, t)
 
 
-def run(tree, backup):
-    strategy = MCTSStrategy(value=VALUES, backup=backup)
+def run(tree, backup, unsure=0.0):
+    strategy = MCTSStrategy(value=VALUES, backup=backup, unsure=unsure)
     request = TurnRequest(intent="What is x?", context=NotebookContext(),
                           options=MCTSOptions(iterations=3), task=TaskInfo(format="@answer[value]"),
                           prompt=PromptPolicy(max_prompt_tokens=6000))
@@ -53,3 +54,20 @@ def test_max_backup_goes_deep_enough_to_answer(tree):
     result, selected = run(tree, "max")
     assert selected == ["root", "A", "A1"]
     assert result.answer == "@answer[2]" and result.candidates[0].support == 3
+
+
+def test_doubt_goes_to_the_unsure_step_and_keeps_a_confident_path(tree):
+    # Two steps with the same Q: the one the estimator is unsure of (value 0) is tried first.
+    search = MCTSSearch(TurnRequest(intent="q", context=NotebookContext()), RunContext(
+        backend=ScriptedBackend(SCRIPT), executor=object()), MCTSOptions(unsure=0.5),
+        VALUES, reward_fn=None)
+    parent = Node("p", None, 0, visits=4)
+    sure, unsure = (Node(i, parent, 1, prior=0.5, visits=1, value_sum=0.3, best=0.3, value=v)
+                    for i, v in (("sure", -0.95), ("unsure", 0.0)))
+    assert search.puct(unsure, parent) == pytest.approx(0.3 + 0.5 * 1.0 * 0.5 * 2 / 2)
+    assert search.puct(sure, parent) == pytest.approx(0.3 + 0.5 * 0.05 * 0.5 * 2 / 2)
+    search.cfg = MCTSOptions(unsure=0.0)
+    assert search.puct(unsure, parent) == search.puct(sure, parent) == pytest.approx(0.3)
+    # On real copies: a path the estimator is sure of is still followed to its answer.
+    result, selected = run(tree, "max", unsure=0.5)
+    assert selected == ["root", "A", "A1"] and result.answer == "@answer[2]"

@@ -113,8 +113,10 @@ class MCTSOptions(_Model):
     max_errors: int = Field(3, ge=1)
     c_puct: float | None = None  # None: 0 at inference, 1.25 when collecting or without a value
     select: Literal["vote", "value"] = "vote"
-    backup: Literal["mean", "max"] = "mean"  # select by Q (mean) or by the best value below (max)
-    unsure: float = Field(0.0, ge=0.0)  # at inference, a PUCT term scaled by the estimate's doubt
+    # The strategy lab's choices (docs/benchmarks.md, issue 27): select by the best value below a
+    # step, not the mean; at inference, explore where the estimate is unsure; merge identical samples.
+    backup: Literal["mean", "max"] = "max"
+    unsure: float = Field(0.5, ge=0.0)
     merge: bool = True  # identical sibling samples become one node that counts them (mcts docstring)
     early_stop: bool = True
     early_stop_votes: int = Field(3, ge=1)
