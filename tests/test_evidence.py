@@ -24,7 +24,8 @@ def test_implausible_values_fail_with_what_they_are(answer, detail):
 
 
 @pytest.mark.parametrize("answer", [
-    "@correlation_coefficient[-0.43]", "@correlation_coefficient[1.00]", "@relationship_type[none]", "@mean_delta[-3]", "@p_value[0.0001]", "@pct[45]", "@r2[0.5]",
+    "@correlation_coefficient[-0.43]", "@correlation_coefficient[1.00]", "@relationship_type[none]",
+    "@mean_delta[-3]", "@p_value[0.0001]", "@pct[45]", "@r2[0.5]",
     "@Highest_Monthly_Average_Close_Price[1, 2018, 88.3]", "@name[Smith]", "42", "", None,
     "@count[12]\n@mean_change[-4.5]"])
 def test_plausible_values_pass(answer):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..kernel import probes
@@ -96,7 +96,7 @@ def type_check(answer: str | None, question: str, fmt: str = "") -> Check:
 
 _NOT_A_NUMBER = re.compile(r"^[-+]?(nan|inf(inity)?)$", re.I)  # "none" may be a category's name
 # (name pattern, test on the value, what it means): the first that a named value fails is reported.
-_IMPLAUSIBLE: tuple[tuple[re.Pattern, object, str], ...] = (
+_IMPLAUSIBLE: tuple[tuple[re.Pattern, Callable[[float], bool], str], ...] = (
     (re.compile(r"corr|pearson|spearman|r_?value|r_?squared|\br2?\b", re.I),
      lambda v: abs(v) > 1 + 1e-9, "a correlation beyond ±1"),
     (re.compile(r"p_?val|pvalue|proportion|probability|fraction", re.I),
@@ -123,7 +123,7 @@ def plausible_check(answer: str | None) -> Check:
             if not math.isfinite(number):
                 return Check("plausible", False, f"@{name} is {part}")
             for pattern, bad, meaning in _IMPLAUSIBLE:
-                if name and pattern.search(name) and bad(number):  # type: ignore[operator]
+                if name and pattern.search(name) and bad(number):
                     return Check("plausible", False, f"@{name} = {part}: {meaning}")
     return Check("plausible", True, "")
 
