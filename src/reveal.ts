@@ -17,11 +17,7 @@ export interface IExtent {
  * `view`: the least move that shows all of it, or, when it is taller than
  * the view (less `margin` at each end), its top at the view's top.
  */
-export function revealDelta(
-  view: IExtent,
-  block: IExtent,
-  margin = 8
-): number {
+export function revealDelta(view: IExtent, block: IExtent, margin = 8): number {
   const top = view.top + margin;
   const bottom = view.bottom - margin;
   if (block.top < top || block.bottom - block.top > bottom - top) {

@@ -10,7 +10,7 @@ import { IDisposable } from '@lumino/disposable';
 
 /** On the body while the toasts are moved; their offset in OFFSET_VAR. */
 export const TOASTS_LEFT_CLASS = 'jp-DataAgent-toastsLeft';
-export const OFFSET_VAR = '--jp-DataAgent-toast-right';
+export const OFFSET_VAR = '--jp-data-agent-toast-right';
 /** About one toast's width (react-toastify's 320px, plus margins). */
 const TOAST_ROOM = 360;
 

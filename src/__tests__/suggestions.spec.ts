@@ -722,7 +722,9 @@ describe('an empty cell at the anchor (the new cell the user asked from)', () =>
     expect(nb2.map(c => c.id)).toEqual(['a', 'b', 'e', 'c']);
     expect(nb2[2].source).toBe(candidates[1].code);
     // Reject (after cycling): the empty cell is back, exactly.
-    const rejected = reject(cycled.state, { anchor: { afterId: 'b', index: 2 } });
+    const rejected = reject(cycled.state, {
+      anchor: { afterId: 'b', index: 2 }
+    });
     const nb3 = apply(nb2, rejected.changes);
     expect(nb3).toEqual(withEmpty());
     // Undo of the reject shows the suggestion in it again.

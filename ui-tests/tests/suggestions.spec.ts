@@ -460,7 +460,10 @@ test('a fix low in a long notebook shows its bar; its accept clears the tracebac
     .getByText('Fix the error in this cell')
     .click();
   await expect.poll(() => server.bodies.length).toBe(1);
-  expect(server.bodies[0].edit).toMatchObject({ kind: 'fix', cell_id: 'broken' });
+  expect(server.bodies[0].edit).toMatchObject({
+    kind: 'fix',
+    cell_id: 'broken'
+  });
   // A fix of a dozen lines: with the traceback, the cell is taller than the view.
   const fix = [
     '# Step 1: The column is "delay", not "late"',
