@@ -61,6 +61,21 @@ import { LocalEdits, SharedCells, touchesTurn } from './ynotebook';
 export { SUGGESTION_CLASS } from './suggestionbar';
 export type { SuggestionAction } from './suggestionbar';
 
+/** A shared cell's outputs and execution count, as nbformat has them. */
+function outputsOf(cell: { toJSON(): unknown }): {
+  outputs: Record<string, unknown>[];
+  executionCount: number | null;
+} {
+  const json = cell.toJSON() as {
+    outputs?: Record<string, unknown>[];
+    execution_count?: number | null;
+  };
+  return {
+    outputs: json.outputs ?? [],
+    executionCount: json.execution_count ?? null
+  };
+}
+
 export namespace SuggestionController {
   export interface IInsertOptions {
     turnId: string;
@@ -163,18 +178,39 @@ export class SuggestionController implements IDisposable {
       return this._run(select(previous, options.index));
     }
     const target = this._targetOf(options.replaceCellId, options.turnId);
+    const anchor = this._cells.anchorBelow(
+      options.anchorCellId,
+      this.panel.content.activeCellIndex
+    );
     const result = insert(previous, {
       existing: this._existing(options.turnId),
       candidates: options.candidates,
       index: options.index,
       mode: options.mode,
-      anchor: this._cells.anchorBelow(
-        options.anchorCellId,
-        this.panel.content.activeCellIndex
-      ),
-      target
+      anchor,
+      target,
+      into: target ? null : this._emptyCell(anchor.afterId)
     });
     return this._run(result);
+  }
+
+  /**
+   * The anchor cell when it is an empty code cell (no source, no outputs,
+   * no turn's tag): the new cell the user asked from, which the
+   * suggestion takes rather than leaving it empty above.
+   */
+  private _emptyCell(id: string | null): string | null {
+    const index = id ? this._cells.indexOf(id) : -1;
+    const cell = index >= 0 ? this._cells.cells[index] : null;
+    if (
+      !cell ||
+      cell.cell_type !== 'code' ||
+      cell.getSource().trim() ||
+      readCellTag(cell.metadata as Record<string, unknown>)
+    ) {
+      return null;
+    }
+    return outputsOf(cell).outputs.length ? null : cell.getId();
   }
 
   /**
@@ -209,8 +245,17 @@ export class SuggestionController implements IDisposable {
     return {
       id: cell.getId(),
       original: cell.getSource(),
-      tag: readCellTag(cell.metadata as Record<string, unknown>)
+      tag: readCellTag(cell.metadata as Record<string, unknown>),
+      ...outputsOf(cell)
     };
+  }
+
+  /** An edit's target with the outputs its cell shows now. */
+  private _withOutputs(target: IReplaceTarget): IReplaceTarget {
+    const index = this._cells.indexOf(target.id);
+    return index < 0
+      ? target
+      : { ...target, ...outputsOf(this._cells.cells[index]) };
   }
 
   /**
@@ -252,7 +297,11 @@ export class SuggestionController implements IDisposable {
     if (isAnalysis(state)) {
       return this._run(acceptUpTo(state, null, this._sources(state)));
     }
-    return this._run(accept(state, this._sources(state)));
+    // What the cell shows now (it may have run since) is what undo puts back.
+    const current = state.target
+      ? { ...state, target: this._withOutputs(state.target) }
+      : state;
+    return this._run(accept(current, this._sources(state)));
   }
 
   /**
@@ -413,9 +462,11 @@ export class SuggestionController implements IDisposable {
       reject(state, { sources: this._sources(state), anchor })
     );
     if (ok && anchor) {
-      // Back to the cell the suggestion hung from, as before the insert.
+      // Back to the cell the suggestion hung from, as before the insert
+      // (the empty cell it took, given back).
       const notebook = this.panel.content;
-      const back = anchor.afterId ? this._cells.indexOf(anchor.afterId) : 0;
+      const from = state.cells[0]?.edits ? state.cells[0].id : anchor.afterId;
+      const back = from ? this._cells.indexOf(from) : 0;
       if (back >= 0 && back < notebook.widgets.length) {
         notebook.activeCellIndex = back;
       }
@@ -593,7 +644,11 @@ export class SuggestionController implements IDisposable {
         cells,
         anchor: this._cells.anchorAt(first),
         target: edited
-          ? { id: edited.id, original: edited.source, tag: null }
+          ? this._withOutputs({
+              id: edited.id,
+              original: edited.source,
+              tag: null
+            })
           : null,
         code: turn?.code
       });

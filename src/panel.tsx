@@ -8,6 +8,7 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ReactWidget } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 
 import { IServerStrategies } from './components/common';
@@ -18,6 +19,7 @@ import { UsageLine } from './components/UsageLine';
 import { Limits } from './models';
 import { IAgentSettings, NotebookSession } from './session';
 import { withinLimits } from './settings';
+import { ToastRoom } from './toastroom';
 import { modelPrice, totalUsage } from './usage';
 import type { ModelPrice } from './wire';
 
@@ -28,6 +30,8 @@ export { ConfinementBadge } from './components/ConfinementBadge';
 export type { IServerStrategies } from './components/common';
 
 export const PANEL_ID = 'jupyter-data-agent-panel';
+
+type Message = Parameters<Widget['processMessage']>[0];
 
 /** Ask first, then forget the notebook's conversation (accepted cells stay). */
 async function confirmClear(session: NotebookSession): Promise<void> {
@@ -52,6 +56,27 @@ export class AgentSidebar extends ReactWidget {
     super();
     this.id = PANEL_ID;
     this.addClass('jp-DataAgent-panel');
+  }
+
+  dispose(): void {
+    this._toasts.dispose();
+    super.dispose();
+  }
+
+  // JupyterLab's toasts stay clear of Ask / Stop (toastroom.ts).
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._toasts.update();
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._toasts.update();
+  }
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    super.onResize(msg);
+    this._toasts.update();
   }
 
   get session(): NotebookSession | null {
@@ -194,6 +219,7 @@ export class AgentSidebar extends ReactWidget {
   }
 
   private _session: NotebookSession | null = null;
+  private _toasts = new ToastRoom(this.node);
   private _strategies: IServerStrategies | null = null;
   private _price: ModelPrice | null = null;
   private _prices: { [model: string]: ModelPrice | undefined } = {};

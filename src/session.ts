@@ -65,6 +65,7 @@ import {
   proposalTurnId,
   turnOfProposal
 } from './proposals';
+import { revealBlock } from './reveal';
 import { IAgentSettings, requestStrategy, turnOptions } from './settings';
 import { isEditIntent } from './suggestions';
 import type { NotebookCell } from './wire';
@@ -495,11 +496,19 @@ export class NotebookSession implements IDisposable {
         notebook.select(notebook.widgets[i]);
       }
     }
-    // The last cell first, then the first: the whole block is in view when
-    // it fits, and its start when it does not.
+    // The last cell first, then the first (both rendered, in a windowed
+    // notebook), then the block: whole when it fits, else from its top,
+    // where the bar is.
     void notebook
       .scrollToItem(last, 'smart')
       .then(() => notebook.scrollToItem(first, 'smart'))
+      .then(() => {
+        const top = notebook.widgets[first]?.node;
+        const bottom = notebook.widgets[last]?.node;
+        if (top && bottom) {
+          revealBlock(notebook.outerNode, top, bottom);
+        }
+      })
       .catch(() => undefined);
     return true;
   }

@@ -60,7 +60,13 @@ export type CellChange =
   | { op: 'insert'; afterId: string | null; index: number; cell: ICellSpec }
   | { op: 'remove'; id: string }
   | { op: 'setSource'; id: string; source: string }
-  | { op: 'setTag'; id: string; tag: ICellAgentMetadata | null };
+  | { op: 'setTag'; id: string; tag: ICellAgentMetadata | null }
+  | {
+      op: 'setOutputs';
+      id: string;
+      outputs: Record<string, unknown>[];
+      executionCount: number | null;
+    };
 
 /** The existing cell a replace-mode suggestion edits. */
 export interface IReplaceTarget {
@@ -69,6 +75,12 @@ export interface IReplaceTarget {
   original: string;
   /** The tag it carried before this turn (an earlier turn's), or none. */
   tag: ICellAgentMetadata | null;
+  /**
+   * Its outputs (nbformat) and execution count while no suggestion is
+   * shown: what undo puts back when an accept cleared them.
+   */
+  outputs?: readonly Record<string, unknown>[];
+  executionCount?: number | null;
 }
 
 export type IdFactory = () => string;
@@ -126,19 +138,23 @@ export function layoutCells(
   // Greedy in-order matching by type: a kept cell keeps its place and id.
   let next = 0;
   return wanted.map(cell => {
-    let id: string | null = null;
+    let reused: ICellSpec | undefined;
     for (let k = next; k < reuse.length; k++) {
       if (reuse[k].cell_type === cell.cell_type) {
-        id = reuse[k].id;
+        reused = reuse[k];
         next = k + 1;
         break;
       }
     }
+    // A reused cell that was an existing one (an empty cell the suggestion
+    // took) stays one: a reject gives it back as it was.
+    const edits = reused?.edits;
     return {
-      id: id ?? newId(),
+      id: reused?.id ?? newId(),
       cell_type: cell.cell_type,
       source: cell.source,
-      tag: { ...tag }
+      tag: { ...tag },
+      ...(edits ? { edits } : {})
     };
   });
 }
@@ -160,17 +176,39 @@ function sameTag(
 
 /**
  * Replace mode's diff: the target cell always exists; with no cells in the
- * layout it holds the target's original source and tag.
+ * layout it holds the target's original source, tag and outputs (a layout
+ * cell without `outputs` leaves the target's as they are).
  */
 export function diffTarget(
   from: ICellSpec[],
   to: ICellSpec[],
   target: IReplaceTarget
 ): CellChange[] {
-  const rest = { source: target.original, tag: target.tag };
+  const rest: {
+    source: string;
+    tag: ICellAgentMetadata | null;
+    outputs?: ICellSpec['outputs'];
+  } = {
+    source: target.original,
+    tag: target.tag
+  };
   const before = from[0] ?? rest;
   const after = to[0] ?? rest;
   const changes: CellChange[] = [];
+  const outputsBefore = before.outputs ?? target.outputs;
+  const outputsAfter = after.outputs ?? target.outputs;
+  if (
+    outputsAfter &&
+    JSON.stringify(outputsBefore ?? []) !== JSON.stringify(outputsAfter)
+  ) {
+    changes.push({
+      op: 'setOutputs',
+      id: target.id,
+      outputs: outputsAfter.map(o => ({ ...o })),
+      // Cleared outputs go with their count, as JupyterLab's Clear Outputs.
+      executionCount: after.outputs ? null : (target.executionCount ?? null)
+    });
+  }
   if (before.source !== after.source) {
     changes.push({ op: 'setSource', id: target.id, source: after.source });
   }

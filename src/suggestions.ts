@@ -17,8 +17,15 @@
  * its source (the candidate is shown as a diff over it) and carries this
  * turn's tag; accept writes the candidate into it; reject and undo put back
  * the source and tag it had, so one undo restores the original exactly.
+ * Accepting a fix of a cell that shows an error clears its outputs: the
+ * traceback came from the code the fix replaced (undo puts it back).
+ *
+ * An empty cell at the anchor (the new cell the user asked from) is taken
+ * by a one-cell suggestion instead of being left empty above it; reject
+ * and undo give it back empty.
  */
 import { ExistingCells, analysisCells } from './analysis';
+import { hasErrorOutput } from './celledit';
 import { TurnStatus } from './metadata';
 import {
   CellChange,
@@ -198,6 +205,22 @@ export interface IInsertOptions {
   target?: IReplaceTarget | null;
   /** The existing cells an analysis's steps may edit, as they are now. */
   existing?: ExistingCells;
+  /**
+   * An empty code cell (the anchor's, without outputs) a suggestion in
+   * `single` mode takes instead of adding a cell below it.
+   */
+  into?: string | null;
+}
+
+/** The one-cell layout placed into the empty cell `into`, kept as an edit of it. */
+function intoEmpty(
+  cells: ICellSpec[],
+  into: string | null | undefined
+): ICellSpec[] {
+  if (!into || cells.length !== 1 || cells[0].cell_type !== 'code') {
+    return cells;
+  }
+  return [{ ...cells[0], id: into, edits: { original: '', tag: null } }];
 }
 
 /** Place candidate `index` as a suggestion (from none or rejected). */
@@ -222,12 +245,15 @@ export function insert(
     ? [targetCell(state, target, target.original, 'pending')]
     : analysis?.length
       ? analysisCells(state, analysis, 'pending', newId, options.existing)
-      : layoutCells(
-          state,
-          options.candidates[index],
-          options.mode,
-          'pending',
-          newId
+      : intoEmpty(
+          layoutCells(
+            state,
+            options.candidates[index],
+            options.mode,
+            'pending',
+            newId
+          ),
+          options.mode === 'single' ? options.into : null
         );
   return transitionTo(
     { ...state, target },
@@ -295,7 +321,20 @@ export function accept(
   const candidate = state.candidates[state.index];
   const cells =
     current.target && candidate
-      ? [targetCell(state, current.target, cellSource(candidate), 'accepted')]
+      ? [
+          {
+            ...targetCell(
+              state,
+              current.target,
+              cellSource(candidate),
+              'accepted'
+            ),
+            // The traceback belongs to the code the fix replaced.
+            ...(hasErrorOutput({ outputs: current.target.outputs })
+              ? { outputs: [] }
+              : {})
+          }
+        ]
       : current.cells.map(c => ({
           ...c,
           tag: tagFor(state, 'accepted')

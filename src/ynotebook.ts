@@ -14,11 +14,13 @@ import type { CellChange, IAnchor, IObservedCell } from './suggestions';
 /** A cell tagged with a turn, as the machine observes it, with its type. */
 export type ITaggedCell = IObservedCell & { cell_type: 'code' | 'markdown' };
 
-/** What `apply` edits on a shared cell. */
+/** What `apply` edits on a shared cell (outputs: a code cell's). */
 interface IEditableCell {
   setSource(s: string): void;
   setMetadata(k: string, v: any): void;
   deleteMetadata(k: string): void;
+  setOutputs?(outputs: any[]): void;
+  setExecutionCount?(count: number | null): void;
 }
 
 /** A Yjs shared type, as much as `foldLocalEdits` reads of it. */
@@ -318,6 +320,12 @@ export class SharedCells {
           byId.get(change.id)?.deleteMetadata(METADATA_KEY);
         }
         break;
+      case 'setOutputs': {
+        const cell = byId.get(change.id);
+        cell?.setOutputs?.(change.outputs);
+        cell?.setExecutionCount?.(change.executionCount);
+        break;
+      }
       case 'insert': {
         const after = change.afterId ? order.indexOf(change.afterId) : -1;
         const at =

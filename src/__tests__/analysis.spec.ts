@@ -109,6 +109,8 @@ function apply(cells: IFake[], changes: CellChange[]): IFake[] {
       out[at(change.id)].source = change.source;
     } else if (change.op === 'setTag') {
       out[at(change.id)].tag = change.tag ? { ...change.tag } : undefined;
+    } else if (change.op === 'setOutputs') {
+      out[at(change.id)].outputs = change.outputs;
     } else {
       const after = change.afterId ? at(change.afterId) : -1;
       out.splice(after >= 0 ? after + 1 : change.index, 0, {

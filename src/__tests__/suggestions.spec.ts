@@ -28,6 +28,8 @@ interface IFakeCell {
   cell_type: string;
   source: string;
   metadata: Record<string, unknown>;
+  outputs?: Record<string, unknown>[];
+  execution_count?: number | null;
 }
 
 function apply(cells: IFakeCell[], changes: CellChange[]): IFakeCell[] {
@@ -47,6 +49,10 @@ function apply(cells: IFakeCell[], changes: CellChange[]): IFakeCell[] {
         } else {
           delete out[at(change.id)].metadata.jupyter_data_agent;
         }
+        break;
+      case 'setOutputs':
+        out[at(change.id)].outputs = change.outputs.map(o => ({ ...o }));
+        out[at(change.id)].execution_count = change.executionCount;
         break;
       case 'insert': {
         const after = change.afterId ? at(change.afterId) : -1;
@@ -585,6 +591,66 @@ describe('replace mode (a suggestion that edits an existing cell)', () => {
     expect(apply(nb1, reject(first.state).changes)).toEqual(start);
   });
 
+  describe('the outputs of the cell an edit replaces', () => {
+    const error = {
+      output_type: 'error',
+      ename: 'KeyError',
+      evalue: "'nope'",
+      traceback: ['KeyError: nope']
+    };
+    const printed = { output_type: 'stream', name: 'stdout', text: '1\n' };
+    const shown = (outputs: Record<string, unknown>[]) =>
+      broken().map(c =>
+        c.id === 'x' ? { ...c, outputs, execution_count: 7 } : c
+      );
+    const placedOver = (outputs: Record<string, unknown>[]) =>
+      insert(emptySuggestion('t2', 'Fix the error in this cell'), {
+        candidates: fixes,
+        index: 0,
+        mode: 'single',
+        anchor: { afterId: 'x', index: 3 },
+        target: { ...target, outputs, executionCount: 7 }
+      });
+
+    it("a fix's accept clears the traceback; undo puts it back", () => {
+      const first = placedOver([printed, error]);
+      const nb1 = apply(shown([printed, error]), first.changes);
+      const accepted = accept(first.state);
+      expect(accepted.changes).toContainEqual({
+        op: 'setOutputs',
+        id: 'x',
+        outputs: [],
+        executionCount: null
+      });
+      const nb2 = apply(nb1, accepted.changes);
+      expect(nb2[2]).toMatchObject({
+        source: 'df["delay"].mean()',
+        outputs: [],
+        execution_count: null
+      });
+      // One undo: the broken code with its traceback and count, exactly.
+      expect(apply(nb2, undo(accepted.state).changes)).toEqual(nb1);
+    });
+
+    it('outputs without an error stay (as after an edit by hand)', () => {
+      const first = placedOver([printed]);
+      const accepted = accept(first.state);
+      expect(accepted.changes.map(c => c.op)).toEqual(['setSource', 'setTag']);
+      expect(undo(accepted.state).changes.map(c => c.op)).toEqual([
+        'setSource',
+        'setTag'
+      ]);
+    });
+
+    it('placing and rejecting never touch the outputs', () => {
+      const first = placedOver([error]);
+      expect(first.changes.map(c => c.op)).toEqual(['setTag']);
+      const rejected = reject(first.state);
+      expect(rejected.changes.map(c => c.op)).toEqual(['setTag']);
+      expect(undo(rejected.state).changes.map(c => c.op)).toEqual(['setTag']);
+    });
+  });
+
   it('follows the notebook undo of an accept back to suggested', () => {
     const accepted = accept(placed().state).state;
     const seen = observe(accepted, [
@@ -621,6 +687,77 @@ describe('replace mode (a suggestion that edits an existing cell)', () => {
       id: 'x',
       source: 'df.delay.mean()'
     });
+  });
+});
+
+describe('an empty cell at the anchor (the new cell the user asked from)', () => {
+  const withEmpty = (): IFakeCell[] => [
+    ...notebook().slice(0, 2),
+    { id: 'e', cell_type: 'code', source: '', metadata: { tags: ['mine'] } },
+    notebook()[2]
+  ];
+  const placedInto = (mode: 'single' | 'perStep' = 'single') =>
+    insert(emptySuggestion('t1', 'mean delay per airline', mode), {
+      candidates,
+      index: 0,
+      mode,
+      anchor: { afterId: 'e', index: 3 },
+      newId: ids(),
+      into: 'e'
+    });
+
+  it('takes the empty cell: no cell added, none left empty above', () => {
+    const { state, changes } = placedInto();
+    const nb1 = apply(withEmpty(), changes);
+    expect(nb1.map(c => c.id)).toEqual(['a', 'b', 'e', 'c']);
+    expect(nb1[2]).toEqual({
+      id: 'e',
+      cell_type: 'code',
+      source: candidates[0].code,
+      metadata: { tags: ['mine'], jupyter_data_agent: tag('pending') }
+    });
+    // Cycling writes the other candidates into the same cell.
+    const cycled = cycle(state, 1);
+    const nb2 = apply(nb1, cycled.changes);
+    expect(nb2.map(c => c.id)).toEqual(['a', 'b', 'e', 'c']);
+    expect(nb2[2].source).toBe(candidates[1].code);
+    // Reject (after cycling): the empty cell is back, exactly.
+    const rejected = reject(cycled.state, {
+      anchor: { afterId: 'b', index: 2 }
+    });
+    const nb3 = apply(nb2, rejected.changes);
+    expect(nb3).toEqual(withEmpty());
+    // Undo of the reject shows the suggestion in it again.
+    expect(apply(nb3, undo(rejected.state).changes)).toEqual(nb2);
+  });
+
+  it('accept keeps the cell; undo back to the empty cell, step by step', () => {
+    const first = placedInto();
+    const nb1 = apply(withEmpty(), first.changes);
+    const accepted = accept(first.state);
+    const nb2 = apply(nb1, accepted.changes);
+    expect(nb2.map(c => c.id)).toEqual(['a', 'b', 'e', 'c']);
+    expect(nb2[2].metadata.jupyter_data_agent).toEqual(tag('accepted'));
+    const back = undo(accepted.state);
+    const nb3 = apply(nb2, back.changes);
+    expect(nb3).toEqual(nb1);
+    expect(apply(nb3, undo(back.state).changes)).toEqual(withEmpty());
+  });
+
+  it('perStep cells go below it, as before', () => {
+    const { changes } = placedInto('perStep');
+    const nb = apply(withEmpty(), changes);
+    expect(nb.map(c => c.id)).toEqual([
+      'a',
+      'b',
+      'e',
+      'new1',
+      'new2',
+      'new3',
+      'new4',
+      'c'
+    ]);
+    expect(nb[2].source).toBe('');
   });
 });
 

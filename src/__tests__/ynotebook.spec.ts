@@ -52,9 +52,11 @@ function edits(cells: string[], layout = false): ILocalEdits {
   return { cells: new Set(cells), layout };
 }
 
-describe('LocalEdits', () => {
-  // @jupyter/ydoc reads a new cell's types before they join the document;
-  // Yjs warns about it (in JupyterLab too). Other warnings still show.
+/**
+ * @jupyter/ydoc reads a new cell's types before they join the document;
+ * Yjs warns about it (in JupyterLab too). Other warnings still show.
+ */
+function quietYjsWarnings(): void {
   const warn = console.warn;
   beforeAll(() => {
     jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
@@ -64,6 +66,10 @@ describe('LocalEdits', () => {
     });
   });
   afterAll(() => jest.restoreAllMocks());
+}
+
+describe('LocalEdits', () => {
+  quietYjsWarnings();
 
   it("leaves out a collaborator's changes and keeps this client's", () => {
     const [a, b] = twoClients();
@@ -210,6 +216,46 @@ describe('SharedCells.anchorBelow', () => {
     // An accepted cell is the user's: the anchor stays right below its cell.
     expect(cells.anchorBelow('kept', 0)).toEqual({ afterId: 'kept', index: 4 });
     expect(cells.anchorBelow('mine', 0)).toEqual({ afterId: 'mine', index: 5 });
+    notebook.dispose();
+  });
+});
+
+describe('SharedCells.apply', () => {
+  quietYjsWarnings();
+
+  it("clears a fixed cell's outputs in the undoable step; undo puts them back", () => {
+    const notebook = YNotebook.create();
+    const error = {
+      output_type: 'error',
+      ename: 'KeyError',
+      evalue: "'nope'",
+      traceback: ['KeyError: nope']
+    };
+    notebook.insertCells(0, [
+      {
+        ...codeCell('x', 'df["nope"].mean()'),
+        outputs: [error],
+        execution_count: 3
+      }
+    ] as any);
+    const cells = new SharedCells({ model: { sharedModel: notebook } } as any);
+    cells.apply([
+      { op: 'setSource', id: 'x', source: 'df["delay"].mean()' },
+      { op: 'setOutputs', id: 'x', outputs: [], executionCount: null }
+    ]);
+    const fixed = notebook.getCell(0).toJSON() as any;
+    expect(fixed).toMatchObject({
+      source: 'df["delay"].mean()',
+      outputs: [],
+      execution_count: null
+    });
+    // The notebook's own undo (z) reverts the whole step: code and traceback.
+    notebook.undo();
+    expect(notebook.getCell(0).toJSON()).toMatchObject({
+      source: 'df["nope"].mean()',
+      outputs: [error],
+      execution_count: 3
+    });
     notebook.dispose();
   });
 });

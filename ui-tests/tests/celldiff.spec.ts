@@ -2,10 +2,10 @@
  * Cell edits as diffs, against the real server and the scripted model
  * (ui-tests/fixtures/replies.json): "Fix the error in this cell" on a
  * raising cell shows the fix as a diff over that cell (CodeMirror's merge
- * view), Accept replaces the cell's source in place (no cell added), one
- * undo restores the original exactly; Reject leaves the cell untouched; a
- * sidebar request about a pinned cell that edits it ("Rewrite this cell …")
- * is a diff too.
+ * view), Accept replaces the cell's source in place (no cell added) and
+ * clears its traceback, one undo restores the original exactly; Reject
+ * leaves the cell untouched; a sidebar request about a pinned cell that
+ * edits it ("Rewrite this cell …") is a diff too.
  */
 import { expect, test } from '@jupyterlab/galata';
 import { Page } from '@playwright/test';
@@ -104,6 +104,8 @@ test('Fix shows a diff over the cell; Accept replaces it; undo restores it', asy
   expect(cells[1].id).toBe(before[1].id);
   expect(cells[1].source).toContain('df["delay"].mean()');
   expect(cells[1].source).not.toContain(BROKEN);
+  // The KeyError's traceback came from the code replaced: it goes too.
+  expect(cells[1].outputs).toEqual([]);
   const stored = await notebookAgentMetadata(page);
   const turn = stored.turns[stored.turns.length - 1];
   expect(turn).toMatchObject({
@@ -128,6 +130,7 @@ test('Fix shows a diff over the cell; Accept replaces it; undo restores it', asy
   await expect(target(page)).toHaveCount(1);
   cells = await notebookCells(page);
   expect(cells.map(c => c.source)).toEqual([DF_CODE, BROKEN]);
+  expect(cells[1].outputs).toEqual(before[1].outputs);
   await expect
     .poll(async () => {
       const turns = (await notebookAgentMetadata(page)).turns;

@@ -1,11 +1,12 @@
 /**
  * A question longer than the server takes (MAX_INTENT_CHARS in
  * server/models.py) is refused in the composer, in words, before anything
- * is posted.
+ * is posted. JupyterLab's first-start news question (a toast at the bottom
+ * right) does not cover Ask.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, galata, test } from '@jupyterlab/galata';
 
-import { openPanel, panel } from './helpers';
+import { openPanel, panel, screenshotPath } from './helpers';
 
 test('a question over 20,000 characters is refused before it is sent', async ({
   page
@@ -45,4 +46,58 @@ test('a question over 20,000 characters is refused before it is sent', async ({
   await expect(problem).toHaveCount(0);
   await expect(send).toBeEnabled();
   expect((await look()).opacity).toBe(1);
+});
+
+test.describe('on a first start, with the news question shown', () => {
+  // Galata answers the question in its settings; a new user has not.
+  test.use({
+    mockSettings: {
+      ...galata.DEFAULT_SETTINGS,
+      '@jupyterlab/apputils-extension:notification': {
+        checkForUpdates: false,
+        fetchNews: 'none'
+      }
+    }
+  });
+
+  test("JupyterLab's news toast does not cover Ask", async ({ page }) => {
+    await page.notebook.createNew('news-toast.ipynb');
+    const toast = page.locator('.jp-toastContainer .Toastify__toast', {
+      hasText: 'official Jupyter news'
+    });
+    await expect(toast).toBeVisible();
+    await openPanel(page);
+    const input = panel(page).locator('.jp-DataAgent-input');
+    await input.fill('Which airline is late most often?');
+    const send = panel(page).locator('.jp-DataAgent-send');
+    await expect(send).toBeEnabled();
+    // What a click at the middle of Ask would reach.
+    const hit = () =>
+      send.evaluate(node => {
+        const box = node.getBoundingClientRect();
+        const at = document.elementFromPoint(
+          box.left + box.width / 2,
+          box.top + box.height / 2
+        );
+        return !!at && node.contains(at);
+      });
+    await expect.poll(hit).toBe(true);
+    // The toast is still there, beside the panel rather than over it.
+    await expect(toast).toBeVisible();
+    const toastBox = (await toast.boundingBox())!;
+    const panelBox = (await panel(page).boundingBox())!;
+    expect(toastBox.x + toastBox.width).toBeLessThanOrEqual(panelBox.x);
+    await page.screenshot({ path: screenshotPath('news-toast-beside.png') });
+    // The control: where JupyterLab puts it, it covers Ask.
+    await page.evaluate(() =>
+      document.body.classList.remove('jp-DataAgent-toastsLeft')
+    );
+    await expect.poll(hit).toBe(false);
+    await page.evaluate(() =>
+      document.body.classList.add('jp-DataAgent-toastsLeft')
+    );
+    // A real click, no force: Playwright checks nothing else would get it.
+    await send.click({ timeout: 10_000 });
+    await expect(panel(page).locator('.jp-DataAgent-exchange')).toHaveCount(1);
+  });
 });

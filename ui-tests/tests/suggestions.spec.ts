@@ -2,7 +2,9 @@
  * The whole front end against a scripted server (REST routes and the events
  * socket played in the browser): streaming, suggestions, keyboard, undo,
  * reject restoring the notebook, the polling fallback, the error-fix
- * command and the conversation surviving a reload.
+ * command and the conversation surviving a reload; a fix low in a long
+ * notebook shows its bar, and its accept clears the old traceback; a
+ * question asked from an empty cell is answered in that cell.
  */
 import { expect, test } from '@jupyterlab/galata';
 
@@ -16,6 +18,7 @@ import {
   finishEvents,
   notebookAgentMetadata,
   notebookCells,
+  notebookJson,
   notebookWithDf,
   openPanel,
   panel,
@@ -391,4 +394,200 @@ test('perStep insert mode, keyboard reject, dark theme', async ({ page }) => {
   await expect(suggestion).toHaveCount(0);
   expect(await notebookCells(page)).toEqual(before);
   await page.theme.setLightTheme();
+});
+
+/** A long notebook: 24 cells that printed 8 lines each, then a cell whose long traceback is shown. */
+function longNotebookWithError(): string {
+  const cells: Record<string, unknown>[] = [];
+  for (let i = 0; i < 24; i++) {
+    cells.push({
+      cell_type: 'code',
+      execution_count: i + 1,
+      id: `rows-${i}`,
+      metadata: {},
+      outputs: [
+        {
+          output_type: 'stream',
+          name: 'stdout',
+          text: Array.from({ length: 8 }, (_, k) => `row ${i}.${k}\n`).join('')
+        }
+      ],
+      source: `print("rows ${i}")`
+    });
+  }
+  cells.push({
+    cell_type: 'code',
+    execution_count: 25,
+    id: 'broken',
+    metadata: {},
+    outputs: [
+      {
+        output_type: 'error',
+        ename: 'KeyError',
+        evalue: "'late'",
+        traceback: [
+          ...Array.from(
+            { length: 30 },
+            (_, k) => `  File "frame${k}.py", line ${k + 1}, in step${k}`
+          ),
+          "KeyError: 'late'"
+        ]
+      }
+    ],
+    source: 'df["late"].mean()'
+  });
+  return notebookJson(cells);
+}
+
+test('a fix low in a long notebook shows its bar; its accept clears the traceback', async ({
+  page,
+  tmpPath
+}) => {
+  const server = new MockServer();
+  await server.install(page);
+  await page.contents.uploadContent(
+    longNotebookWithError(),
+    'text',
+    `${tmpPath}/long-fix.ipynb`
+  );
+  await page.filebrowser.refresh();
+  expect(await page.notebook.open('long-fix.ipynb')).toBe(true);
+  await openPanel(page);
+  const broken = (await page.notebook.getCellLocator(24))!;
+  await broken.locator('.jp-InputArea-editor').click({ button: 'right' });
+  await page
+    .locator('.lm-Menu')
+    .getByText('Fix the error in this cell')
+    .click();
+  await expect.poll(() => server.bodies.length).toBe(1);
+  expect(server.bodies[0].edit).toMatchObject({
+    kind: 'fix',
+    cell_id: 'broken'
+  });
+  // A fix of a dozen lines: with the traceback, the cell is taller than the view.
+  const fix = [
+    '# Step 1: The column is "delay", not "late"',
+    ...Array.from({ length: 10 }, (_, k) => `part${k} = df["delay"] * ${k}`),
+    'df["delay"].mean()'
+  ].join('\n');
+  await server.send(
+    'job1',
+    finishEvents(
+      'job1',
+      1,
+      [{ ...CANDIDATES[0], code: fix, steps: [], explanation: 'Use delay.' }],
+      { turnId: 'turn-long-fix' }
+    )
+  );
+  const cell = page.locator('.jp-Notebook .jp-Cell.jp-DataAgent-replacing');
+  await expect(cell.locator('.jp-DataAgent-cellDiff')).toBeVisible();
+
+  // Without the test scrolling: the bar's Accept is inside the notebook's view.
+  const accept = cell.locator('button.jp-DataAgent-accept');
+  const view = page.locator(
+    '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer'
+  );
+  const inView = async () => {
+    const button = await accept.boundingBox();
+    const area = await view.boundingBox();
+    return (
+      !!button &&
+      !!area &&
+      button.y >= area.y &&
+      button.y + button.height <= area.y + area.height
+    );
+  };
+  expect(
+    await cell.evaluate(node => node.getBoundingClientRect().height)
+  ).toBeGreaterThan((await view.boundingBox())!.height);
+  await expect.poll(inView).toBe(true);
+  // And it stays there once everything has settled.
+  await page.waitForTimeout(1000);
+  expect(await inView()).toBe(true);
+  await page.screenshot({ path: screenshotPath('mocked-long-fix.png') });
+
+  // Accept: the traceback of the broken code goes with it.
+  await accept.click();
+  await expect(cell).toHaveCount(0);
+  let cells = await notebookCells(page);
+  expect(cells[24]).toMatchObject({
+    id: 'broken',
+    source: fix,
+    outputs: [],
+    execution_count: null
+  });
+  await expect(
+    (await page.notebook.getCellLocator(24))!.locator('.jp-OutputArea-output')
+  ).toHaveCount(0);
+  // One undo: the broken code and its traceback, as they were.
+  await execute(page, 'jupyter-data-agent:undo');
+  await expect(cell).toHaveCount(1);
+  cells = await notebookCells(page);
+  expect(cells[24]).toMatchObject({
+    source: 'df["late"].mean()',
+    execution_count: 25
+  });
+  expect(cells[24].outputs.map((o: any) => o.ename)).toEqual(['KeyError']);
+  // Accept again, then the notebook's own undo (z): the traceback is back too.
+  await cell.locator('button.jp-DataAgent-accept').click();
+  await expect(cell).toHaveCount(0);
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('z');
+  await expect
+    .poll(async () => (await notebookCells(page))[24].outputs.length)
+    .toBe(1);
+  expect((await notebookCells(page))[24].source).toBe('df["late"].mean()');
+});
+
+test('a question asked from an empty cell is answered in it; Reject gives it back', async ({
+  page
+}) => {
+  const server = new MockServer();
+  await server.install(page);
+  await notebookWithDf(page, 'empty-cell.ipynb');
+  // A new, empty cell: the user asks from there.
+  await execute(page, 'notebook:insert-cell-below');
+  const before = await notebookCells(page);
+  expect(before.map(c => c.source)).toEqual([DF_CODE, '']);
+  await openPanel(page);
+  await ask(page, INTENT);
+  await expect.poll(() => server.bodies.length).toBe(1);
+  expect(server.bodies[0].active_index).toBe(1);
+  await server.send('job1', [
+    ...finishEvents('job1', 1, CANDIDATES.slice(0, 2), {
+      turnId: 'turn-empty'
+    })
+  ]);
+  const suggestion = page.locator(
+    '.jp-Notebook .jp-Cell.jp-DataAgent-suggestion'
+  );
+  await expect(suggestion).toHaveCount(1);
+  // The suggestion is in the empty cell: no empty cell is left above it.
+  let cells = await notebookCells(page);
+  expect(cells.map(c => c.id)).toEqual(before.map(c => c.id));
+  expect(cells[1].source).toBe(CANDIDATES[0].code);
+  // Cycling stays in that cell.
+  await suggestion.locator('button.jp-DataAgent-next').click();
+  await expect
+    .poll(async () => (await notebookCells(page))[1].source)
+    .toBe(CANDIDATES[1].code);
+  expect(await notebookCells(page)).toHaveLength(2);
+
+  // Reject: the empty cell is back, exactly as it was.
+  await suggestion.locator('button.jp-DataAgent-reject').click();
+  await expect(suggestion).toHaveCount(0);
+  expect(await notebookCells(page)).toEqual(before);
+  // Undo the reject, then accept: still two cells, the answer in the second.
+  await execute(page, 'jupyter-data-agent:undo');
+  await expect(suggestion).toHaveCount(1);
+  await suggestion.locator('button.jp-DataAgent-accept').click();
+  await expect(suggestion).toHaveCount(0);
+  cells = await notebookCells(page);
+  expect(cells.map(c => c.id)).toEqual(before.map(c => c.id));
+  expect(cells[1].source).toBe(CANDIDATES[1].code);
+  const turns = (await notebookAgentMetadata(page)).turns;
+  expect(turns[turns.length - 1]).toMatchObject({
+    turn_id: 'turn-empty',
+    status: 'accepted'
+  });
 });
