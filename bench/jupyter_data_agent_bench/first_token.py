@@ -274,13 +274,14 @@ def measure_second_turn(rounds: int, log=print) -> list[SecondTurn]:
 # -- kernel start + one %%agent turn -----------------------------------------------------------
 
 
-def agent_turn(situation: str) -> AgentTurn:
+def agent_turn(situation: str, extra_args: list[str] | None = None) -> AgentTurn:
+    """``situation``: "idle", or "matmul" (a numpy matmul loop in another process meanwhile)."""
     import os
 
     result = AgentTurn(situation)
     beside = subprocess.Popen([sys.executable, "-c", MATMUL]) if situation == "matmul" else None
     try:
-        with served() as (server, runtime):
+        with served(extra_args) as (server, runtime):
             if beside is not None:
                 time.sleep(1.0)
             result.load1 = os.getloadavg()[0]
