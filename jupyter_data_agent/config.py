@@ -78,12 +78,13 @@ class DataAgent(Configurable):
         "least 1; transformers on CPU: torch.set_num_threads, 0: torch's default).",
     ).tag(config=True)
     wait_policy = Enum(
-        ["passive", "active", "default"],
-        default_value="passive",
-        help="How llama.cpp's OpenMP threads wait at a barrier (OMP_WAIT_POLICY, set when "
-        "llama_cpp is first imported): 'passive' sleeps, so a busy machine costs little "
-        "speed; 'active' spins; 'default': the library's own. An OMP_WAIT_POLICY already "
-        "in the environment wins.",
+        ["bounded", "passive", "active", "default"],
+        default_value="bounded",
+        help="How llama.cpp's OpenMP threads wait at a barrier (libgomp's environment, set when "
+        "llama_cpp is first imported): 'bounded' spins briefly then sleeps (GOMP_SPINCOUNT; fast "
+        "idle, and a busy machine costs little), 'passive' sleeps at once (OMP_WAIT_POLICY), "
+        "'active' spins; 'default': the library's own. OMP_WAIT_POLICY or GOMP_SPINCOUNT "
+        "already in the environment wins.",
     ).tag(config=True)
     max_prompt_tokens = Int(3000, min=64, help="Token budget of the prompt (context is left-truncated).").tag(
         config=True
@@ -213,7 +214,7 @@ class Settings:
     device: str = declared("device")
     dtype: str = declared("dtype")
     threads: int = declared("threads")
-    wait_policy: Literal["passive", "active", "default"] = declared("wait_policy")
+    wait_policy: Literal["bounded", "passive", "active", "default"] = declared("wait_policy")
     max_prompt_tokens: int = declared("max_prompt_tokens")
     max_new_tokens: int = declared("max_new_tokens")
     temperature: float = declared("temperature")

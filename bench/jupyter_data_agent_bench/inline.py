@@ -59,21 +59,49 @@ class LineResult:
 
 
 @dataclass
+class CellStart:
+    """A cell's first request (the cells above changed), as typing left the cache (``cold``) and
+    after ``POST warm``'s evaluation when the cell got focus (``warmed``), the same request."""
+
+    notebook: str
+    turn: int
+    cold_first_ms: float | None
+    warmed_first_ms: float | None
+    warm_ms: float  # the warm request itself (off the user's clock: it runs on cell focus)
+    warm_prompt_tokens: int
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else None
+
+
+def _median(xs: list[float]) -> float | None:
+    return round(statistics.median(xs), 1) if xs else None
+
+
+@dataclass
 class InlineBench:
     model: str
     backend: str
     threads: int
     lines: list[LineResult] = field(default_factory=list)
+    starts: list[CellStart] = field(default_factory=list)
+
+    def start_summary(self) -> dict:
+        cold = sorted(s.cold_first_ms for s in self.starts if s.cold_first_ms is not None)
+        warmed = sorted(s.warmed_first_ms for s in self.starts if s.warmed_first_ms is not None)
+        warms = sorted(s.warm_ms for s in self.starts)
+        return {"cells": len(self.starts),
+                "cold_first_ms_median": _median(cold), "cold_first_ms_p90": _pct(cold, 0.9),
+                "warmed_first_ms_median": _median(warmed), "warmed_first_ms_p90": _pct(warmed, 0.9),
+                "warm_request_ms_median": _median(warms), "warm_request_ms_p90": _pct(warms, 0.9)}
 
     def summary(self) -> dict:
         firsts = sorted(r.first_ms for r in self.lines if r.first_ms is not None)
         nexts = sorted(r.next_first_ms for r in self.lines if r.next_first_ms is not None)
         totals = sorted(r.total_ms for r in self.lines)
         n = len(self.lines)
-
-        def pct(xs: list[float], q: float) -> float | None:
-            return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else None
-
+        pct = _pct
         return {
             "model": self.model, "backend": self.backend, "threads": self.threads, "requests": n,
             "with_ghost_text": len(firsts),
@@ -86,6 +114,7 @@ class InlineBench:
             "accepted": sum(r.accepted for r in self.lines),
             "exact": sum(r.exact for r in self.lines),
             "acceptance": round(sum(r.accepted for r in self.lines) / n, 3) if n else None,
+            **({"cell_start": self.start_summary()} if self.starts else {}),
         }
 
 
@@ -136,9 +165,13 @@ def _in_dir(path: Path):
 
 
 def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=None,
-        log=print) -> InlineBench:
+        log=print, warm_variant: bool = False) -> InlineBench:
+    """``warm_variant``: each cell's first request is also made after ``POST warm``'s evaluation
+    (:func:`~jupyter_data_agent.server.warm.warm`), from the same cache state (the previous
+    request made again), side by side with the cold one."""
     from jupyter_data_agent.llm.factory import create_backend
     from jupyter_data_agent.server.complete import generate_inline, inline_prompt
+    from jupyter_data_agent.server.warm import warm, warm_prompt
 
     settings = settings or resolve_settings()
     backend = create_backend(settings)
@@ -153,6 +186,7 @@ def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=Non
         return generate_inline(backend, prompt, lambda _d: None, cancel)
 
     warmed = False
+    last: tuple | None = None  # the previous request: made again, it puts the cache back
     for nb in notebooks:
         tables = {resolve_file(f, data).parent for f in nb.files}
         workdir = next(iter(tables)) if tables else Path(data)
@@ -166,13 +200,25 @@ def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=Non
                 if not warmed:
                     complete(context, "df", schema)  # load the model: the figures are warm
                     warmed = True
-                for prefix, reference in lines_to_complete(cell.source):
+                for i, (prefix, reference) in enumerate(lines_to_complete(cell.source)):
                     if len(bench.lines) >= max_lines:
                         break
+                    before = last
                     result = complete(context, prefix, schema)
+                    if i == 0 and warm_variant and before is not None:
+                        complete(*before)
+                        started = time.perf_counter()
+                        evaluated = warm(backend, warm_prompt(settings, backend, "inline", context, schema))
+                        warm_ms = (time.perf_counter() - started) * 1000
+                        again = complete(context, prefix, schema)
+                        bench.starts.append(CellStart(nb.name, cell.turn or 0, result.first_token_ms,
+                                                      again.first_token_ms, warm_ms, evaluated.prompt_tokens))
+                        log(f"{nb.name}#{cell.turn} cell start: {result.first_token_ms or 0:.0f} ms cold, "
+                            f"{again.first_token_ms or 0:.0f} ms after a {warm_ms:.0f} ms warm")
                     typed = prefix.rsplit("\n", 1)[-1]
                     more = reference[len(typed): len(typed) + 1]
                     after = complete(context, prefix + more, schema) if more else None
+                    last = (context, prefix + more, schema) if more else (context, prefix, schema)
                     ghost_line = result.text.split("\n", 1)[0]
                     exact = typed + ghost_line == reference
                     accepted = exact or _squash(typed + ghost_line) == _squash(reference)
@@ -193,6 +239,12 @@ def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=Non
 
 
 def markdown(summary: dict, command: str) -> str:
+    start = summary.get("cell_start")
+    warmed = "" if not start else (
+        f"\nA cell's first request (the cells above changed), {start['cells']} cells: "
+        f"{start['cold_first_ms_median']} / {start['cold_first_ms_p90']} ms median / p90 as typing left the "
+        f"cache, {start['warmed_first_ms_median']} / {start['warmed_first_ms_p90']} ms after the warm on cell "
+        f"focus (the warm itself: {start['warm_request_ms_median']} / {start['warm_request_ms_p90']} ms).\n")
     return (
         f"`{command}`\n\n"
         f"| model | threads | requests | first ghost text, median / p90 | next keystroke, median / p90 "
@@ -202,7 +254,7 @@ def markdown(summary: dict, command: str) -> str:
         f"| {summary['next_keystroke_first_ms_median']} / {summary['next_keystroke_first_ms_p90']} ms "
         f"| {summary['total_ms_median']} / {summary['total_ms_p90']} ms "
         f"| {summary['accepted']} / {summary['requests']} = {100 * (summary['acceptance'] or 0):.1f} % "
-        f"({summary['exact']}) |\n"
+        f"({summary['exact']}) |\n" + warmed
     )
 
 
@@ -212,6 +264,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", default=None, help="Only these notebooks (file stems).")
     p.add_argument("--lines", type=int, default=1000, help="Stop after this many completions (default 1000).")
     p.add_argument("--json", default="", help="Also write every line's result to this JSON file.")
+    p.add_argument("--warm", action="store_true",
+                   help="Also make each cell's first request after POST warm's evaluation (cell focus).")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -222,7 +276,8 @@ def main(args: argparse.Namespace) -> int:
         print("no notebooks found", file=sys.stderr)
         return 1
     started = time.perf_counter()
-    bench = run(notebooks, args.data, args.lines, log=lambda m: print(m, file=sys.stderr, flush=True))
+    bench = run(notebooks, args.data, args.lines, log=lambda m: print(m, file=sys.stderr, flush=True),
+                warm_variant=getattr(args, "warm", False))
     summary = bench.summary()
     summary["wall_s"] = round(time.perf_counter() - started, 1)
     summary["notebooks"] = sorted({r.notebook for r in bench.lines})
@@ -232,7 +287,8 @@ def main(args: argparse.Namespace) -> int:
     print(markdown(summary, command))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"summary": summary, "lines": [asdict(r) for r in bench.lines]}, f, indent=2)
+            json.dump({"summary": summary, "lines": [asdict(r) for r in bench.lines],
+                       "cell_starts": [asdict(s) for s in bench.starts]}, f, indent=2)
     return 0
 
 

@@ -103,6 +103,9 @@ class JupyterServer:
     port: int = field(default_factory=_free_port)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     proc: subprocess.Popen | None = None
+    runtime_dir: Path | None = None  # JUPYTER_RUNTIME_DIR: where its kernels' connection files go
+    # The extension's settings; None: the simulated policy at ``model_url`` (OpenAI protocol).
+    agent_args: list[str] | None = None
 
     @property
     def url(self) -> str:
@@ -113,11 +116,15 @@ class JupyterServer:
                if not k.startswith(("JUPYTER_DATA_AGENT_", "OPENAI_"))}
         env.update(JUPYTER_DATA_DIR=str(self.data_dir), OPENAI_API_KEY="unused",
                    JUPYTER_DATA_AGENT_CONFINEMENT=env.get("JDA_LOOP_CONFINEMENT", "warn"))
+        if self.runtime_dir is not None:
+            env["JUPYTER_RUNTIME_DIR"] = str(self.runtime_dir)
+        agent = self.agent_args if self.agent_args is not None else [
+            "--DataAgent.backend=openai", f"--DataAgent.base_url={self.model_url}",
+            f"--DataAgent.model={MODEL}", "--DataAgent.max_retries=0"]
         cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
                f"--port={self.port}", "--port-retries=0", f"--IdentityProvider.token={self.token}",
                f"--ServerApp.root_dir={self.root}", "--ServerApp.jpserver_extensions={'jupyter_data_agent': True}",
-               "--DataAgent.backend=openai", f"--DataAgent.base_url={self.model_url}",
-               f"--DataAgent.model={MODEL}", "--DataAgent.max_retries=0"]
+               *agent]
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - open while the server runs
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
         deadline = time.monotonic() + timeout

@@ -34,6 +34,11 @@ decode and prefill idle, beside a numpy matmul loop, beside a second model
 and beside 4 kernel copies computing, old default vs new, side by side.
 ``--runtimes none`` skips the rows above.
 
+``--second-turn`` and ``--agent-turn`` (:mod:`.first_token`): through a real
+Jupyter server with the embedded model, the second sidebar turn's time to
+first token with and without ``POST warm``, and kernel start + one
+``%%agent`` turn, idle and beside a numpy matmul loop.
+
 ``--rss``: memory with 3 notebooks. A model service (what the server
 extension runs, :class:`~..server.model_service.ModelService`, with the
 configured settings: the embedded GGUF through llama.cpp by default) in a
@@ -414,9 +419,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contention", action="store_true",
                         help="also measure the embedded model beside other work (see .contention)")
     parser.add_argument("--contention-configs", default="old,new",
-                        help="configurations for --contention: old, new, 1-thread, 2-passive")
+                        help="configurations for --contention (contention.CONFIGS): old, passive, new, "
+                             "1-thread, 2-passive, 2-bounded, free-spin, free-spin1k, free-spin100k")
     parser.add_argument("--contention-tokens", type=int, default=48, help="decoded tokens per measurement")
     parser.add_argument("--contention-prefill", type=int, default=600, help="prefill prompt tokens")
+    parser.add_argument("--contention-rounds", type=int, default=1,
+                        help="measure each cell this many times, interleaved, and keep the fastest")
+    parser.add_argument("--contention-scenarios", default=",".join(("idle", "matmul", "second model", "copies")),
+                        help="comma-separated subset of: idle, matmul, second model, copies")
+    parser.add_argument("--second-turn", action="store_true",
+                        help="also time the second sidebar turn's first token through a real server (.first_token)")
+    parser.add_argument("--second-turn-rounds", type=int, default=3, help="rounds of each variant (default 3)")
+    parser.add_argument("--agent-turn", action="store_true",
+                        help="also time kernel start + one %%%%agent turn, idle and beside a matmul loop")
     parser.add_argument("--rss", action="store_true",
                         help="also measure RSS with 3 notebooks on one model service")
     args = parser.parse_args(argv)
@@ -444,11 +459,35 @@ def main(argv: list[str] | None = None) -> int:
         bad = set(configs) - set(contention.CONFIGS)
         if bad:
             parser.error(f"unknown --contention-configs: {', '.join(sorted(bad))}")
-        contended = contention.measure(configs, args.contention_tokens, args.contention_prefill)
+        names = {"copies": "4 copies computing"}
+        scenarios = tuple(names.get(x.strip(), x.strip()) for x in args.contention_scenarios.split(",") if x.strip())
+        if set(scenarios) - set(contention.SCENARIOS):
+            parser.error(f"unknown --contention-scenarios: {args.contention_scenarios}")
+        contended = contention.measure(configs, args.contention_tokens, args.contention_prefill, scenarios,
+                                       args.contention_rounds)
         print(f"\nThe embedded model beside other work ({os.cpu_count()} cores; {args.contention_tokens} "
               f"tokens decoded, a {contended[0].prefill_tokens if contended else 0}-token prefill; "
-              "% of the same configuration idle):\n")
+              "% of the run's best idle figure, any configuration):\n")
         print(contention.table(contended))
+    seconds: list = []
+    agents: list = []
+    if args.second_turn or args.agent_turn:
+        from . import first_token
+
+        def log(m: str) -> None:
+            print(m, file=sys.stderr, flush=True)
+
+        if args.second_turn:
+            seconds = first_token.measure_second_turn(args.second_turn_rounds, log=log)
+            print("\nSecond sidebar turn in the same notebook (real server, embedded model, direct; "
+                  f"load avg at the end {os.getloadavg()[0]:.1f}):\n")
+            print(first_token.second_turn_table(seconds))
+        if args.agent_turn:
+            for situation in ("idle", "matmul"):
+                agents.append(first_token.agent_turn(situation))
+                log(json.dumps(asdict(agents[-1])))
+            print("\nKernel start + one embedded `%%agent` turn (a fresh server each):\n")
+            print(first_token.agent_turn_table(agents))
     rss: list[tuple[str, float, str]] = []
     if args.rss:
         print("measuring RSS with 3 notebooks…", file=sys.stderr, flush=True)
@@ -459,9 +498,11 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"runtimes": [asdict(r) for r in results],
                        "contention": [asdict(r) for r in contended],
+                       "second_turn": [asdict(r) for r in seconds],
+                       "agent_turn": [asdict(r) for r in agents],
                        "rss_mib": [{"process": n, "rss_mib": round(m, 1), "note": x} for n, m, x in rss]},
                       f, indent=2)
-    return 0 if any(r.available for r in results) or contended else 1
+    return 0 if any(r.available for r in results) or contended or seconds or agents else 1
 
 
 if __name__ == "__main__":

@@ -6,11 +6,17 @@ llama.cpp with as many threads as physical cores and OpenMP's default
 process computes, because a thread that spins waits for a core the other
 process holds. Two changes keep most of the idle speed:
 
-* **Passive wait.** ``OMP_WAIT_POLICY=PASSIVE`` makes llama.cpp's OpenMP
-  threads sleep at a barrier instead of spinning. libgomp reads it once, when
-  it is loaded (importing ``llama_cpp`` loads it), so :func:`import_llama_cpp`
-  sets it for that import only and puts the environment back: kernels the
-  server launches later must not inherit our choice.
+* **A bounded spin.** llama.cpp's OpenMP threads meet at a barrier after
+  every operation, hundreds of times per token. Spinning there is what makes
+  an idle machine fast (``OMP_WAIT_POLICY=PASSIVE``, sleeping at each
+  barrier, decoded at 40 % of the spinning speed); spinning long is what
+  makes a busy one slow (a spinning thread holds a core while its partner
+  waits for one). ``wait_policy = 'bounded'`` spins ``BOUNDED_SPINS`` times
+  (``GOMP_SPINCOUNT``), far longer than a barrier takes on a free core and far
+  shorter than libgomp's default, then sleeps. libgomp reads its environment
+  once, when it is loaded (importing ``llama_cpp`` loads it), so
+  :func:`import_llama_cpp` sets it for that import only and puts the
+  environment back: kernels the server launches later must not inherit it.
 * **Threads follow the free cores.** Before each request, :class:`CoreMeter`
   reads how much CPU *other* processes used since the last reading (the whole
   machine's busy time minus this process's own; niced processes, such as kernel
@@ -28,8 +34,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-#: ``c.DataAgent.wait_policy`` values -> the OpenMP setting ("" leaves the library's default).
-WAIT_POLICIES = {"passive": "PASSIVE", "active": "ACTIVE", "default": ""}
+#: Spins before a waiting thread sleeps, for ``wait_policy = 'bounded'`` (libgomp's default
+#: is 300,000 without OMP_WAIT_POLICY: long enough to hold a core another process wants).
+BOUNDED_SPINS = 10_000
+#: ``c.DataAgent.wait_policy`` values -> the libgomp environment read when it loads ({}: the library's own).
+WAIT_POLICIES: dict[str, dict[str, str]] = {
+    "bounded": {"GOMP_SPINCOUNT": str(BOUNDED_SPINS)},
+    "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "active": {"OMP_WAIT_POLICY": "ACTIVE"},
+    "default": {},
+}
+_OMP_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 _MIN_WINDOW_S = 0.05  # a reading over a shorter window is noise: sample this long instead
 _MAX_WINDOW_S = 2.0  # an older reading says little about now: sample afresh
 
@@ -105,10 +120,10 @@ class CoreMeter:
 METER = CoreMeter()
 
 
-def wait_policy_env(policy: str) -> str:
-    """The ``OMP_WAIT_POLICY`` value for ``c.DataAgent.wait_policy`` (clear error on a typo)."""
+def wait_policy_env(policy: str) -> dict[str, str]:
+    """The libgomp environment for ``c.DataAgent.wait_policy`` (clear error on a typo)."""
     try:
-        return WAIT_POLICIES[policy]
+        return dict(WAIT_POLICIES[policy])
     except KeyError:
         raise ValueError(f"wait_policy must be one of {', '.join(WAIT_POLICIES)}, not {policy!r}") from None
 
@@ -127,22 +142,26 @@ IMPORTED: dict[str, Any] = {}
 
 
 def import_llama_cpp(policy: str) -> Any:
-    """``import llama_cpp`` with OpenMP's wait policy set for the load, the environment restored."""
-    value = wait_policy_env(policy)
+    """``import llama_cpp`` with OpenMP's wait policy set for the load, the environment restored.
+
+    The user's own ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` wins: then ours is not set at all.
+    """
+    wanted = wait_policy_env(policy)
     with _IMPORT_LOCK:
         import sys
 
         if "llama_cpp" in sys.modules:
             return sys.modules["llama_cpp"]
-        before = os.environ.get("OMP_WAIT_POLICY")
+        users = {k: os.environ[k] for k in _OMP_VARS if k in os.environ}
         effective = not openmp_loaded()
-        if value and before is None:
-            os.environ["OMP_WAIT_POLICY"] = value
+        ours = {} if users else wanted
+        os.environ.update(ours)
         try:
             import llama_cpp
         finally:
-            if value and before is None:
-                os.environ.pop("OMP_WAIT_POLICY", None)
-        IMPORTED.update(policy=before if before is not None else (value or "library default"),
+            for key in ours:
+                os.environ.pop(key, None)
+        chosen = users or ours
+        IMPORTED.update(policy=", ".join(f"{k}={v}" for k, v in chosen.items()) or "library default",
                         effective=effective)
         return llama_cpp

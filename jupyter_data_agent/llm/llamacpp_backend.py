@@ -9,8 +9,8 @@ Decisions worth knowing:
 * One ``Llama`` (one model, one context) per (file, context size, threads) in
   the process, shared by every backend instance, with one lock: calls are
   serialized, which is also what the cores want.
-* **A busy machine** (:mod:`.cores`): the OpenMP threads wait passively
-  (``c.DataAgent.wait_policy``), and with ``threads = 0`` each request runs on
+* **A busy machine** (:mod:`.cores`): the OpenMP threads spin briefly, then
+  sleep, at a barrier (``c.DataAgent.wait_policy``), and with ``threads = 0`` each request runs on
   the cores other processes left free (``llama_set_n_threads``).
 * **Prefix reuse.** The context keeps the tokens it last evaluated (its KV
   cache). Each request finds the longest common prefix with them, drops the

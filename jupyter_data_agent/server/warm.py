@@ -52,6 +52,19 @@ def turn_prefix(settings: Settings, backend: Backend, context: NotebookContext, 
     return stable_prefix(turn_prompt(settings, backend, context, schema, PLACEHOLDER), PLACEHOLDER)
 
 
+def warm_prompt(settings: Settings, backend: Backend, kind: str, context: NotebookContext, schema: str) -> Prompt:
+    """What ``POST warm`` evaluates: the inline prompt with nothing typed yet (``inline``), or
+    the next sidebar turn's prompt up to the intent (``turn``)."""
+    if kind == "inline":
+        return inline_prompt(settings, backend, context, "", "", schema).prompt
+    return turn_prefix(settings, backend, context, schema)
+
+
+def warm(backend: Backend, prompt: Prompt):
+    """Evaluate ``prompt`` into the model's cache (one token generated): the prompt's Completion."""
+    return backend.generate(prompt, SamplingParams(max_tokens=1, temperature=0.0))[0]
+
+
 class WarmHandler(CompleteHandler):
     """``POST warm``: evaluate the next prompt's stable start now (see the module doc)."""
 
@@ -84,12 +97,9 @@ class WarmHandler(CompleteHandler):
         from ..llm.factory import create_backend
 
         backend = await asyncio.to_thread(create_backend, settings)
-        if request.kind == "inline":
-            prompt = inline_prompt(settings, backend, context, "", "", schema).prompt
-        else:
-            prompt = turn_prefix(settings, backend, context, schema)
+        prompt = warm_prompt(settings, backend, request.kind, context, schema)
         queued = service.queued(settings, backend, lambda _ahead: None) if service else backend
-        out = (await asyncio.to_thread(queued.generate, prompt, SamplingParams(max_tokens=1, temperature=0.0)))[0]
+        out = await asyncio.to_thread(warm, queued, prompt)
         self._reply(WarmReply(warmed=True, prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens))
 
     def _reply(self, reply: WarmReply) -> None:
