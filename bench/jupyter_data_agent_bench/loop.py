@@ -252,7 +252,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from jupyter_data_agent.train import cli as train_cli
 
-    data, out = Path(args.data), Path(args.out)
+    data, out = Path(args.data), Path(args.out).resolve()  # the server runs in out/workspace
     init = args.init or ("evidence" if args.kind == "features" else None)
     shutil.rmtree(out, ignore_errors=True)
     root, data_dir = out / "workspace", out / "jupyter-data"

@@ -18,8 +18,9 @@ whose training data is not at hand: the fit keeps the init's standardisation
 and shrinks each weight and the bias towards the init's (an L2 prior centred
 on it, of strength ``l2``) instead of towards 0, so a few dozen decisions
 adjust the init where they carry a signal and leave it alone elsewhere
-(decisions of one class are then enough). A feature the init does not know
-is standardised on the data, its prior weight 0.
+(decisions of one class are then enough); a feature that does not vary
+across the examples keeps the init's weight. A feature the init does not
+know is standardised on the data, its prior weight 0.
 
 The model is an L2-regularised logistic regression fitted by Newton's method
 (iteratively reweighted least squares) in numpy: a few dozen features and a
@@ -132,6 +133,9 @@ def fit(rows: list[dict[str, float]], labels: list[int], *, l2: float = 1.0, ite
     penalty = np.full(z.shape[1], l2)
     if init is None:
         penalty[-1] = 0.0  # the bias is not shrunk (towards an init's bias it is: one class is then enough)
+    # The data says nothing of a feature it never varies: from an init it keeps the init's weight
+    # (fitted, it would only soak up a share of the bias shift, and rank by it where it does vary).
+    free = np.flatnonzero(np.append(np.ptp(x, axis=0) > 0, True)) if init is not None else np.arange(len(w))
     def loss(v: np.ndarray) -> float:  # the penalised negative log-likelihood
         s = z @ v
         return float(np.sum(np.logaddexp(0.0, s) - y * s) + 0.5 * np.sum(penalty * (v - prior) ** 2))
@@ -140,7 +144,8 @@ def fit(rows: list[dict[str, float]], labels: list[int], *, l2: float = 1.0, ite
         p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -50, 50)))
         grad = z.T @ (p - y) + penalty * (w - prior)
         hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty) + 1e-9 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
+        step = np.zeros_like(w)
+        step[free] = np.linalg.solve(hess[np.ix_(free, free)], grad[free])
         # Halved while it does not lower the loss: from a saturated start (an init far from the
         # data) a full Newton step overshoots.
         current = loss(w)
