@@ -136,6 +136,7 @@ def fit(rows: list[dict[str, float]], labels: list[int], *, l2: float = 1.0, ite
     # The data says nothing of a feature it never varies: from an init it keeps the init's weight
     # (fitted, it would only soak up a share of the bias shift, and rank by it where it does vary).
     free = np.flatnonzero(np.append(np.ptp(x, axis=0) > 0, True)) if init is not None else np.arange(len(w))
+
     def loss(v: np.ndarray) -> float:  # the penalised negative log-likelihood
         s = z @ v
         return float(np.sum(np.logaddexp(0.0, s) - y * s) + 0.5 * np.sum(penalty * (v - prior) ** 2))
