@@ -24,6 +24,7 @@ from jupyter_data_agent.store.decisions import (
     DecisionRecord,
     DecisionStore,
     StoreError,
+    TurnOutcome,
     default_store_path,
 )
 from jupyter_data_agent.store.value_models import next_version_dir
@@ -67,6 +68,36 @@ def test_an_unknown_decision_is_refused_by_the_file_itself(tmp_path):
     with pytest.raises(sqlite3.IntegrityError):
         store.add(record(1, "maybe"))
     assert list(store.records()) == []
+
+
+def test_a_candidates_features_are_stored_and_a_schema_2_store_is_migrated(tmp_path):
+    """Schema 3 keeps what the evidence estimator read of an mcts candidate; a schema-2 file gains
+    the column in place, its rows reading as decisions without features."""
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE decisions (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at REAL NOT NULL, "
+                       "decision TEXT NOT NULL, turn_id TEXT NOT NULL, job_id TEXT NOT NULL DEFAULT '', "
+                       "candidate_index INTEGER NOT NULL DEFAULT 0, intent TEXT NOT NULL DEFAULT '', "
+                       "strategy TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '', "
+                       "notebook_path TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '', "
+                       "final_code TEXT NOT NULL DEFAULT '', prompt TEXT NOT NULL DEFAULT '', "
+                       "candidate TEXT NOT NULL DEFAULT '{}', answer TEXT, asked_at REAL, "
+                       "complete INTEGER NOT NULL DEFAULT 0, step INTEGER); PRAGMA user_version = 2;")
+    conn.execute("INSERT INTO decisions (recorded_at, decision, turn_id) VALUES (1, 'rejected', 't-old')")
+    conn.commit()
+    conn.close()
+    store = DecisionStore(path)
+    feats = {"answered": 1.0, "failed_agree": 0.0, "agree_share": 0.75}
+    outcome = TurnOutcome(turn_id="t-1", owner="me", intent="Total?", strategy="mcts", candidates=[
+        {"code": "total", "meta": {"answer": "@total[26]", "features": feats}}, {"code": "x", "meta": {}}])
+    store.add(outcome.record("accepted", 0))
+    store.add(outcome.record("rejected", 1))
+    old, accepted, rejected = store.records()
+    assert old.turn_id == "t-old" and old.features is None
+    assert accepted.features == feats and accepted.candidate["meta"]["features"] == feats
+    assert rejected.features is None  # a candidate that carried none
+    assert store.stats()["with_features"] == 1
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
 
 
 def _mode(path) -> int:

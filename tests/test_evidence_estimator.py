@@ -140,3 +140,89 @@ def test_the_shipped_default_evaluates_without_a_training_library():
     values = estimator.estimate([NodeState(messages=[], depth=2)])
     assert len(values) == 1 and -1.0 <= values[0] <= 1.0
     assert set(features(NodeState(messages=[]))) == set(FEATURES)
+
+
+# -- from decisions: the store's accepts and rejects, from the shipped model as the prior -----------
+
+
+def _decisions(n: int, seed: int) -> tuple[list[dict[str, float]], list[int]]:
+    """Answers whose rightness shows in a check the shipped model gives no weight (failed_range:
+    it never fired in its training trees), the rest noise it does weigh (the log-prob)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows, labels = [], []
+    for _ in range(n):
+        right = int(rng.random() < 0.4)
+        out_of_range = float(rng.random() < (0.1 if right else 0.8))
+        rows.append({"answered": 1.0, "well_formed": 1.0, "depth": float(rng.integers(3, 6)),
+                     "heuristic": 0.8, "failed_range": out_of_range, "logprob": float(rng.normal(-0.4, 0.2)),
+                     "has_logprob": 1.0, "agree_share": float(rng.choice([0.5, 1.0]))})
+        labels.append(right)
+    return rows, labels
+
+
+def _store_of(path, rows, labels):
+    from jupyter_data_agent.store.decisions import DecisionRecord, DecisionStore
+
+    store = DecisionStore(path)
+    for i, (row, y) in enumerate(zip(rows, labels)):
+        store.add(DecisionRecord(decision="accepted" if y else "rejected", turn_id=f"t-{i}", strategy="mcts",
+                                 features=row, complete=True))
+    # neither an edit nor a decision without features is an example
+    store.add(DecisionRecord(decision="edited", turn_id="t-0", features=rows[0], complete=True))
+    store.add(DecisionRecord(decision="rejected", turn_id="t-x", strategy="direct", complete=True))
+    return store.path
+
+
+def test_decisions_train_the_evidence_model_from_the_shipped_one_deterministically(tmp_path):
+    shipped = EvidenceModel.load(DEFAULT_MODEL)
+    rows, labels = _decisions(30, seed=1)  # the loop's 30 decisions
+    test_rows, test_labels = _decisions(300, seed=2)
+    store = _store_of(tmp_path / "decisions.sqlite", rows, labels)
+
+    a = train_features_model([str(store)], tmp_path / "a.json", seed=0, init="evidence")
+    b = train_features_model([str(store)], tmp_path / "b.json", seed=0, init="evidence")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    assert a.examples == a.decisions == 30 and a.positives == sum(labels) and b.examples == 30
+
+    trained = EvidenceModel.load(tmp_path / "a.json")
+    before = auc(shipped.probability(test_rows).tolist(), test_labels)
+    after = auc(trained.probability(test_rows).tolist(), test_labels)
+    assert before is not None and after is not None and after >= before + 0.2, (before, after)
+    weight = dict(zip(trained.names, trained.weights))
+    prior = dict(zip(shipped.names, shipped.weights))
+    assert weight["failed_range"] < -0.5 and prior["failed_range"] == 0.0
+    kept = {n: (m, sc) for n, m, sc in zip(trained.names, trained.mean, trained.scale)}
+    assert all(kept[n] == (m, sc) for n, m, sc in zip(shipped.names, shipped.mean, shipped.scale) if n in kept)
+    # The prior is centred on the shipped model: held strongly, the decisions barely move it.
+    train_features_model([str(store)], tmp_path / "held.json", init="evidence", l2=1e6)
+    held = EvidenceModel.load(tmp_path / "held.json")
+    assert [dict(zip(held.names, held.weights)).get(n, w) for n, w in zip(shipped.names, shipped.weights)] == \
+        pytest.approx(shipped.weights, abs=1e-3)
+    assert held.bias == pytest.approx(shipped.bias, abs=1e-3)
+    assert trained.meta["init"] == "evidence" and trained.meta["decisions"] == 30
+
+
+def test_one_class_of_decisions_is_enough_from_an_init_but_not_from_nothing(tmp_path):
+    rows, _ = _decisions(6, seed=3)
+    store = _store_of(tmp_path / "decisions.sqlite", rows, [1] * len(rows))
+    with pytest.raises(ValueError, match="not both right and wrong"):
+        train_features_model([str(store)], tmp_path / "none.json")
+    result = train_features_model([str(store)], tmp_path / "init.json", init="evidence")
+    assert result.examples == 6 and result.heldout_auc is None
+
+
+def test_features_cli_trains_on_trajectories_and_the_store_together(trajectories, tmp_path, capsys):
+    rows, labels = _decisions(30, seed=1)
+    store = _store_of(tmp_path / "decisions.sqlite", rows, labels)
+    out = tmp_path / "value_models" / "v1"
+    assert cli.main(["--kind", "features", "-t", str(trajectories), str(store), "--init", "evidence",
+                     "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    nodes = len(examples(read_jsonl(trajectories)))
+    assert f"trained on {nodes + 30} nodes" in said and "30 of them decisions, from evidence" in said
+    assert isinstance(resolve_estimator(str(out)), EvidenceValue)
+    assert cli.main(["--kind", "features", "-t", str(tmp_path / "missing.sqlite"), "--out",
+                     str(tmp_path / "m.json")]) == 2
+    assert "no decisions store" in capsys.readouterr().err

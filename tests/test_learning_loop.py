@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from jupyter_data_agent.search.features import FEATURES
 from jupyter_data_agent.store.decisions import DecisionRecord, DecisionStore
 from jupyter_data_agent.train.decisions import decision_trajectories
 
@@ -154,7 +155,8 @@ async def test_train_on_the_store_and_the_server_serves_the_new_model(jp_fetch, 
 
 # -- the loop, measured (bench loop): simulated user -> real server API -> store -> train -> served
 
-def test_bench_loop_records_trains_and_serves(tiny_model_dir, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("kind", ["features", "lm"])
+def test_bench_loop_records_trains_and_serves(kind, tiny_model_dir, tmp_path, monkeypatch, capsys):
     from pathlib import Path
 
     from jupyter_data_agent_bench import loop
@@ -164,20 +166,31 @@ def test_bench_loop_records_trains_and_serves(tiny_model_dir, tmp_path, monkeypa
     parser = argparse.ArgumentParser()
     loop.add_arguments(parser)
     out = tmp_path / "loop"
-    args = parser.parse_args(["--data", str(data), "--references", str(data / "references.jsonl"),
-                              "--p", "0.5", "--budget-calls", "9", "--train-limit", "1", "--test-limit", "2",
-                              "--base", str(tiny_model_dir), "--max-steps", "2", "--max-length", "96",
-                              "--out", str(out)])
-    assert loop.main(args) == 0
+    argv = ["--data", str(data), "--references", str(data / "references.jsonl"), "--p", "0.5",
+            "--budget-calls", "9", "--train-limit", "1", "--test-limit", "2", "--out", str(out)]
+    if kind == "lm":
+        argv += ["--kind", "lm", "--base", str(tiny_model_dir), "--max-steps", "2", "--max-length", "96"]
+    assert loop.main(parser.parse_args(argv)) == 0
     report = json.loads((out / "loop.json").read_text())
     # Every candidate of the train task was decided through POST decisions, with the server's record.
     rows = list(DecisionStore(report["decisions"]["store"]).records())
     assert len(rows) == report["decisions"]["rows"] >= 1 and all(r.complete for r in rows)
     assert {r.decision for r in rows} <= {"accepted", "rejected"} and all(r.strategy == "mcts" for r in rows)
+    # ... with what the evidence estimator read of each candidate's node (search.features)
+    assert all(r.features is not None and set(r.features) == set(FEATURES) for r in rows)
     assert report["after"].endswith("/v1") and report["served_after_reload"] == report["after"]
-    assert report["estimator_of_next_turn"] == f"value model {report['after']}"
-    assert set(report["auc"]) == {"heuristic (value)", "heuristic (MCTS Q)", "value model after"}
-    assert report["candidates"]["total"] >= 2
+    model = "evidence" if kind == "features" else "value model"
+    assert report["estimator_of_next_turn"] == f"{model} {report['after']}"
+    before = f"{model} before (evidence)" if kind == "features" else None
+    assert set(report["auc"]) == {"heuristic", "search value (evidence (default))", "search Q (MCTS)",
+                                  f"{model} after (+ decisions)"} | ({before} if before else set())
+    assert all(set(v) == {"all", "answered"} for v in report["auc"].values())
+    assert report["candidates"]["total"] >= 2 and report["candidates"]["with_features"] == report["candidates"]["total"]
+    if kind == "features":  # the served version is the shipped model moved by the decisions
+        from jupyter_data_agent.search.features import EvidenceModel
+
+        trained = EvidenceModel.load(report["after"])
+        assert trained.meta["decisions"] == len(rows) and trained.meta["init"] == "evidence"
     assert "AUC of right vs wrong candidates" in (out / "summary.md").read_text()
     assert not (tmp_path / "untouched").exists()
 

@@ -9,18 +9,28 @@
    the server API, in a real kernel started by ``POST /api/kernels`` next to
    the task's table; the simulated user accepts every candidate whose answer
    scores 1 and rejects the others (``POST decisions``): the server writes
-   them to its store with the turn's prompt, steps and outputs.
+   them to its store with the turn's prompt, steps, outputs and the answer
+   node's features (what the evidence estimator read).
 3. **Test turns**: the same on the test split, nothing recorded; each
-   candidate is kept with its label and the heuristic's value of it.
-4. **Train**: ``train-value`` on the store (``--init`` the model trained on
-   trajectories, when given), written as the next version in the data dir.
+   candidate is kept with its label, its features and the value that guided
+   the search to it.
+4. **Train**: ``train-value`` on the store, written as the next version in
+   the data dir. ``--kind features`` (default): the evidence estimator, from
+   ``--init`` (default ``evidence``, the shipped model) with an L2 prior
+   centred on it; ``--kind lm``: the LM value model (``--init`` the model
+   trained on trajectories, when given).
 5. **Serve the new model**: ``POST value-model/reload`` must name it, and one
    more Search turn says it guided the search.
-6. **Rank**: AUC of right vs wrong test candidates under the heuristic, the
-   model before and the model after training on decisions.
+6. **Rank**: AUC of right vs wrong test candidates (all of them, and those
+   with a final answer) under the heuristic, the search's own value, the
+   model before and the model after training on decisions; the evidence
+   models score the features the test turns recorded.
 
-Measurement only; the lab (``bench lab --value-model before=DIR
---value-model after=DIR``) gives the accuracy of ``mcts`` with each.
+The policy answers through the OpenAI protocol, whose test server gives
+every token the same log-prob: in the loop log-probs carry no information
+(as the lab's ``--logprob-gap 0``). Measurement only; the lab (``bench lab
+--value-model before=DIR --value-model after=DIR``) gives the accuracy of
+``mcts`` with each.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from typing import Any
 from jupyter_data_agent.llm.base import ChatMessage, Prompt, SamplingParams
 from jupyter_data_agent.store.value_models import newest_value_model
 from jupyter_data_agent.train.features import auc as ranking_auc
+from jupyter_data_agent.train.features import load_init
 
 from .dabench import load_tasks, task_text
 from .dabench_score import dabench_reward
@@ -187,22 +198,38 @@ class JupyterServer:
 
 def _candidate_rows(task: dict, labels, turn: dict) -> list[dict]:
     reward = dabench_reward(labels, task["id"])
-    return [{"id": task["id"], "index": i, "right": reward((c.get("meta") or {}).get("answer")) > 0,
-             "heuristic": (c.get("meta") or {}).get("value"), "q": (c.get("meta") or {}).get("q"),
-             "messages": (c.get("meta") or {}).get("messages") or []}
-            for i, c in enumerate(turn["candidates"])]
+    estimator = ((turn.get("done") or {}).get("result") or {}).get("stats", {}).get("estimator")
+    rows = []
+    for i, c in enumerate(turn["candidates"]):
+        meta = c.get("meta") or {}
+        rows.append({"id": task["id"], "index": i, "right": reward(meta.get("answer")) > 0,
+                     "answered": meta.get("reason") == "answer", "value": meta.get("value"), "q": meta.get("q"),
+                     "estimator": estimator, "features": meta.get("features"), "messages": meta.get("messages") or []})
+    return rows
 
 
-def _scores(model_dir: str | None, rows: list[dict]) -> list[float] | None:
-    if not model_dir:
+def _scores(kind: str, model: str | None, rows: list[dict]) -> list[float] | None:
+    """Each row's score under a model: an evidence model (``evidence`` or a version) reads the
+    features the turn recorded; an LM value model reads the path's messages."""
+    if not model:
         return None
+    if kind == "features":
+        return load_init(model).probability([r["features"] or {} for r in rows]).tolist()
     from jupyter_data_agent.search.value_net import ValueModel
 
-    return ValueModel.load(model_dir).predict([r["messages"] for r in rows])
+    return ValueModel.load(model).predict([r["messages"] for r in rows])
 
 
 def ranking(rows: list[dict], scores: list[float]) -> float | None:
     return auc([s for r, s in zip(rows, scores) if r["right"]], [s for r, s in zip(rows, scores) if not r["right"]])
+
+
+def rankings(rows: list[dict], ranked: dict[str, list[float]]) -> dict[str, dict[str, float | None]]:
+    """AUC under each score, among all candidates and among those with a final answer."""
+    answered = [i for i, r in enumerate(rows) if r["answered"]]
+    return {name: {"all": ranking(rows, s),
+                   "answered": ranking([rows[i] for i in answered], [s[i] for i in answered])}
+            for name, s in ranked.items()}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -212,13 +239,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-calls", type=int, default=24, help="completions per Search turn")
     p.add_argument("--train-limit", type=int, default=20, help="train-split tasks the user decides on")
     p.add_argument("--test-limit", type=int, default=20, help="test-split tasks whose candidates are ranked")
+    p.add_argument("--kind", choices=("features", "lm"), default="features",
+                   help="what train-value trains on the decisions: the evidence estimator (default) or "
+                        "the LM value model")
     p.add_argument("--init", default=None, metavar="DIR",
-                   help="the value model before decisions (trained on trajectories); train-value --init")
-    p.add_argument("--base", default=None, help="train-value --base when there is no --init "
+                   help="the model before decisions, train-value --init: --kind features: 'evidence' (the "
+                        "shipped default, the default) or a trained version; --kind lm: a value model "
+                        "trained on trajectories (none: from --base)")
+    p.add_argument("--l2", type=float, default=None, help="--kind features: train-value --l2")
+    p.add_argument("--base", default=None, help="--kind lm: train-value --base when there is no --init "
                    "(default: the embedded model)")
-    p.add_argument("--max-steps", type=int, default=40, help="train-value steps on the decisions")
-    p.add_argument("--max-length", type=int, default=512)
-    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--max-steps", type=int, default=40, help="--kind lm: train-value steps on the decisions")
+    p.add_argument("--max-length", type=int, default=512, help="--kind lm")
+    p.add_argument("--lr", type=float, default=3e-4, help="--kind lm")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="result folder (replaced)")
 
@@ -226,7 +259,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from jupyter_data_agent.train import cli as train_cli
 
-    data, out = Path(args.data), Path(args.out)
+    data, out = Path(args.data), Path(args.out).resolve()  # the server runs in out/workspace
+    init = args.init or ("evidence" if args.kind == "features" else None)
     shutil.rmtree(out, ignore_errors=True)
     root, data_dir = out / "workspace", out / "jupyter-data"
     root.mkdir(parents=True)
@@ -244,7 +278,7 @@ def main(args: argparse.Namespace) -> int:
             table_columns(data / "tables" / t["file_name"]))
     budget = max(1, args.budget_calls // MCTS_K)
     report: dict[str, Any] = {"p": args.p, "budget_calls": args.budget_calls, "train": [t["id"] for t in train],
-                              "test": [t["id"] for t in test], "init": args.init}
+                              "test": [t["id"] for t in test], "kind": args.kind, "init": init}
     started = time.perf_counter()
     with OpenAITestServer(PolicyRouter(policies), models=[MODEL]) as model:
         server = JupyterServer(root, data_dir, model.base_url, out / "server.log").start()
@@ -272,12 +306,13 @@ def main(args: argparse.Namespace) -> int:
                                    "accepted": sum(d["decision"] == "accepted" for d in decisions),
                                    "complete": sum(bool(d["complete"]) for d in decisions), "store": str(store)}
             t0 = time.perf_counter()
-            argv = ["-t", str(store), "--max-steps", str(args.max_steps), "--max-length", str(args.max_length),
-                    "--lr", str(args.lr), "--save-every", "0", "--seed", str(args.seed)]
-            if args.init:
-                argv += ["--init", args.init]
-            elif args.base:
-                argv += ["--base", args.base]
+            argv = ["--kind", args.kind, "-t", str(store), "--seed", str(args.seed)]
+            if args.kind == "features":
+                argv += ["--init", init] + (["--l2", str(args.l2)] if args.l2 is not None else [])
+            else:
+                argv += ["--max-steps", str(args.max_steps), "--max-length", str(args.max_length),
+                         "--lr", str(args.lr), "--save-every", "0"]
+                argv += ["--init", init] if init else (["--base", args.base] if args.base else [])
             saved = os.environ.get("JUPYTER_DATA_DIR")
             os.environ["JUPYTER_DATA_DIR"] = str(data_dir)  # train-value writes the next version there
             try:
@@ -298,25 +333,37 @@ def main(args: argparse.Namespace) -> int:
         finally:
             server.stop()
     report["after"] = after
-    ranked = {"heuristic (value)": [r["heuristic"] if r["heuristic"] is not None else 0.0 for r in rows],
-              "heuristic (MCTS Q)": [r["q"] if r["q"] is not None else 0.0 for r in rows]}
-    for name, model_dir in (("value model before", args.init), ("value model after", after)):
-        scores = _scores(model_dir, rows)
+    guide = sorted({str(r["estimator"]) for r in rows}) or ["?"]
+    ranked = {"heuristic": [(r["features"] or {}).get("heuristic", 0.0) for r in rows],
+              f"search value ({', '.join(guide)})": [r["value"] if r["value"] is not None else 0.0 for r in rows],
+              "search Q (MCTS)": [r["q"] if r["q"] is not None else 0.0 for r in rows]}
+    model_name = "evidence" if args.kind == "features" else "value model"
+    for name, model_dir in ((f"{model_name} before ({init})", init), (f"{model_name} after (+ decisions)", after)):
+        scores = _scores(args.kind, model_dir, rows)
         if scores is not None:
             ranked[name] = scores
-    report["candidates"] = {"total": len(rows), "right": sum(r["right"] for r in rows)}
-    report["auc"] = {name: ranking(rows, s) for name, s in ranked.items()}
+    report["candidates"] = {"total": len(rows), "right": sum(r["right"] for r in rows),
+                            "answered": sum(r["answered"] for r in rows),
+                            "answered_right": sum(r["right"] and r["answered"] for r in rows),
+                            "with_features": sum(bool(r["features"]) for r in rows)}
+    report["auc"] = rankings(rows, ranked)
     report["wall_time_s"] = round(time.perf_counter() - started, 1)
     write_json(out / "loop.json", report)
     with open(out / "candidates.jsonl", "w", encoding="utf-8") as f:
         for r, *s in zip(rows, *ranked.values()):
             f.write(json.dumps({k: v for k, v in r.items() if k != "messages"} | dict(zip(ranked, s))) + "\n")
+    c = report["candidates"]
+
+    def fmt(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
     lines = [f"Loop at p = {args.p:g}: {report['decisions']['rows']} decisions on {len(train)} train tasks "
-             f"({report['decisions']['accepted']} accepted), served after reload: {served}", "",
-             f"AUC of right vs wrong candidates on {len(test)} test tasks "
-             f"({report['candidates']['right']} right of {report['candidates']['total']}):", "",
-             "| ranked by | AUC |", "|---|---|"]
-    lines += [f"| {k} | {'–' if v is None else f'{v:.3f}'} |" for k, v in report["auc"].items()]
+             f"({report['decisions']['accepted']} accepted), trained {args.kind} in {report['train_s']} s, "
+             f"served after reload: {served}", "",
+             f"AUC of right vs wrong candidates on {len(test)} test tasks ({c['right']} right of {c['total']}; "
+             f"{c['answered_right']} right of the {c['answered']} with a final answer):", "",
+             "| ranked by | all candidates | with a final answer |", "|---|---|---|"]
+    lines += [f"| {k} | {fmt(v['all'])} | {fmt(v['answered'])} |" for k, v in report["auc"].items()]
     md = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(md, encoding="utf-8")
     print(md)

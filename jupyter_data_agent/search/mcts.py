@@ -490,7 +490,10 @@ class MCTSSearch:
             meta={"answer": node.answer, "node_id": node.id, "node_ids": [n.id for n in path],
                   "search_id": self.search_id, "value": node.value, "q": node.q,
                   "visits": node.visits, "reason": node.reason,
-                  "messages": self.messages(node)})
+                  "messages": self.messages(node),
+                  # what the estimator read last of this node (an answer: with the whole tree's evidence),
+                  # stored with a decision on it (train-value --kind features)
+                  "features": node.final_features if node.final_features is not None else node.features})
 
     def _final_evaluation(self) -> None:
         """Every answer again, with the whole tree's evidence: the agreement and the step shares it

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import agent_data_dir, private_dir, private_file
 
-SCHEMA_VERSION = 2  # 2: ``step`` (an analysis step's decision)
+SCHEMA_VERSION = 3  # 2: ``step`` (an analysis step's decision); 3: ``features`` (the evidence estimator's)
 FILE_NAME = "decisions.sqlite"
 
 _SCHEMA = """
@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     answer TEXT,
     asked_at REAL,
     complete INTEGER NOT NULL DEFAULT 0,
-    step INTEGER
+    step INTEGER,
+    features TEXT
 );
 CREATE INDEX IF NOT EXISTS decisions_turn ON decisions (turn_id);
 """
@@ -78,6 +79,9 @@ class DecisionRecord:
     # An analysis's step (1-based) the decision is about; ``candidate`` is then that step
     # (its code and its run in the copy). None: the turn's candidate as a whole.
     step: int | None = None
+    # What the evidence estimator read of the candidate's answer node (``search.features``; mcts
+    # candidates): ``train-value --kind features`` learns from these. None: not known.
+    features: dict[str, float] | None = None
     recorded_at: float = 0.0
     id: int | None = None
 
@@ -110,9 +114,10 @@ class TurnOutcome:
             steps = candidate.get("analysis") or []
             candidate = steps[step - 1] if 0 < step <= len(steps) else {}
         turn = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("owner", "candidates")}
+        feats = (candidate.get("meta") or {}).get("features")
         return DecisionRecord(decision=decision, candidate_index=index, code=str(candidate.get("code") or code),
                               final_code=final_code or code, candidate=candidate, complete=bool(candidate),
-                              step=step, **turn)
+                              step=step, features=feats if isinstance(feats, dict) else None, **turn)
 
 
 class StoreError(RuntimeError):
@@ -140,6 +145,8 @@ class DecisionStore:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(decisions)")}
             if "step" not in columns:  # a version-1 file: decisions on whole candidates only
                 conn.execute("ALTER TABLE decisions ADD COLUMN step INTEGER")
+            if "features" not in columns:  # version 1 or 2: no candidate's features
+                conn.execute("ALTER TABLE decisions ADD COLUMN features TEXT")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
         finally:
@@ -161,6 +168,7 @@ class DecisionStore:
         row["recorded_at"] = record.recorded_at or time.time()
         row["candidate"] = json.dumps(record.candidate, ensure_ascii=False, default=str)
         row["complete"] = int(record.complete)
+        row["features"] = None if record.features is None else json.dumps(record.features)
         names = ", ".join(row)
         marks = ", ".join(f":{k}" for k in row)
         conn = self._connect()
@@ -180,6 +188,7 @@ class DecisionStore:
                 data = dict(zip(names, row, strict=True))
                 data["candidate"] = json.loads(data["candidate"] or "{}")
                 data["complete"] = bool(data["complete"])
+                data["features"] = json.loads(data["features"]) if data["features"] else None
                 yield DecisionRecord(**data)
         finally:
             conn.close()
@@ -188,9 +197,9 @@ class DecisionStore:
         """Counts by decision, strategy and model; the time span."""
         conn = self._connect()
         try:
-            total, first, last, complete = conn.execute(
-                "SELECT COUNT(*), MIN(recorded_at), MAX(recorded_at), SUM(complete) FROM decisions"
-            ).fetchone()
+            total, first, last, complete, with_features = conn.execute(
+                "SELECT COUNT(*), MIN(recorded_at), MAX(recorded_at), SUM(complete), "
+                "SUM(features IS NOT NULL) FROM decisions").fetchone()
 
             def count(column: str) -> dict[str, int]:
                 rows = conn.execute(f"SELECT {column}, COUNT(*) FROM decisions "
@@ -198,7 +207,8 @@ class DecisionStore:
                 return {str(k): int(n) for k, n in rows}
 
             return {"path": str(self.path), "schema_version": SCHEMA_VERSION, "decisions": int(total),
-                    "complete": int(complete or 0), "first": first, "last": last,
+                    "complete": int(complete or 0), "with_features": int(with_features or 0),
+                    "first": first, "last": last,
                     "by_decision": count("decision"), "by_strategy": count("strategy"),
                     "by_model": count("model")}
         finally:

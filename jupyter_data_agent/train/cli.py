@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = ("Train a value model from search trajectories (JSONL): --kind features (the evidence "
-        "estimator, seconds on CPU) or --kind lm (LM + LoRA + value head, for GPUs).")
+HELP = ("Train a value model from search trajectories (JSONL) and recorded decisions: --kind features "
+        "(the evidence estimator, seconds on CPU) or --kind lm (LM + LoRA + value head, for GPUs).")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -22,8 +22,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=("lm", "features"), default="lm",
                    help="features: a logistic regression over each node's evidence, search facts and "
-                        "log-probs (needs trajectories written by mcts); lm: the LM value model.")
-    p.add_argument("--l2", type=float, default=1.0, help="--kind features: L2 penalty.")
+                        "log-probs (needs trajectories written by mcts, or decisions on mcts candidates); "
+                        "lm: the LM value model.")
+    p.add_argument("--l2", type=float, default=1.0,
+                   help="--kind features: L2 penalty (towards --init's weights when given, else 0).")
     p.add_argument("--trajectories", "-t", nargs="+", default=[], metavar="F",
                    help="Trajectory files written by the search (.jsonl), exported decisions, "
                         "or decisions stores (.sqlite).")
@@ -37,7 +39,8 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "the Jupyter data dir, which the server picks up).")
     p.add_argument("--init", default=None, metavar="DIR",
                    help="Continue from a trained value model (its adapter and head; its base model), "
-                        "e.g. to learn from new decisions without starting over.")
+                        "e.g. to learn from new decisions without starting over. --kind features: a "
+                        "trained version or 'evidence' (the shipped default), the prior of the fit.")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=None, help="Stop after this many steps.")
     p.add_argument("--batch-size", type=int, default=4)
@@ -90,11 +93,11 @@ def run_features(args: argparse.Namespace) -> int:
     from .features import train_features_model
 
     paths = list(args.trajectories) + ([str(default_store_path())] if args.store else [])
-    paths = [p for p in paths if not p.endswith(".sqlite")]  # decisions carry no node features yet
     try:
         if not paths:
-            raise ValueError("nothing to train on: give --trajectories F ... written by mcts")
-        result = train_features_model(paths, args.out or next_version_dir(), seed=args.seed, l2=args.l2)
+            raise ValueError("nothing to train on: give --trajectories F ... written by mcts and/or --store")
+        result = train_features_model(paths, args.out or next_version_dir(), seed=args.seed, l2=args.l2,
+                                      init=args.init)
     except (FileNotFoundError, ValueError, OSError) as e:
         print(f"jupyter-data-agent train-value: {e}", file=sys.stderr)
         return 2
@@ -102,7 +105,8 @@ def run_features(args: argparse.Namespace) -> int:
     def fmt(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.3f}"
 
-    print(f"trained on {result.examples} nodes ({result.positives} right); AUC train {fmt(result.train_auc)}, "
+    print(f"trained on {result.examples} nodes ({result.positives} right, {result.decisions} of them decisions"
+          f"{', from ' + args.init if args.init else ''}); AUC train {fmt(result.train_auc)}, "
           f"held out {fmt(result.heldout_auc)}; evidence model saved to {result.out}")
     return 0
 

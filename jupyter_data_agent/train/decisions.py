@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(stats, indent=2))
         else:
             print(f"{stats['decisions']} decisions in {stats['path']} ({stats['complete']} with the turn's "
-                  "prompt and outputs)")
+                  f"prompt and outputs, {stats['with_features']} with the evidence estimator's features)")
             for key in ("by_decision", "by_strategy", "by_model"):
                 counts = ", ".join(f"{k or '(unknown)'} {n}" for k, n in stats[key].items())
                 print(f"  {key.replace('_', ' ')}: {counts or '-'}")
