@@ -23,7 +23,7 @@ import {
   IInlineCompletionProvider
 } from '@jupyterlab/completer';
 import { URLExt } from '@jupyterlab/coreutils';
-import { NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
@@ -109,6 +109,23 @@ export function cellsAbove(
   }));
 }
 
+/** The cells above `index` of a notebook, read from its shared model (see `cellsAbove`). */
+export function notebookCellsAbove(
+  model: INotebookModel,
+  index: number
+): InlineCompletionRequest['cells'] {
+  const cells = model.sharedModel.cells.map(c => ({
+    cell_type: c.cell_type,
+    source: c.getSource(),
+    id: c.getId(),
+    execution_count:
+      c.cell_type === 'code'
+        ? ((c as { execution_count?: number | null }).execution_count ?? null)
+        : null
+  }));
+  return cellsAbove(cells, index);
+}
+
 /** The text of a ghost-text stream: each chunk's delta appended, until done or error. */
 export async function* readGhostText(
   response: Response
@@ -188,19 +205,10 @@ export class DataAgentInlineProvider implements IInlineCompletionProvider {
       this.latest.abort();
       return { items: [] };
     }
-    const shared = model.sharedModel.cells.map(c => ({
-      cell_type: c.cell_type,
-      source: c.getSource(),
-      id: c.getId(),
-      execution_count:
-        c.cell_type === 'code'
-          ? ((c as { execution_count?: number | null }).execution_count ?? null)
-          : null
-    }));
     const body: InlineCompletionRequest = {
       version: 1,
       notebook_path: panel.context.path,
-      cells: cellsAbove(shared, notebook.activeCellIndex),
+      cells: notebookCellsAbove(model, notebook.activeCellIndex),
       prefix,
       suffix,
       kernel_id:

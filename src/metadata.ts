@@ -6,6 +6,7 @@
  * the format both sides are tested against (jest golden.spec.ts, pytest).
  */
 import { parseConfinement } from './models';
+import type { IUsage } from './usage';
 import type { Confinement, ContextReport } from './wire';
 
 export const METADATA_KEY = 'jupyter_data_agent';
@@ -72,15 +73,8 @@ export interface IStoredStep {
   status: string;
 }
 
-/** A turn's cost as the usage footer shows it (usage.ts `IUsage`). */
-export interface IStoredUsage {
-  promptTokens: number;
-  completionTokens: number;
-  modelCalls: number;
-  wallTimeS: number;
-  modelTimeS: number;
-  turns: number;
-}
+/** A turn's cost as the usage footer shows it, stored as it is. */
+export type IStoredUsage = IUsage;
 
 /** How one candidate ran in its copy, and what the vote said of it. */
 export interface IStoredRun {

@@ -20,7 +20,7 @@ import {
 import { INPUT_CLASS } from './components/Composer';
 // eslint-disable-next-line jupyter/prefer-lazy-imports
 import { requestAPI } from './handler';
-import { cellsAbove } from './inline';
+import { notebookCellsAbove } from './inline';
 import { METADATA_KEY } from './metadata';
 import type { NotebookCell, WarmRequest } from './wire';
 
@@ -39,20 +39,11 @@ export function warmBody(
   const active = panel.content.activeCellIndex;
   const kernelId = panel.sessionContext.session?.kernel?.id ?? null;
   if (kind === 'inline') {
-    const shared = model.sharedModel.cells.map(c => ({
-      cell_type: c.cell_type,
-      source: c.getSource(),
-      id: c.getId(),
-      execution_count:
-        c.cell_type === 'code'
-          ? ((c as { execution_count?: number | null }).execution_count ?? null)
-          : null
-    }));
     return {
       version: 1,
       kind,
       notebook_path: panel.context.path,
-      cells: cellsAbove(shared, active),
+      cells: notebookCellsAbove(model, active),
       active_index: null,
       kernel_id: kernelId,
       metadata: {}

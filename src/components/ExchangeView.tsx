@@ -20,7 +20,12 @@ import { usageOf } from '../usage';
 import type { Confinement, ModelPrice } from '../wire';
 import { MarkdownBlock } from './blocks';
 import { CandidateView } from './CandidateView';
-import { IServerStrategies, StatusChip, strategyLabel } from './common';
+import {
+  EditsCellChip,
+  IServerStrategies,
+  StatusChip,
+  strategyLabel
+} from './common';
 import { ConfinementBadge } from './ConfinementBadge';
 import { Progress } from './Progress';
 import { TurnActions } from './TurnActions';
@@ -82,12 +87,7 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
           {strategyLabel(strategies, exchange.strategy)}
         </span>
         {exchange.editCellId && editCellIndex >= 0 && (
-          <span
-            className="jp-DataAgent-chip jp-DataAgent-editsCell"
-            title="The suggestion replaces this cell, shown as a diff over it"
-          >
-            edits cell {editCellIndex + 1}
-          </span>
+          <EditsCellChip index={editCellIndex} />
         )}
         {confinement && <ConfinementBadge confinement={confinement} />}
       </div>

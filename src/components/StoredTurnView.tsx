@@ -10,7 +10,12 @@ import type { NotebookSession } from '../session';
 import type { ModelPrice } from '../wire';
 import { CodeBlock, MarkdownBlock, OutputsView } from './blocks';
 import { runBadge, voteSummary } from './CandidateView';
-import { IServerStrategies, StatusChip, strategyLabel } from './common';
+import {
+  EditsCellChip,
+  IServerStrategies,
+  StatusChip,
+  strategyLabel
+} from './common';
 import { ConfinementBadge } from './ConfinementBadge';
 import { TurnActions } from './TurnActions';
 import { UsageLine } from './UsageLine';
@@ -61,12 +66,7 @@ export function StoredTurnView(props: {
           </span>
         )}
         {turn.edits_cell && editIndex >= 0 && (
-          <span
-            className="jp-DataAgent-chip jp-DataAgent-editsCell"
-            title="The suggestion replaces this cell, shown as a diff over it"
-          >
-            edits cell {editIndex + 1}
-          </span>
+          <EditsCellChip index={editIndex} />
         )}
         {turn.confinement && (
           <ConfinementBadge confinement={turn.confinement} />

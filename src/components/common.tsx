@@ -22,6 +22,18 @@ export function strategyLabel(
   return strategies?.catalog.find(s => s.name === name)?.label ?? name;
 }
 
+/** The chip of a turn whose suggestion edits an existing cell (`index`: 0-based). */
+export function EditsCellChip(props: { index: number }) {
+  return (
+    <span
+      className="jp-DataAgent-chip jp-DataAgent-editsCell"
+      title="The suggestion replaces this cell, shown as a diff over it"
+    >
+      edits cell {props.index + 1}
+    </span>
+  );
+}
+
 export function StatusChip(props: { status: string }) {
   const labels: Record<string, string> = {
     pending: 'not decided',
