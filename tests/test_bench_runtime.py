@@ -47,6 +47,30 @@ def test_every_configuration_names_a_real_wait_policy():
     assert contention.CONFIGS["new"] == {"threads": 0, "wait_policy": "bounded"}  # the product's default
 
 
+def test_the_kernel_row_computes_in_a_real_kernel_in_a_session_of_its_own():
+    """As Jupyter starts a user's kernel: its own session (so autogroup scheduling counts it
+    apart from the server), every core for BLAS, and busy until the row ends."""
+    import os
+    import time
+
+    import psutil
+
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    with contention._kernel_computing():
+        kernels = [p for p in me.children(recursive=True)
+                   if p.pid not in before and "ipykernel" in " ".join(p.cmdline())]
+        assert len(kernels) == 1
+        kernel = kernels[0]
+        assert os.getsid(kernel.pid) == kernel.pid != os.getsid(0)
+        assert "OPENBLAS_NUM_THREADS" not in kernel.environ()
+        kernel.cpu_percent(None)
+        time.sleep(1.0)
+        assert kernel.cpu_percent(None) > 50  # the loop runs
+    assert not kernel.is_running() or kernel.status() == psutil.STATUS_ZOMBIE
+    assert contention.autogroup() in ("on", "off", "unknown")
+
+
 @pytest.mark.smollm
 def test_inline_warm_variant_measures_each_cells_first_request(tmp_path):
     """Through the embedded model: each cell's first request cold and after the warm, and the

@@ -9,8 +9,16 @@ configuration in a fresh process (the OpenMP wait policy is read once, when
 llama.cpp loads), in four situations measured one after another in one run:
 
 * idle: nothing started by the benchmark (the machine's own load is reported);
-* beside a numpy matmul loop in another process (a user's kernel computing;
-  OpenBLAS uses every core);
+* beside a numpy matmul loop in another process of the benchmark's own
+  session (OpenBLAS uses every core): a script started from the server's
+  terminal, the worst case;
+* beside the same loop in a real ipykernel started as Jupyter starts a user's
+  kernel (``jupyter_client``'s launcher, which puts every kernel in a session
+  of its own, with the environment's BLAS threads): a user's kernel
+  computing. Where Linux's autogroup scheduling is on
+  (``/proc/sys/kernel/sched_autogroup_enabled``, the default of desktop
+  distributions), CPU time is shared between sessions before threads, so this
+  differs from the row above; the run reports the setting;
 * beside a second model decoding without pause in another process, with the
   same configuration (a second Jupyter server with the embedded model);
 * during a search's executions: 4 real kernel copies (``SnapshotTree`` forks of
@@ -54,7 +62,7 @@ CONFIGS: dict[str, dict] = {
     "free-spin1k": {"threads": 0, "wait_policy": "default", "env": {"GOMP_SPINCOUNT": "1000"}},
     "free-spin100k": {"threads": 0, "wait_policy": "default", "env": {"GOMP_SPINCOUNT": "100000"}},
 }
-SCENARIOS = ("idle", "matmul", "second model", "4 copies computing")
+SCENARIOS = ("idle", "matmul", "matmul in a kernel", "second model", "4 copies computing")
 MATMUL = "import numpy as np\na = np.random.rand(600, 600)\nwhile True:\n    a @ a\n"
 DECODE_CAP_S = 25.0  # a decode this slow is measured on the tokens it made by then
 BUSY_CELL = "import time\n_t = time.time()\nwhile time.time() - _t < 5:\n    sum(range(10000))\n"
@@ -190,9 +198,40 @@ def _copies_computing(config: str, count: int = 4):
         stop_kernel(km, kc)
 
 
+@contextmanager
+def _kernel_computing():
+    """A user's kernel running the matmul loop: launched by jupyter_client as the server launches one."""
+    import tempfile
+
+    from jupyter_client.manager import start_new_kernel
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    km, kc = start_new_kernel(startup_timeout=120, cwd=tempfile.mkdtemp(prefix="jda-contention-"), env=env)
+    try:
+        kc.execute(MATMUL)  # runs until the kernel is killed
+        time.sleep(2.0)  # numpy imported, the loop at its steady state
+        yield
+    finally:
+        from jupyter_data_agent.kernel.launch import stop_kernel
+
+        stop_kernel(km, kc)
+
+
+def autogroup() -> str:
+    """Whether the scheduler shares CPU between sessions first (decides the kernel row's reading)."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return "on" if f.read().strip() == "1" else "off"
+    except OSError:
+        return "unknown"
+
+
 def _beside(scenario: str, config: str):
     if scenario == "matmul":
         return _process([sys.executable, "-c", MATMUL])
+    if scenario == "matmul in a kernel":
+        return _kernel_computing()
     if scenario == "second model":
         return _neighbour(config)
     if scenario == "4 copies computing":

@@ -425,8 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contention-prefill", type=int, default=600, help="prefill prompt tokens")
     parser.add_argument("--contention-rounds", type=int, default=1,
                         help="measure each cell this many times, interleaved, and keep the fastest")
-    parser.add_argument("--contention-scenarios", default=",".join(("idle", "matmul", "second model", "copies")),
-                        help="comma-separated subset of: idle, matmul, second model, copies")
+    parser.add_argument("--contention-scenarios",
+                        default=",".join(("idle", "matmul", "kernel-matmul", "second model", "copies")),
+                        help="comma-separated subset of: idle, matmul, kernel-matmul (the loop in a real "
+                             "kernel, in a session of its own), second model, copies")
     parser.add_argument("--second-turn", action="store_true",
                         help="also time the second sidebar turn's first token through a real server (.first_token)")
     parser.add_argument("--second-turn-rounds", type=int, default=3, help="rounds of each variant (default 3)")
@@ -459,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         bad = set(configs) - set(contention.CONFIGS)
         if bad:
             parser.error(f"unknown --contention-configs: {', '.join(sorted(bad))}")
-        names = {"copies": "4 copies computing"}
+        names = {"copies": "4 copies computing", "kernel-matmul": "matmul in a kernel"}
         scenarios = tuple(names.get(x.strip(), x.strip()) for x in args.contention_scenarios.split(",") if x.strip())
         if set(scenarios) - set(contention.SCENARIOS):
             parser.error(f"unknown --contention-scenarios: {args.contention_scenarios}")
@@ -467,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
                                        args.contention_rounds)
         print(f"\nThe embedded model beside other work ({os.cpu_count()} cores; {args.contention_tokens} "
               f"tokens decoded, a {contended[0].prefill_tokens if contended else 0}-token prefill; "
+              f"autogroup scheduling {contention.autogroup()}; "
               "% of the run's best idle figure, any configuration):\n")
         print(contention.table(contended))
     seconds: list = []
