@@ -101,3 +101,15 @@ def test_collect_writes_every_node_with_the_tasks_reward(tmp_path):
     assert examples_from_records(records)  # train-value's input
     with pytest.raises(SystemExit):  # collection runs mcts only
         lab.main(lab_args(tmp_path, "--strategies", "vote:4", "--collect", str(traj)))
+
+
+def test_strategy_specs_carry_their_options():
+    assert lab.strategy_run("vote:8", 24) == ("vote", 8, {"adaptive": False})
+    assert lab.strategy_run("vote:8:adaptive", 24) == ("vote", 8, {"adaptive": True})
+    assert lab.strategy_run("vote:8:adaptive=0.93", 4) == ("vote", 4, {"adaptive": True, "stop_posterior": 0.93})
+    name, iterations, opts = lab.strategy_run("mcts:evidence:mean:unsure=0.2:nomerge", 24)
+    assert name == "mcts"
+    assert (opts["value"], opts["backup"], opts["unsure"], opts["merge"]) == ("evidence", "mean", 0.2, False)
+    assert iterations == 24 // opts["k"]
+    with pytest.raises(ValueError, match="unknown mcts flag"):
+        lab.strategy_run("mcts:evidence:deep", 24)

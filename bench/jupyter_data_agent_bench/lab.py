@@ -69,9 +69,14 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
     arg = (models or {}).get(arg, arg)
     if name == "direct":
         return "direct", None, {}
-    if name == "vote":  # vote:8, or vote:8:adaptive (drawing stops once the answer is decided)
+    if name == "vote":  # vote:8, or vote:8:adaptive[=P] (drawing stops once the answer is decided;
+        # P: the posterior that decides it)
         k, _, mode = arg.partition(":")
-        return "vote", min(int(k or budget), budget), {"adaptive": mode == "adaptive"}  # whatever the default
+        mode, _, posterior = mode.partition("=")
+        vote_opts: dict = {"adaptive": mode == "adaptive"}  # whatever the default
+        if posterior:
+            vote_opts["stop_posterior"] = float(posterior)
+        return "vote", min(int(k or budget), budget), vote_opts
     if name == "react":
         return "react", budget, {}
     if name == "mcts":  # mcts:VALUE[:FLAG...]: max (select by the best value below, not Q),
@@ -94,7 +99,7 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
         return "mcts", max(1, budget // opts["k"]), opts
     if name == "analysis":
         return "analysis", ANALYSIS_STEPS, {"samples": int(arg or 1)}
-    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k[:adaptive]], react, "
+    raise ValueError(f"unknown strategy {spec!r}: direct, vote[:k[:adaptive[=P]]], react, "
                      "mcts[:heuristic|evidence|NAME|DIR[:max|:mean|:unsure=C|:nomerge|:k=K]], analysis[:k]")
 
 
