@@ -143,11 +143,18 @@ export async function reloadAndReopen(
   if (!(await page.notebook.isOpen(name))) {
     await page.notebook.open(name);
   }
+  // Its tab current: the workspace may restore another document in front of
+  // it (seen in CI: the notebook's first cell stayed "hidden" for 20 s).
+  await page.notebook.activate(name);
   // The notebook on show: a panel the workspace restored behind it (another
-  // tab, hidden by Lumino) also matches `.jp-NotebookPanel` and may come first
-  // (seen in CI: its empty first cell was "hidden").
+  // tab, hidden by Lumino or by a hidden ancestor) also matches
+  // `.jp-NotebookPanel` and may come first (seen in CI: its first cell stayed
+  // "hidden" while the notebook on show had its cells in view), so wait for
+  // a visible cell.
   await expect(
-    page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').first()
+    page
+      .locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell >> visible=true')
+      .first()
   ).toBeVisible();
 }
 
