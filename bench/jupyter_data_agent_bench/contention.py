@@ -6,7 +6,7 @@
 Decode and prefill speed of the embedded GGUF through the product's
 :class:`~jupyter_data_agent.llm.llamacpp_backend.LlamaCppBackend`, each
 configuration in a fresh process (the OpenMP wait policy is read once, when
-llama.cpp loads), in four situations measured one after another in one run:
+llama.cpp loads), in five situations measured one after another in one run:
 
 * idle: nothing started by the benchmark (the machine's own load is reported);
 * beside a numpy matmul loop in another process of the benchmark's own

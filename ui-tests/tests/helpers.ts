@@ -143,8 +143,7 @@ export async function reloadAndReopen(
   if (!(await page.notebook.isOpen(name))) {
     await page.notebook.open(name);
   }
-  // Its tab current: the workspace may restore another document in front of
-  // it (seen in CI: the notebook's first cell stayed "hidden" for 20 s).
+  // Its tab current: the workspace may restore another document in front.
   await page.notebook.activate(name);
   // The notebook on show: a panel the workspace restored behind it (another
   // tab, hidden by Lumino or by a hidden ancestor) also matches
