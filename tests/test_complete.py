@@ -158,9 +158,14 @@ async def test_complete_streams_ghost_text_from_the_kernels_schema(jp_fetch, jp_
     jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"] = SchemaCache(timeout=60.0)
     # Ghost text never waits behind a busy kernel: the server's view of the kernel (its iopub
     # status, which lags the execute reply on a loaded machine) must say idle first.
-    deadline = time.monotonic() + 60
-    while km.execution_state != "idle" and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
+    async def server_sees_idle(since=None) -> None:
+        """Idle in the server's view, after an iopub message later than ``since`` (a cell's
+        ``busy`` may reach the server after its execute reply reached the test)."""
+        deadline = time.monotonic() + 60
+        while (km.execution_state != "idle" or km.last_activity == since) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+
+    await server_sees_idle()
     try:
         config = json.loads((await jp_fetch(NS, "config")).body)
         assert config["capabilities"]["inline_completion"] is True
@@ -185,8 +190,10 @@ async def test_complete_streams_ghost_text_from_the_kernels_schema(jp_fetch, jp_
         assert jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads == reads == 1
 
         # A cell run since (its execution count changed) makes the schema stale: read again.
+        since = km.last_activity
         reply = await kc.execute("flights = df.rename(columns={'a': 'seats'})", reply=True, timeout=120)
         assert reply["content"]["status"] == "ok", reply["content"]
+        await server_sees_idle(since)  # the server's view lags the reply (this failed once in CI)
         ran = cells(DF_CELL, "flights = df.rename(columns={'a': 'seats'})")
         await jp_fetch(NS, "complete", method="POST", body=body("flights.", kernel_id, above=ran))
         assert jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads == 2
