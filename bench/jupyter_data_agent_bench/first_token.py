@@ -40,6 +40,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .contention import MATMUL  # the same loop as the contention rows
 from .loop import NS, JupyterServer
 
 SALES_ROWS = 240
@@ -64,7 +65,6 @@ TYPED = "sales.groupby("  # what the user typed in the accepted cell: one ghost-
 AGENT_SETUP = "import pandas as pd\ndf = pd.DataFrame({'city': ['Oslo', 'Rome', 'Oslo', 'Lima'], " \
               "'temp': [3.5, 18.0, 5.0, 19.5]})\n%load_ext jupyter_data_agent"
 AGENT_QUESTION = "%%agent\nWhat is the mean temp per city?"
-MATMUL = "import numpy as np\na = np.random.rand(600, 600)\nwhile True:\n    a @ a\n"
 
 
 @dataclass
