@@ -9,6 +9,7 @@ const esModules = [
   '@jupyterlab/',
   'exenv-es6',
   'lib0',
+  'marked',
   'nanoid',
   'vscode-ws-jsonrpc',
   'y-protocols',

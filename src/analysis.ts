@@ -8,6 +8,7 @@
  */
 import { ICellAgentMetadata, IStoredStep, TurnStatus } from './metadata';
 import { NbformatOutput, previewOutputs } from './models';
+import { inertMarkdown } from './norequests';
 import { ICellSpec, IExistingCell, IdFactory, tagFor } from './suggestioncells';
 import type {
   AnalysisStep,
@@ -156,7 +157,8 @@ export function stepMarkdown(step: IAnalysisStep, edit = false): string {
             : 'ended its kernel copy (it died)';
     lines.push('', `> ⚠ This step ${why}.`);
   }
-  return lines.join('\n');
+  // The title, explanation and error name are the model's and the copy's words.
+  return inertMarkdown(lines.join('\n'));
 }
 
 /** A cell of an analysis step carries the step number in its tag. */

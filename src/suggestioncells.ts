@@ -7,6 +7,7 @@
  */
 import type { IAnalysisStep } from './analysis';
 import { ICellAgentMetadata, TurnStatus } from './metadata';
+import { inertMarkdown } from './norequests';
 
 export type InsertMode = 'single' | 'perStep';
 
@@ -118,7 +119,9 @@ export function layoutCells(
       if (step.explanation.trim()) {
         wanted.push({
           cell_type: 'markdown',
-          source: `**Step ${step.number}.** ${step.explanation.trim()}`
+          source: inertMarkdown(
+            `**Step ${step.number}.** ${step.explanation.trim()}`
+          )
         });
       }
       if (step.code.trim()) {

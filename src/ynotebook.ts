@@ -14,9 +14,27 @@ import type { CellChange, IAnchor, IObservedCell } from './suggestions';
 /** A cell tagged with a turn, as the machine observes it, with its type. */
 export type ITaggedCell = IObservedCell & { cell_type: 'code' | 'markdown' };
 
+/**
+ * The cell tag nbclient skips (`nbconvert --execute`, papermill): a pending
+ * suggestion saved in the file is not run by tools without this extension,
+ * as JupyterLab's executor here does not run it (executor.ts).
+ */
+export const SKIP_EXECUTION = 'skip-execution';
+
+/** A cell's `tags` with the skip tag while it holds a pending suggestion; null: no tags left. */
+export function skipTags(tags: unknown, pending: boolean): string[] | null {
+  const kept = (Array.isArray(tags) ? tags : []).filter(
+    (t): t is string => typeof t === 'string' && t !== SKIP_EXECUTION
+  );
+  const out = pending ? [...kept, SKIP_EXECUTION] : kept;
+  return out.length ? out : null;
+}
+
 /** What `apply` edits on a shared cell (outputs: a code cell's). */
 interface IEditableCell {
+  readonly cell_type?: string;
   setSource(s: string): void;
+  getMetadata?(k: string): any;
   setMetadata(k: string, v: any): void;
   deleteMetadata(k: string): void;
   setOutputs?(outputs: any[]): void;
@@ -288,11 +306,7 @@ export class SharedCells {
     if (!cell) {
       return;
     }
-    if (tag) {
-      cell.setMetadata(METADATA_KEY, { ...tag });
-    } else {
-      cell.deleteMetadata(METADATA_KEY);
-    }
+    writeTag(cell as unknown as IEditableCell, tag);
   }
 
   private _applyOne(
@@ -313,13 +327,13 @@ export class SharedCells {
       case 'setSource':
         byId.get(change.id)?.setSource(change.source);
         break;
-      case 'setTag':
-        if (change.tag) {
-          byId.get(change.id)?.setMetadata(METADATA_KEY, { ...change.tag });
-        } else {
-          byId.get(change.id)?.deleteMetadata(METADATA_KEY);
+      case 'setTag': {
+        const cell = byId.get(change.id);
+        if (cell) {
+          writeTag(cell, change.tag);
         }
         break;
+      }
       case 'setOutputs': {
         const cell = byId.get(change.id);
         cell?.setOutputs?.(change.outputs);
@@ -337,7 +351,12 @@ export class SharedCells {
           id: cell.id,
           cell_type: cell.cell_type,
           source: cell.source,
-          metadata: { [METADATA_KEY]: { ...cell.tag } },
+          metadata: {
+            [METADATA_KEY]: { ...cell.tag },
+            ...(cell.cell_type === 'code' && cell.tag.status === 'pending'
+              ? { tags: [SKIP_EXECUTION] }
+              : {})
+          },
           ...(cell.cell_type === 'code'
             ? { outputs: cell.outputs ?? [], execution_count: null }
             : {})
@@ -346,5 +365,27 @@ export class SharedCells {
         break;
       }
     }
+  }
+}
+
+/** The turn pointer a cell carries (null: none), and the skip tag that goes with pending. */
+function writeTag(cell: IEditableCell, tag: ICellAgentMetadata | null): void {
+  if (tag) {
+    cell.setMetadata(METADATA_KEY, { ...tag });
+  } else {
+    cell.deleteMetadata(METADATA_KEY);
+  }
+  if (cell.cell_type !== 'code' || !cell.getMetadata) {
+    return;
+  }
+  const before = cell.getMetadata('tags');
+  const after = skipTags(before, tag?.status === 'pending');
+  if (JSON.stringify(after) === JSON.stringify(before ?? null)) {
+    return;
+  }
+  if (after) {
+    cell.setMetadata('tags', after);
+  } else {
+    cell.deleteMetadata('tags');
   }
 }

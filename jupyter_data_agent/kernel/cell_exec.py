@@ -38,6 +38,7 @@ class CPUTimeLimitExceeded(BaseException):
 
 _CURRENT: Sink | None = None  # sink of the exec in progress, if any
 _IN_EXEC = False
+_SHOWTRACEBACK = None  # the traceback printer ``install`` gave the shell
 
 
 def route_stream(name: str, text) -> int:
@@ -103,9 +104,46 @@ class State:
         self.out = CaptureStream("stdout", 1)
         self.err = CaptureStream("stderr", 2)
         self.preexisting_figs: set[int] = set()
+        # The shell's own machinery that runs a cell and says whether it raised, as it was
+        # before any cell ran here (``_restore_machinery``).
+        self.machinery = _machinery(shell)
 
 
 STATE: State | None = None
+
+#: What decides a cell's outcome: the run path of the shell, and the result's verdict.
+_RUN_PATH = ("run_cell", "_run_cell", "run_cell_async", "run_code", "run_ast_nodes", "should_run_async",
+             "transform_cell", "transform_ast", "showtraceback", "showsyntaxerror", "get_exception_only")
+
+
+def _machinery(shell) -> list[tuple[type, str, object]]:
+    """Where each method of the run path is defined, and what it is (class attributes)."""
+    found = []
+    classes = list(type(shell).__mro__)
+    with contextlib.suppress(ImportError):
+        from IPython.core.interactiveshell import ExecutionResult
+
+        classes.append(ExecutionResult)
+    for name in (*_RUN_PATH, "success", "raise_error"):
+        for cls in classes:
+            if name in cls.__dict__:
+                found.append((cls, name, cls.__dict__[name]))
+                break
+    return found
+
+
+def _restore_machinery(state: State) -> None:
+    """Undo what an earlier cell did to the shell's run path, on the instance or its class,
+    so a cell cannot make the next one report "ok" by replacing it (a copy can still rewrite
+    its own code objects: what a copy says of itself is the copy's word)."""
+    shell = state.shell
+    for cls, name, original in state.machinery:
+        if cls.__dict__.get(name) is not original:
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(cls, name, original)
+        if name in _RUN_PATH:
+            with contextlib.suppress(AttributeError, TypeError):
+                vars(shell).pop(name, None)
 
 
 def no_stdin(*args, **kwargs):
@@ -188,7 +226,8 @@ def install(state: State) -> None:
                 text += f" ({_harden.PLACEHOLDER_NOTE})"
             _CURRENT.error_from(getattr(etype, "__name__", str(etype)), text, list(stb))
 
-    shell._showtraceback = _showtraceback
+    global _SHOWTRACEBACK
+    shell._showtraceback = _SHOWTRACEBACK = _showtraceback
     _prepare_matplotlib(state)
 
 
@@ -250,6 +289,8 @@ def run_captured(code: str, capture: list[int] | None = None) -> ExecResult:
     state = STATE
     assert state is not None, "not a snapshot process"
     shell = state.shell
+    _restore_machinery(state)
+    shell._showtraceback = _SHOWTRACEBACK or shell._showtraceback
     sink = Sink(state.limits)
     dh = shell.displayhook
     dh._jda_cell = code

@@ -98,6 +98,15 @@ class Limits(JSONFields):
     max_form_cells: int = BUDGET_CELLS  # values kept in a ValueHandle's form (digests beyond)
     fork_timeout_s: float = 30.0
 
+    def max_value_bytes(self) -> int:
+        """JSON characters of a value's shown sample: ``max_value_items`` rows and columns of
+        cells of about a hundred characters each."""
+        return self.max_value_items * self.max_value_items * 100 + (64 << 10)
+
+    def max_form_bytes(self) -> int:
+        """JSON characters of a value's canonical form: its cell budget, and sketches."""
+        return self.max_form_cells * (64 + 2 * 24) + (1 << 20)
+
     def reply_bytes(self) -> int:
         """The largest reply frame an exec may send: everything the bounds above
         let one exec keep, JSON-escaped, plus room for its value and traceback.
@@ -237,12 +246,38 @@ class ValueHandle:
             del d["form"]
         return d
 
+    def bounded(self, limits: "Limits") -> "ValueHandle":
+        """This value within ``limits``, whatever the copy sent: its ``describe_value`` is
+        the copy's own code, which a candidate can replace."""
+        self.type = str(self.type)[:200]
+        shape = self.shape
+        ok = isinstance(shape, list) and len(shape) <= 8 and all(
+            isinstance(n, int) and not isinstance(n, bool) for n in shape)
+        self.shape = list(shape) if ok and shape is not None else None
+        budget = limits.max_value_bytes()
+        for chars in (1000, 100):
+            value, cut = jsonable(self.value, limits.max_value_items, 0, max_chars=chars, max_depth=4)
+            if len(json.dumps(value, default=str)) <= budget:
+                break
+        else:
+            value, cut = None, True
+        self.value, self.truncated = value, bool(self.truncated) or cut
+        if self.form is not None and (not isinstance(self.form, dict)
+                                      or len(json.dumps(self.form, default=str)) > limits.max_form_bytes()):
+            self.form = None  # no comparable answer: it never votes
+        return self
+
     @classmethod
     def from_json(cls, d: dict | None) -> "ValueHandle | None":
         if d is None:
             return None
         return cls(type=d.get("type", "?"), shape=d.get("shape"), value=d.get("value"),
                    truncated=bool(d.get("truncated", False)), form=d.get("form"))
+
+
+#: What a run in a copy may end as, and which bound stopped it (``ExecResult``).
+STATUSES = ("ok", "error", "timeout", "died")
+LIMIT_NAMES = (None, "timeout", "cpu", "memory", "disk")
 
 
 @dataclass
@@ -262,7 +297,7 @@ class ExecResult:
     traceback: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     pid: int | None = None
-    limit: str | None = None  # "timeout" | "cpu" | "memory" | None
+    limit: str | None = None  # one of LIMIT_NAMES
     truncated: bool = False
 
     @property
@@ -296,6 +331,9 @@ class ExecResult:
         text_cap = limits.max_output_chars + limits.max_capture_bytes + 200
         outputs, total = [], 0
         for item in self.outputs[:limits.max_outputs + 2]:
+            item.output_type = str(item.output_type)[:64]
+            item.name = None if item.name is None else str(item.name)[:64]
+            item.ename = None if item.ename is None else str(item.ename)[:200]
             if item.text is not None:
                 item.text, cut = truncate_text(str(item.text), text_cap)
                 item.truncated |= cut
@@ -330,6 +368,11 @@ class ExecResult:
         self.outputs = outputs
         self.evalue = None if self.evalue is None else truncate_text(str(self.evalue), 2000)[0]
         self.traceback = _bounded_lines(self.traceback, text_cap)
+        self.ename = None if self.ename is None else str(self.ename)[:200]
+        self.status = self.status if self.status in STATUSES else "died"
+        self.limit = self.limit if self.limit in LIMIT_NAMES else None
+        if self.value is not None:
+            self.value.bounded(limits)
         return self
 
     @classmethod
@@ -374,23 +417,25 @@ def _type_name(obj: Any) -> str:
     return f"{mod}.{t.__qualname__}"
 
 
-def jsonable(x: Any, max_items: int = 50, depth: int = 0) -> tuple[Any, bool]:
+def jsonable(x: Any, max_items: int = 50, depth: int = 0, *, max_chars: int = 1000,
+             max_depth: int = 3) -> tuple[Any, bool]:
     """Best-effort JSON-able compact form of ``x``; returns (form, truncated)."""
     if x is None or isinstance(x, (bool, int, str)):
         if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 2**63:
             return str(x), False
-        if isinstance(x, str) and len(x) > 1000:
-            return x[:1000], True
+        if isinstance(x, str) and len(x) > max_chars:
+            return x[:max_chars], True
         return x, False
     if isinstance(x, float):
         return (x if math.isfinite(x) else str(x)), False
+    more = {"max_chars": max_chars, "max_depth": max_depth}
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.generic):
         try:
-            return jsonable(x.item(), max_items, depth)
+            return jsonable(x.item(), max_items, depth, **more)
         except Exception:  # noqa: BLE001 -- a user's numpy scalar subclass may raise anything
             return str(x), False
-    if depth >= 3:
+    if depth >= max_depth:
         r = repr(x)
         return r[:200], len(r) > 200
     if isinstance(x, dict):
@@ -398,7 +443,7 @@ def jsonable(x: Any, max_items: int = 50, depth: int = 0) -> tuple[Any, bool]:
         for i, (k, v) in enumerate(x.items()):
             if i >= max_items:
                 break
-            out[str(k)], t = jsonable(v, max_items, depth + 1)
+            out[str(k)[:200]], t = jsonable(v, max_items, depth + 1, **more)
             trunc |= t
         return out, trunc
     if isinstance(x, (list, tuple, set, frozenset)):
@@ -409,13 +454,13 @@ def jsonable(x: Any, max_items: int = 50, depth: int = 0) -> tuple[Any, bool]:
             seq = list(x[:max_items])
         out, trunc = [], len(x) > max_items
         for v in seq:
-            j, t = jsonable(v, max_items, depth + 1)
+            j, t = jsonable(v, max_items, depth + 1, **more)
             out.append(j)
             trunc |= t
         return out, trunc
     if np is not None and isinstance(x, np.ndarray):
         flat = x.reshape(-1)[:max_items]
-        vals, t = jsonable(flat.tolist(), max_items, depth + 1)
+        vals, t = jsonable(flat.tolist(), max_items, depth + 1, **more)
         return vals, t or x.size > max_items
     if hasattr(x, "isoformat"):
         with contextlib.suppress(Exception):  # a user object's isoformat may raise anything: repr below

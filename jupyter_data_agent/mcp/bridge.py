@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import MutableMapping
 from typing import Any
 
-from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -42,18 +42,52 @@ MAX_BODY_BYTES = 4 << 20
 
 
 class MCPService:
-    """The MCP server and its session manager, run as a task on the Jupyter server's loop."""
+    """The MCP server and its session manager, run as a task on the Jupyter server's loop.
 
-    def __init__(self, *, session_idle_timeout: float = 1800.0) -> None:
+    The SDK bounds sessions for everyone together; here each user holds at most
+    ``max_sessions_per_user``: a user who opens one more loses their least recently
+    used one (and its kernel copies), never another user's."""
+
+    def __init__(self, *, session_idle_timeout: float = 1800.0, max_sessions_per_user: int = 32,
+                 max_sessions: int = 1000) -> None:
         self.server = build_server()
         # Jupyter checks the Host and Origin (allow_remote_access, allow_origin): not a second list here.
         self.server.streamable_http_app(
             max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=session_idle_timeout,
+            max_sessions=max(1, max_sessions),
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         self.manager = self.server.session_manager
+        self.max_sessions_per_user = max(1, max_sessions_per_user)
+        self.sessions: dict[str, dict[str, float]] = {}  # owner -> session id -> last used (monotonic)
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
+
+    def _open(self) -> dict:
+        # The SDK's own table of open sessions (it has no public one): id -> transport.
+        return self.manager._server_instances
+
+    def touch(self, owner: str, session: str) -> None:
+        mine = self.sessions.get(owner)
+        if mine is not None and session in mine:
+            mine[session] = time.monotonic()
+
+    def opened(self, owner: str, session: str) -> None:
+        self.sessions.setdefault(owner, {})[session] = time.monotonic()
+
+    async def make_room(self, owner: str, tries: Any) -> None:
+        """Before ``owner`` opens a session: forget the ended ones, then end their least recently
+        used sessions beyond the bound (the SDK's idle timeout ends the rest)."""
+        open_now = self._open()
+        mine = {sid: used for sid, used in self.sessions.get(owner, {}).items() if sid in open_now}
+        while len(mine) >= self.max_sessions_per_user:
+            oldest = min(mine, key=mine.__getitem__)
+            del mine[oldest]
+            transport = open_now.get(oldest)
+            if transport is not None:
+                await self.manager._discard_session(oldest, transport)
+            await tries.close_session(owner, oldest)
+        self.sessions[owner] = mine
 
     async def started(self) -> None:
         """Start the session manager on the first request (the loop runs by then)."""
@@ -82,6 +116,7 @@ class MCPHandler(_AgentMixin, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
     caller: Caller | None = None
+    _opened: str | None = None  # the session id this request's answer opened
 
     @web.authenticated
     @authorized
@@ -99,7 +134,7 @@ class MCPHandler(_AgentMixin, JupyterHandler):
         await self._serve()
         session = self.request.headers.get(SESSION_HEADER)
         if session:
-            await self.agent_state["tries"].close_session(session)
+            await self.agent_state["tries"].close_session(self.job_owner(), session)
 
     def on_connection_close(self) -> None:
         caller = self.caller
@@ -107,15 +142,13 @@ class MCPHandler(_AgentMixin, JupyterHandler):
             return
         caller.disconnected.set()
         if self.request.method == "POST" and caller.session:
-            asyncio.ensure_future(self.agent_state["tries"].close_session(caller.session))
+            asyncio.ensure_future(self.agent_state["tries"].close_session(caller.owner, caller.session))
 
     async def _caller(self) -> Caller:
-        async def may(action: str, resource: str) -> bool:
-            return bool(await ensure_async(self.authorizer.is_authorized(self, self.current_user, action, resource)))
-
         return Caller(owner=self.job_owner(), state=self.agent_state, session_manager=self.session_manager,
                       kernel_manager=self.kernel_manager, contents_manager=self.contents_manager,
-                      can_execute=await may("execute", "kernels"), can_read=await may("read", "contents"),
+                      can_execute=await self.may("execute", "kernels"),
+                      can_read=await self.may("read", "contents"),
                       session=self.request.headers.get(SESSION_HEADER))
 
     async def _serve(self) -> None:
@@ -124,7 +157,13 @@ class MCPHandler(_AgentMixin, JupyterHandler):
         self.caller = caller = await self._caller()
         if len(self.request.body or b"") > MAX_BODY_BYTES:
             raise web.HTTPError(413, f"An MCP request may be at most {MAX_BODY_BYTES} bytes.")
+        if caller.session:
+            service.touch(caller.owner, caller.session)
+        elif self.request.method == "POST":  # may open a session: within this user's bound
+            await service.make_room(caller.owner, self.agent_state["tries"])
         await service.manager.handle_request(self._scope(caller), self._receive(caller), self._send)
+        if not caller.session and self._opened:
+            service.opened(caller.owner, self._opened)
         if not self._finished:
             self.finish()
 
@@ -161,6 +200,8 @@ class MCPHandler(_AgentMixin, JupyterHandler):
             self.clear_header("Content-Type")
             for name, value in message.get("headers", []):
                 key = name.decode("latin-1")
+                if key.lower() == SESSION_HEADER.lower() and message["status"] < 400:
+                    self._opened = value.decode("latin-1")
                 if key.lower() != "content-length":  # Tornado sets it (or chunks a stream)
                     self.add_header(key, value.decode("latin-1"))
         elif message["type"] == "http.response.body":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Float
+from traitlets import Float, Int
 
 from .bridge import SERVICE_KEY, MCPHandler, MCPService
 
@@ -26,8 +26,18 @@ class MCPExtension(ExtensionApp):
         "is closed."
     ).tag(config=True)
 
+    max_sessions_per_user = Int(
+        32, help="MCP sessions one user may hold open; opening one more ends that user's least "
+        "recently used session (and its kernel copies), never another user's."
+    ).tag(config=True)
+    max_sessions = Int(
+        1000, help="MCP sessions of all users together; beyond it a new session is refused (503)."
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
-        self.settings[SERVICE_KEY] = MCPService(session_idle_timeout=self.session_idle_timeout_s)
+        self.settings[SERVICE_KEY] = MCPService(session_idle_timeout=self.session_idle_timeout_s,
+                                                max_sessions_per_user=self.max_sessions_per_user,
+                                                max_sessions=self.max_sessions)
 
     def initialize_handlers(self) -> None:
         self.handlers.append((url_path_join(NAMESPACE, "mcp"), MCPHandler))

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..kernel.results import ExecResult
+from ..kernel.tree import SnapshotError
 from ..prompts.analysis import (
     FIX_REQUEST,
     PlannedStep,
@@ -40,7 +41,17 @@ from ..prompts.analysis import (
 )
 from ..prompts.parse import Step
 from ..prompts.react import fit_messages, format_observation, to_prompt
-from .base import AnalysisStep, Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
+from .base import (
+    AnalysisStep,
+    Cancelled,
+    Candidate,
+    Event,
+    RunContext,
+    SearchResult,
+    SearchStats,
+    TurnRequest,
+    copy_failed,
+)
 from .equivalence import exec_output, majority
 from .generate import generate_one, jupiter_task, options, prompt_text, sampling, turn_chat
 from .options import AnalysisOptions
@@ -118,7 +129,10 @@ class AnalysisChain:
         own = pool is None
         pool = pool or concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="jda-analysis")
         try:
-            copy = parent.fork()
+            try:
+                copy = parent.fork()
+            except SnapshotError as exc:  # the step before broke its copy's protocol: this step fails
+                return None, copy_failed(exc)
             result = _wait(pool.submit(copy.exec, code), copy, ctx)
         finally:
             if own:
@@ -180,6 +194,8 @@ class AnalysisChain:
 
 
 def _close(copy: Any) -> None:
+    if copy is None:  # never made (a refused fork)
+        return
     try:
         copy.close()
     except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running

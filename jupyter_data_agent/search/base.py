@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from ..context.model import NotebookContext
 from ..context.report import ContextReport, SchemaCuts
 from ..kernel.probes import Check
-from ..kernel.results import ExecResult, Protections
+from ..kernel.results import ExecResult, OutputItem, Protections
 from ..kernel.tree import Executor
 from ..llm.base import Backend
 from ..prompts.parse import Step
@@ -199,6 +199,14 @@ class Event:
 
 
 EventSink = Callable[[Event], None]
+
+
+def copy_failed(exc: BaseException) -> ExecResult:
+    """A step whose copy could not be made (a fork refused because the copy it came from
+    broke the protocol, no room, a dead parent): that step failed, not the search."""
+    name, why = type(exc).__name__, str(exc)
+    return ExecResult(status="died", ename=name, evalue=why,
+                      outputs=[OutputItem(output_type="error", ename=name, evalue=why)])
 
 
 def ignore_events(event: Event) -> None:

@@ -71,7 +71,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..kernel.results import ExecResult, OutputItem
+from ..kernel.results import ExecResult
 from ..prompts import UnparsableOutput
 from ..prompts.react import (
     INVALID_OBSERVATION,
@@ -84,7 +84,17 @@ from ..prompts.react import (
     solution_cell,
     to_prompt,
 )
-from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
+from .base import (
+    Cancelled,
+    Candidate,
+    Event,
+    RunContext,
+    SearchResult,
+    SearchStats,
+    TraceStep,
+    TurnRequest,
+    copy_failed,
+)
 from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
 from .evidence import all_checks, path_checks, probe_copy, type_check
 from .features import features
@@ -324,9 +334,7 @@ class MCTSSearch:
                 self._abort(futures)
                 raise
             except Exception as e:  # noqa: BLE001 -- a failed fork (capacity, dead parent) is an error on this path, not the end of the search
-                result = ExecResult(status="died", ename=type(e).__name__, evalue=str(e),
-                                    outputs=[OutputItem(output_type="error",
-                                                        ename=type(e).__name__, evalue=str(e))])
+                result = copy_failed(e)
             self.stats.executions += 1
             t.executed += 1
             t.user_code += result.duration_s

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from ..kernel.results import ExecResult
+from ..kernel.tree import SnapshotError
 from ..llm.base import ImagePart
 from ..prompts.react import (
     INVALID_OBSERVATION,
@@ -29,7 +30,17 @@ from ..prompts.react import (
     solution_cell,
     to_prompt,
 )
-from .base import Cancelled, Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
+from .base import (
+    Cancelled,
+    Candidate,
+    Event,
+    RunContext,
+    SearchResult,
+    SearchStats,
+    TraceStep,
+    TurnRequest,
+    copy_failed,
+)
 from .generate import (
     generate_one,
     jupiter_task,
@@ -117,12 +128,15 @@ class ReactStrategy:
                     history.append((p.message(), INVALID_OBSERVATION))
                     latest_images = ()
                     continue
-                if current is ctx.executor or len(lineage) < window:
-                    current = current.fork()
-                    lineage.append(current)
                 ctx.progress(f"step {turn}: running the action in a kernel copy", iterations=turn,
                              nodes=len(lineage), turn=turn)
-                result = exec_cancellable(current, p.code, ctx, pool)
+                try:
+                    if current is ctx.executor or len(lineage) < window:
+                        current = current.fork()
+                        lineage.append(current)
+                    result = exec_cancellable(current, p.code, ctx, pool)
+                except SnapshotError as exc:  # the copy it came from broke the protocol: this step fails
+                    result = copy_failed(exc)
                 stats.executions += 1
                 status = result.status if result.status in ("ok", "error", "timeout") else "died"
                 obs = format_observation(result, opts.observation_chars)
@@ -130,8 +144,10 @@ class ReactStrategy:
                 steps.append(TraceStep(p.thought, p.code, obs, status))
                 results.append(result)
                 history.append((p.message(), obs))
-                if status in ("timeout", "died"):  # the copy was killed: go on from its parent
-                    lineage.remove(current)
+                if status in ("timeout", "died") and current is not ctx.executor:
+                    # the copy was killed (or could not be forked from): go on from its parent
+                    if current in lineage:
+                        lineage.remove(current)
                     current.close()
                     current = lineage[-1] if lineage else ctx.executor
         finally:

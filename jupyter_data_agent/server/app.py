@@ -67,6 +67,12 @@ class DataAgentExtension(ExtensionApp):
         4, help="Turns one user may have running or queued (and cancelled turns still waiting "
         "for the model endpoint); beyond this POST turns answers 429 to that user only."
     ).tag(config=True)
+    max_running_jobs_per_user = Int(
+        0, help="Turns of one user whose search runs at the same time; 0: one less than "
+        "max_concurrent_jobs (at least 1), so one user's turns never hold every slot and another "
+        "user's turn starts when a slot frees before theirs. Under the stock token/password "
+        "providers (one principal) the server-wide bound alone applies."
+    ).tag(config=True)
     max_snapshot_processes = Int(
         16, help="Live kernel-copy processes per turn (idle leaves are evicted beyond it)."
     ).tag(config=True)
@@ -117,6 +123,14 @@ class DataAgentExtension(ExtensionApp):
         16, help="Kernel copies (try_code handles) one user's outside agents may hold; beyond it the "
         "least recently used is closed."
     ).tag(config=True)
+    max_concurrent_tries = Int(
+        32, help="Outside agents' try_code runs (and proposals' runs) forking or running at the "
+        "same time, all users together."
+    ).tag(config=True)
+    max_concurrent_tries_per_user = Int(
+        4, help="Of those, one user's at most; that user's further tries wait in a line of their own "
+        "(another user's try starts at once while slots are free)."
+    ).tag(config=True)
     max_proposals_per_user = Int(
         200, help="Proposals from outside agents kept per user (decided ones are dropped first)."
     ).tag(config=True)
@@ -141,6 +155,7 @@ class DataAgentExtension(ExtensionApp):
             max_concurrent_jobs=max(1, self.max_concurrent_jobs),
             max_pending_jobs=max(0, self.max_pending_jobs),
             max_jobs_per_user=max(1, self.max_jobs_per_user),
+            max_running_jobs_per_user=self.max_running_jobs_per_user or None,
             max_snapshot_processes=max(1, self.max_snapshot_processes),
             job_retention_s=self.job_retention_s,
             max_retained_jobs=max(1, self.max_retained_jobs),
@@ -182,7 +197,9 @@ class DataAgentExtension(ExtensionApp):
         self.tries = TryManager(jobs=self.jobs, session_manager=self.serverapp.session_manager,
                                 redact=self.jobs.scrub.json,
                                 limits=TryLimits(ttl_s=self.try_handle_ttl_s,
-                                                 max_handles_per_user=max(1, self.max_try_handles_per_user)))
+                                                 max_handles_per_user=max(1, self.max_try_handles_per_user),
+                                                 max_concurrent=max(1, self.max_concurrent_tries),
+                                                 max_concurrent_per_user=max(1, self.max_concurrent_tries_per_user)))
         self.settings["jupyter_data_agent"]["tries"] = self.tries
         self.settings["jupyter_data_agent"]["proposals"] = ProposalStore(max(1, self.max_proposals_per_user))
         self.settings["jupyter_data_agent"]["decisions"] = self._decision_store()

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tornado
-from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
@@ -205,9 +204,7 @@ class CompleteHandler(AgentAPIHandler):
         if not kernel_id:
             return "", []
         # Reading the schema runs code in the kernel: the same permission as a kernel websocket.
-        allowed = await ensure_async(
-            self.authorizer.is_authorized(self, self.current_user, "execute", "kernels"))
-        if not allowed:
+        if not await self.may("execute", "kernels"):
             return "", []
         try:
             km = self.kernel_manager.get_kernel(kernel_id)

@@ -24,6 +24,7 @@ from ..config import Settings
 from ..llm.scrub import MASK, redact_url
 from ..search.options import STRATEGIES, short_errors
 from ..turn.resolve import catalog
+from .job import SERVER_OWNER
 from .models import (
     API_VERSION,
     AgentConfig,
@@ -43,7 +44,6 @@ AUTH_RESOURCE = "jupyter_data_agent"
 # Providers whose users are sessions of one person holding the server's token
 # or password: their anonymous names change per browser session or per request.
 _SINGLE_PRINCIPAL_PROVIDERS = (IdentityProvider, PasswordIdentityProvider, LegacyIdentityProvider)
-SERVER_OWNER = "<server-owner>"
 
 
 def available_strategies() -> list[str]:
@@ -124,6 +124,19 @@ class _AgentMixin:
             return SERVER_OWNER
         return f"user:{self.current_user.username}"  # type: ignore[attr-defined]
 
+    async def may(self, action: str, resource: str) -> bool:
+        """The server's authorizer on this request's user."""
+        return bool(await ensure_async(self.authorizer.is_authorized(  # type: ignore[attr-defined]
+            self, self.current_user, action, resource)))  # type: ignore[attr-defined]
+
+    async def require_execute(self, hint: str = "") -> None:
+        """A 403 unless the user may ``execute`` on ``kernels``: forking a kernel (a turn's
+        copies, a try, a proposal's run) or reading its variables runs code in it, which is
+        what a kernel websocket needs too."""
+        if not await self.may("execute", "kernels"):
+            raise web.HTTPError(403, "You may not run code in kernels on this server" + (
+                f"; {hint}" if hint else "."))
+
     def owned_job(self, job_id: str):
         job = self.jobs.get(job_id, self.job_owner())
         if job is None:
@@ -190,13 +203,7 @@ class TurnsHandler(AgentAPIHandler):
                 f"choose one of {', '.join(available)}."
             )
         if request.kernel_id and request.options.use_live_state:
-            # Forking the kernel runs code in it: the same permission as a kernel websocket.
-            allowed = await ensure_async(
-                self.authorizer.is_authorized(self, self.current_user, "execute", "kernels")
-            )
-            if not allowed:
-                raise web.HTTPError(403, "You may not run code in kernels on this server; "
-                                         "send use_live_state: false to use the notebook text only.")
+            await self.require_execute("send use_live_state: false to use the notebook text only.")
 
         from ..context.notebook import from_notebook
 
@@ -348,11 +355,7 @@ class VariablesHandler(AgentAPIHandler):
         kernel_id = self.get_argument("kernel_id", "").strip()
         if not kernel_id:
             raise web.HTTPError(400, "Give the notebook's kernel: variables?kernel_id=<id>.")
-        allowed = await ensure_async(
-            self.authorizer.is_authorized(self, self.current_user, "execute", "kernels")
-        )
-        if not allowed:
-            raise web.HTTPError(403, "You may not run code in kernels on this server.")
+        await self.require_execute()
         try:
             km = self.kernel_manager.get_kernel(kernel_id)
         except (KeyError, web.HTTPError):
@@ -382,10 +385,7 @@ class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHan
         return self.settings.get("websocket_compression_options", None)
 
     async def pre_get(self) -> None:
-        allowed = await ensure_async(
-            self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)
-        )
-        if not allowed:
+        if not await self.may("read", AUTH_RESOURCE):
             raise web.HTTPError(403)
         self.job = self.owned_job(self.job_id)
 

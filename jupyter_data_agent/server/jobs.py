@@ -31,7 +31,8 @@ from ..kernel.handle import ChannelHandle, ClientHandle, KernelHandle, NoKernel
 from ..llm.base import BackendError
 from ..store.decisions import TurnOutcome
 from ..turn import TurnAsk, resolve, secrets_scrubber
-from .job import Job, model_intent
+from .fair import FairSlots
+from .job import SERVER_OWNER, Job, model_intent
 from .models import TurnRequestModel
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class JobLimits:
     max_concurrent_jobs: int = 2
     max_pending_jobs: int = 16
     max_jobs_per_user: int = 4
+    # Running at once per user; None: one less than max_concurrent_jobs (at least 1).
+    max_running_jobs_per_user: int | None = None
     max_snapshot_processes: int = 16
     job_retention_s: float = 900.0
     max_retained_jobs: int = 200
@@ -84,7 +87,9 @@ class JobManager:
         self.scrub = secrets_scrubber(settings.api_key, *secrets)
         self.jobs: dict[str, Job] = {}
         self.done_turns: dict[str, TurnOutcome] = {}  # oldest first, past the jobs' retention
-        self._slots: asyncio.Semaphore | None = None
+        # Fair between users: one user's queued turns never hold up another's.
+        self._slots = FairSlots(max(1, limits.max_concurrent_jobs), limits.max_running_jobs_per_user,
+                                exempt=frozenset({SERVER_OWNER}))
         # Search threads, including those of cancelled turns still stuck in a model call.
         self._workers: dict[threading.Thread, Job] = {}
         self._closing = False
@@ -116,8 +121,6 @@ class JobManager:
         if stuck >= self.limits.max_concurrent_jobs + self.limits.max_pending_jobs:
             raise _Rejected(429, f"{stuck} cancelled turns are still waiting for the model "
                                  f"endpoint to answer; try again in a moment.")
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(max(1, self.limits.max_concurrent_jobs))
         offered = self.settings.offered_models
         if request.model and request.model not in offered:
             raise _Rejected(400, f"The model {request.model!r} is not offered by this server; "
@@ -253,10 +256,11 @@ class JobManager:
         from ..search import Cancelled
 
         try:
-            assert self._slots is not None
-            if self._slots.locked():
-                job.progress("Waiting for another turn to finish.", state="queued")
-            async with self._slots:
+            if self._slots.would_wait(job.owner):
+                mine = self._slots.held.get(job.owner, 0)
+                job.progress("Waiting for your other turn to finish." if mine >= self._slots.cap(job.owner)
+                             else "Waiting for another turn to finish.", state="queued")
+            async with self._slots.slot(job.owner):
                 if job.finished:
                     return
                 await self._run_in_slot(job)

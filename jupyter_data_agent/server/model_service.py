@@ -23,6 +23,7 @@ one a killed server left is removed by the next service that starts.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
@@ -33,7 +34,7 @@ import socketserver
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 
 from ..config import Settings
@@ -58,11 +59,31 @@ class _Slot:
         self.capacity = max(1, capacity)
         self.cond = threading.Condition()
         self.active = 0
+        self.background = 0  # of ``active``: warms, which give way to whoever waits
         self.waiting: deque[object] = deque()
 
     @property
     def busy(self) -> bool:
         return self.active >= self.capacity
+
+    def try_background(self) -> bool:
+        """Take the model for background work only if nobody would wait: never queues."""
+        with self.cond:
+            if self.busy or self.waiting:
+                return False
+            self.active += 1
+            self.background += 1
+            return True
+
+    def end_background(self) -> None:
+        with self.cond:
+            self.background = max(0, self.background - 1)
+        self.release()
+
+    @property
+    def contended(self) -> bool:
+        """Someone waits for the model (background work stops at its next chance)."""
+        return bool(self.waiting)
 
     def acquire(self, notify: Callable[[int], None], check: Callable[[], None] | None = None) -> None:
         """Wait for the model; ``notify`` hears the turns ahead, ``check`` may raise to leave the line."""
@@ -80,7 +101,8 @@ class _Slot:
             try:
                 last = None
                 while self.busy or self.waiting[0] is not ticket:
-                    ahead = self.waiting.index(ticket) + (1 if self.busy else 0)
+                    # A warm in progress is no turn ahead: it stops for this one.
+                    ahead = self.waiting.index(ticket) + (1 if self.active > self.background else 0)
                     if ahead != last:
                         last = ahead
                         self.cond.release()
@@ -248,6 +270,23 @@ class ModelService:
         slot = self._slot(settings)
         with slot.cond:
             return slot.busy or bool(slot.waiting)
+
+    @contextlib.contextmanager
+    def background(self, settings: Settings) -> Iterator[Callable[[], bool] | None]:
+        """The model for background work (a warm), only if it is free now: yields the test
+        "someone is waiting, stop" (None: the model is busy, skip the work). Never waits, never
+        makes anyone wait longer than one batch of the work."""
+        if not _is_local(settings):
+            yield lambda: False
+            return
+        slot = self._slot(settings)
+        if not slot.try_background():
+            yield None
+            return
+        try:
+            yield lambda: slot.contended
+        finally:
+            slot.end_background()
 
     def queued(self, settings: Settings, backend: Backend, notify: Callable[[int], None],
                cancel: threading.Event | None = None) -> Backend:

@@ -70,6 +70,7 @@ class ProposalsHandler(_ProposalAPI):
     @authorized
     async def post(self) -> None:
         request = self.parse_body(ProposalRequest, "proposal")
+        await self.require_execute()  # its code runs in a copy of the notebook's kernel first
         proposal = await file_proposal(self.tries, self.proposals, self.job_owner(), request)
         self.set_status(201)
         self.finish(reply(proposal))

@@ -33,6 +33,8 @@ from ..kernel.policy import Confinement
 from ..kernel.results import ExecResult
 from ..search.equivalence import exec_output, majority
 from ..turn import CopyPolicy, open_copies
+from .fair import FairSlots
+from .job import SERVER_OWNER
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ class TryLimits:
     default_timeout_s: float = 30.0
     max_timeout_s: float = 300.0
     max_code_chars: int = MAX_CODE_CHARS
+    max_concurrent: int = 32  # tries forking or running at once, all users together
+    max_concurrent_per_user: int = 4  # of those, one user's (the rest wait in that user's line)
+    max_waiting_per_user: int = 32  # one user's tries waiting for a slot; beyond: refused
 
 
 class TryError(Exception):
@@ -116,7 +121,9 @@ class TryManager:
         self.limits = limits or TryLimits()
         self.redact = redact
         self.handles: dict[str, Handle] = {}
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="jda-try")
+        self._slots = FairSlots(self.limits.max_concurrent, self.limits.max_concurrent_per_user,
+                                exempt=frozenset({SERVER_OWNER}))
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self._slots.total, thread_name_prefix="jda-try")
         self._reaper: asyncio.Task | None = None
         self._closing = False
 
@@ -133,7 +140,18 @@ class TryManager:
             raise TryError(f"The code is {len(code)} characters long; at most {self.limits.max_code_chars} "
                            "are run in a copy. Split it into steps (pass the handle as `from`).", 413)
         base = self._own(owner, parent) if parent else None
+        if self._slots.waiting(owner) >= self.limits.max_waiting_per_user:
+            raise TryError(f"You have {self._slots.held.get(owner, 0)} tries running and "
+                           f"{self._slots.waiting(owner)} waiting; try again when some have answered.", 429)
+        async with self._slots.slot(owner):  # one user's many tries never hold up another's
+            return await self._try_in_slot(owner, notebook_path, code, timeout, base, session, keep, abandoned)
+
+    async def _try_in_slot(self, owner: str, notebook_path: str, code: str, timeout: float, base: Handle | None,
+                           session: str | None, keep: bool, abandoned: asyncio.Event | None) -> TryOutcome:
         if base is not None:
+            if base.id not in self.handles:  # closed while this try waited for its slot
+                raise TryError(f"The handle {base.id!r} was closed while this try waited; run try_code "
+                               "without `from` to start from the live kernel again.", 404)
             base.touch()
             notebook_path = base.notebook_path
             tree = base.tree
@@ -199,9 +217,11 @@ class TryManager:
             if handle is not None:
                 await self._close_handle(handle)
 
-    async def close_session(self, session: str) -> None:
-        """The MCP client ended its session (or vanished): its copies go too."""
-        await self.close_handles([h.id for h in self.handles.values() if h.session == session])
+    async def close_session(self, owner: str, session: str) -> None:
+        """The MCP client ended its session (or vanished): its copies go too. Only the
+        owner's: a session id is a header anyone can send."""
+        await self.close_handles([h.id for h in self.handles.values()
+                                  if h.session == session and h.owner == owner])
 
     async def expire(self) -> None:
         """Close handles idle for longer than ``ttl_s``."""

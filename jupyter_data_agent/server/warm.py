@@ -10,13 +10,17 @@ prompt the next request will start with -- the same builders and settings, up
 to where the user's words go (prompts put what changes last:
 :func:`~..prompts.arcade.stable_prefix`) -- and evaluates it, one token
 generated. Only a local model is warmed (an endpoint caches on its own, and
-would bill the tokens), and never while it serves a turn: warming waits for
-nobody and nobody waits for it.
+would bill the tokens); one warm at a time, never in the model's line (it
+takes the model only while nobody waits, ``ModelService.background``), and
+it gives the model up at its next batch of prompt tokens when a turn asks:
+warming waits for nobody and nobody waits for it longer than one batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable
 
 import tornado
 from jupyter_server.auth.decorator import authorized
@@ -24,7 +28,7 @@ from tornado import web
 
 from ..config import Settings
 from ..context.model import NotebookContext
-from ..llm.base import Backend, Prompt, SamplingParams
+from ..llm.base import Backend, Completion, Prompt, SamplingParams, Streamed, inner_stream
 from ..prompts.arcade import build_chat_prompt, build_prompt, stable_prefix
 from ..search.generate import turn_chat
 from ..turn.resolve import resolve
@@ -60,9 +64,25 @@ def warm_prompt(settings: Settings, backend: Backend, kind: str, context: Notebo
     return turn_prefix(settings, backend, context, schema)
 
 
-def warm(backend: Backend, prompt: Prompt):
-    """Evaluate ``prompt`` into the model's cache (one token generated): the prompt's Completion."""
-    return backend.generate(prompt, SamplingParams(max_tokens=1, temperature=0.0))[0]
+def warm(backend: Backend, prompt: Prompt, give_way: Callable[[], bool] = lambda: False) -> Completion | None:
+    """Evaluate ``prompt`` into the model's cache (one token generated): the prompt's Completion.
+
+    Streamed, so it stops at the first batch of prompt tokens after ``give_way()`` turns true
+    (a turn is waiting for the model): None then. What it evaluated stays cached."""
+    params = SamplingParams(max_tokens=1, temperature=0.0)
+    streamed = Streamed(inner_stream(backend, prompt, params))
+    chunks = iter(streamed)
+    try:
+        for _ in chunks:
+            if give_way():
+                return None
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    if streamed.completion is not None:
+        return streamed.completion
+    return Completion(text="", prompt_tokens=backend.count_tokens(prompt.text or ""))
 
 
 class WarmHandler(CompleteHandler):
@@ -98,9 +118,24 @@ class WarmHandler(CompleteHandler):
 
         backend = await asyncio.to_thread(create_backend, settings)
         prompt = warm_prompt(settings, backend, request.kind, context, schema)
-        queued = service.queued(settings, backend, lambda _ahead: None) if service else backend
-        out = await asyncio.to_thread(warm, queued, prompt)
-        self._reply(WarmReply(warmed=True, prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens))
+
+        def run() -> WarmReply:
+            # At most one warm at a time and never in the model's line: it takes the model only
+            # while nobody waits, and gives it up at the next batch of tokens when a turn comes.
+            with (service.background(settings) if service else contextlib.nullcontext(lambda: False)) as give_way:
+                if give_way is None:
+                    return WarmReply(warmed=False, reason="the model is busy")
+                try:
+                    out = warm(backend, prompt, give_way)
+                except Exception as exc:  # noqa: BLE001 -- background work: said in the log and the reply, never a 500
+                    self.log.warning("jupyter_data_agent: warming the model failed: %s: %s",
+                                     type(exc).__name__, exc)
+                    return WarmReply(warmed=False, reason=f"warming failed ({type(exc).__name__})")
+            if out is None:
+                return WarmReply(warmed=False, reason="a turn needed the model")
+            return WarmReply(warmed=True, prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens)
+
+        self._reply(await asyncio.to_thread(run))
 
     def _reply(self, reply: WarmReply) -> None:
         self.finish(reply.model_dump_json())

@@ -12,6 +12,7 @@ import {
   IYEventLike,
   IYTypeLike,
   LocalEdits,
+  SKIP_EXECUTION,
   SharedCells,
   foldLocalEdits,
   noLocalEdits,
@@ -256,6 +257,46 @@ describe('SharedCells.apply', () => {
       outputs: [error],
       execution_count: 3
     });
+    notebook.dispose();
+  });
+});
+
+describe('pending suggestions carry the skip tag', () => {
+  quietYjsWarnings();
+
+  it('a pending code cell is tagged for nbclient to skip; accepting it removes the tag', () => {
+    const notebook = YNotebook.create();
+    notebook.insertCells(0, [
+      { ...codeCell('mine', 'x = 1'), metadata: { tags: ['keep'] } }
+    ] as any);
+    const cells = new SharedCells({ model: { sharedModel: notebook } } as any);
+    const tag = { turn_id: 't1', intent: 'q', status: 'pending' as const };
+    cells.apply([
+      {
+        op: 'insert',
+        index: 1,
+        afterId: 'mine',
+        cell: { id: 's1', cell_type: 'code', source: 'y = 2', tag }
+      } as any,
+      {
+        op: 'insert',
+        index: 2,
+        afterId: 's1',
+        cell: { id: 'm1', cell_type: 'markdown', source: 'why', tag }
+      } as any
+    ]);
+    const json = () => notebook.toJSON().cells as any[];
+    expect(json()[1].metadata.tags).toEqual([SKIP_EXECUTION]);
+    expect(json()[2].metadata.tags).toBeUndefined(); // markdown never runs
+    cells.apply([
+      { op: 'setTag', id: 's1', tag: { ...tag, status: 'accepted' } } as any
+    ]);
+    expect(json()[1].metadata.tags).toBeUndefined();
+    // an edit turn's pending cell keeps the user's own tags beside the skip tag
+    cells.apply([{ op: 'setTag', id: 'mine', tag } as any]);
+    expect(json()[0].metadata.tags).toEqual(['keep', SKIP_EXECUTION]);
+    cells.setTag('mine', null);
+    expect(json()[0].metadata.tags).toEqual(['keep']);
     notebook.dispose();
   });
 });
