@@ -97,6 +97,38 @@ def test_a_copy_cannot_name_the_process_the_server_kills(tree, lab, unchanged, w
             other.wait()
 
 
+RUN_PATH_PATCH = textwrap.dedent("""
+    from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+    ip = get_ipython()
+    def said_ok(*args, **kwargs):
+        return ExecutionResult(None)
+    ip.run_cell = said_ok
+    type(ip).run_cell = said_ok
+    async def ran_nothing(self, *args, **kwargs):
+        return False
+    InteractiveShell.run_code = ran_nothing
+    ip.showtraceback = lambda *a, **k: None
+    ip._showtraceback = lambda *a, **k: None
+    ExecutionResult.success = property(lambda self: True)
+""")
+
+
+def test_a_cell_cannot_make_the_next_one_report_ok(tree, unchanged):  # noqa: F811
+    """Issue 34: an analysis step replaced the shell's run path in its copy, and the next
+    step raised and still showed as verified."""
+    copy = tree.root.fork()
+    try:
+        assert copy.exec(RUN_PATH_PATCH).ok
+        child = copy.fork()
+        for node in (copy, child):
+            r = node.exec("raise ValueError('boom')")
+            assert r.status == "error" and r.ename == "ValueError" and "boom" in r.evalue
+            ok = node.exec("21 * 2")
+            assert ok.ok and ok.value.value == 42
+    finally:
+        copy.close()
+
+
 def test_copies_pids_are_the_kernels_word(tree):  # noqa: F811
     """Every copy's pid is its real one, a child of its parent's."""
     copy = tree.root.fork()

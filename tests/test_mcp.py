@@ -67,13 +67,14 @@ def url(app, port) -> str:
     return f"http://127.0.0.1:{port}{app.base_url}jupyter-data-agent/mcp"
 
 
-def client(app, port, *, name: str = "claude-code", title: str = "Claude Code", token: str | None = None) -> Client:
+def client(app, port, *, name: str = "claude-code", title: str = "Claude Code", token: str | None = None,
+           mode: str = "auto") -> Client:
     import httpx2
 
     token = app.identity_provider.token if token is None else token
     http = httpx2.AsyncClient(headers={"Authorization": f"token {token}"},
                               timeout=httpx2.Timeout(60, read=300))
-    return Client(streamable_http_client(url(app, port), http_client=http),
+    return Client(streamable_http_client(url(app, port), http_client=http), mode=mode,  # type: ignore[arg-type]
                   client_info=Implementation(name=name, title=title, version="1.0"))
 
 
@@ -260,6 +261,40 @@ async def test_oversized_code_and_outputs_are_bounded_in_words(server, jp_fetch)
             assert 0 < len(page["cells"]) < 40 and "start=" in page["note"]
             assert "less than or equal to 200" in error_text(await c.call_tool("read_notebook",
                                                                  {"notebook": "long.ipynb", "max_cells": 5000}))
+    finally:
+        kc.stop_channels()
+
+
+INFLATE = """
+import sys
+from _jda_kernel.results import ValueHandle
+cell_exec = sys.modules['_jda_kernel.cell_exec']
+cell_exec.describe_value = lambda *a, **k: ValueHandle(
+    type='T' * 3_000_000, shape=list(range(300_000)),
+    value={'columns': ['c' * 5_000] * 500, 'values': [['v' * 2_000] * 1_000] * 2},
+    form={'k': 'scalar', 't': 'str', 'v': 'f' * 8_000_000})
+"""
+
+
+@on_server_loop
+async def test_a_copy_that_inflates_its_value_gets_an_answer_under_a_megabyte(server, jp_fetch):
+    """Finding G: a candidate replaced ``describe_value`` in its copy; the value's type, shape,
+    preview and form were kept whole (a 9.4-10 MB MCP answer, a 14.5 MB job)."""
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port) as c:
+            patched = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": INFLATE}))
+            assert patched["status"] == "ok", patched
+            raw = await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "df", "from": patched["handle"]})
+            text = raw.content[0].text
+            assert len(text) < 1_000_000, f"the answer is {len(text):,} characters"
+            value = json.loads(text)["value"]
+            assert len(value["type"]) <= 200 and value["shape"] is None
+            assert value["preview_truncated"] and value["answer_form"] is None
+        tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+        kept = [h.result.value for h in tries.handles.values() if h.result.value is not None]
+        assert kept and all(len(json.dumps(v.to_json())) < 1_000_000 for v in kept)
     finally:
         kc.stop_channels()
 

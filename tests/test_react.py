@@ -188,6 +188,29 @@ def test_state_accumulates_in_one_lineage_and_errors_are_observed(tree, tmp_path
     assert [t.status for t in result.chosen.trace] == ["ok", "error", "ok", "answer"]
 
 
+LIE = ("import sys\n"
+       "fs = sys.modules['_jda_kernel.copy_server']\n"
+       "honest = fs._hello_reply\n"
+       "fs._hello_reply = lambda rid, state, kind='hello': {**honest(rid, state, kind), 'pid': 1}")
+
+
+def test_a_copy_that_lies_about_its_fork_fails_its_step_not_the_turn(tree):
+    """Issue 34: a candidate that made its copy lie about the pid of the next fork failed the
+    whole react turn; now that step fails (the copy is ended) and the agent goes on."""
+    def rule(call):
+        return [[action("lie", LIE), action("next", "x = base * 7"), action("again", "x = base * 7\nprint(x)"),
+                 final("done", "@answer[42]")][call.depth]]
+
+    backend = ScriptedBackend(rule)
+    before = set(tree.pids())
+    result = ReactStrategy().run(_request(), RunContext(backend=backend, executor=tree.root))
+    assert result.answer == "@answer[42]"
+    assert [t.status for t in result.chosen.trace] == ["ok", "died", "ok", "answer"]
+    assert "refused: the new copy says it is process 1" in backend.calls[2].last_observation
+    assert backend.calls[3].last_observation == "42"
+    assert set(tree.pids()) == before
+
+
 def test_turn_cap_at_the_options_maximum(tree):
     def rule(call):
         if call.depth == 24:  # the last turn reads every earlier step's variable

@@ -507,6 +507,38 @@ async def test_one_user_cannot_fill_the_server(two_users, jp_fetch, jp_serverapp
 
 
 @on_server_loop
+async def test_one_users_queued_turns_do_not_hold_up_anothers(two_users, jp_fetch, jp_serverapp, model_server):
+    """Issue 34, finding E: with ``max_jobs_per_user`` (4) above ``max_concurrent_jobs`` (2), bob's
+    quick turn was accepted and then waited 239.9 s behind alice's. A user now runs at most one
+    less than the server's slots; the rest of their turns wait in a line of their own."""
+    model_server.delay = 4.0
+    alice = {"Authorization": "token alice-token"}
+    bob = {"Authorization": "token bob-token"}
+    body = {"options": {"use_live_state": False}}
+    try:
+        mine = [(await post_turn(jp_fetch, headers=alice, **body))["job_id"] for _ in range(3)]
+        theirs = (await post_turn(jp_fetch, headers=bob, **body))["job_id"]
+
+        async def states(job_id, headers):
+            events = (await poll(jp_fetch, job_id, headers=headers))["events"]
+            return [e["data"].get("state") for e in events if e["type"] == "progress"]
+
+        deadline = time.monotonic() + 60
+        while "searching" not in await states(theirs, bob) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert "searching" in await states(theirs, bob) and "queued" not in await states(theirs, bob)
+        queued = [await states(j, alice) for j in mine]
+        assert sum("searching" in s for s in queued) == 1  # alice: one running, two in her own line
+        assert sum("queued" in s for s in queued) == 2
+        messages = [e["message"] for j in mine for e in (await poll(jp_fetch, j, headers=alice))["events"]]
+        assert "Waiting for your other turn to finish." in messages
+    finally:
+        model_server.delay = 0.0
+        for job_id, who in [*((j, alice) for j in mine), (theirs, bob)]:
+            await jp_fetch(NS, "jobs", job_id, "cancel", method="POST", body="{}", headers=who)
+
+
+@on_server_loop
 async def test_config_never_holds_the_key(jp_fetch):
     r = await jp_fetch(NS, "config")
     text = r.body.decode()

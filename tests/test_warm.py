@@ -149,3 +149,70 @@ async def test_bad_warm_request_gets_a_clear_error(jp_fetch):
     with pytest.raises(HTTPClientError) as err:
         await jp_fetch(NS, "warm", method="POST", body=json.dumps({"version": 1, "kind": "soon"}))
     assert err.value.code == 400 and "kind" in err.value.response.body.decode()
+
+
+def long_cells(tag: str, n: int = 40) -> list[dict]:
+    """A notebook whose prompt takes the model seconds to read (``tag`` makes it new to the cache)."""
+    return [{"cell_type": "code", "id": f"{tag}{i}", "metadata": {}, "outputs": [], "execution_count": i + 1,
+             "source": f"# {tag} step {i}: the rolling mean of the temperatures per city and month\n"
+                       f"roll_{i} = df.groupby(['city', 'month'])['temp'].rolling({i + 2}).mean()"}
+            for i in range(n)]
+
+
+@pytest.mark.smollm
+@on_server_loop
+async def test_warms_never_queue_and_give_way_to_a_turn(jp_fetch, jp_serverapp):
+    """Finding F: 12 concurrent ``POST warm`` passed ``busy()`` together and queued on the model;
+    a turn asked 1.5 s later waited 196.6 s. Now a warm takes the model only while nobody waits
+    (one at a time, never in the line) and gives it up at its next batch when a turn asks."""
+    import asyncio
+    import threading
+
+    from jupyter_data_agent.llm.base import Prompt
+    from jupyter_data_agent.llm.factory import create_backend
+
+    state = jp_serverapp.web_app.settings["jupyter_data_agent"]
+    service, settings = state["model_service"], state["settings"]
+    slot = service._slot(settings)
+    seen = {"waiting": 0, "background": 0}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen["waiting"] = max(seen["waiting"], len(slot.waiting))
+            seen["background"] = max(seen["background"], slot.background)
+            stop.wait(0.002)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+
+    def warm(cells):
+        return jp_fetch(NS, "warm", method="POST", body=warm_body("turn", cells=cells, active=len(cells) - 1),
+                        request_timeout=600)
+
+    try:
+        replies = [json.loads(r.body) for r in await asyncio.gather(*(warm(long_cells("a")) for _ in range(12)))]
+    finally:
+        stop.set()
+        watcher.join(5)
+    assert seen == {"waiting": 0, "background": 1}, seen  # never in the line, one at a time
+    assert any(r["warmed"] for r in replies)
+    assert all(r["warmed"] or r["reason"] in ("the model is busy", "the model is busy with a turn")
+               for r in replies), replies
+
+    # A turn asks while a warm reads a new long prompt: the warm gives the model up.
+    pending = asyncio.ensure_future(warm(long_cells("b", 60)))
+    deadline = asyncio.get_running_loop().time() + 300
+    while slot.background == 0 and not pending.done() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    assert slot.background == 1, "the warm never took the model"
+    heard: list[int] = []
+    backend = create_backend(settings)
+    turn = service.queued(settings, backend, heard.append)
+    out = await asyncio.to_thread(turn.generate, Prompt(text="The capital of France is"),
+                                  SamplingParams(max_tokens=2, temperature=0.0))
+    reply = json.loads((await pending).body)
+    assert out[0].completion_tokens >= 1
+    assert reply == {"version": 1, "warmed": False, "reason": "a turn needed the model",
+                     "prompt_tokens": 0, "cached_tokens": 0}, reply
+    assert all(ahead == 0 for ahead in heard), heard  # a warm is no turn ahead of it
