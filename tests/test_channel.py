@@ -67,9 +67,36 @@ def async_client(km, loop: LoopThread, *, iopub: bool) -> AsyncKernelClient:
         kc = AsyncKernelClient(**km.get_connection_info(session=False))
         kc.session.key = km.session.key
         kc.start_channels(shell=True, iopub=iopub, stdin=False, hb=False, control=iopub)
+        if iopub:
+            await iopub_subscribed(kc)
         return kc
 
     return loop.run(open_())
+
+
+async def iopub_subscribed(kc: AsyncKernelClient, timeout: float = 60.0) -> None:
+    """Until IOPub delivers. A ZMQ subscription reaches the kernel a moment after the socket
+    connects, and what the kernel publishes before then is lost (on a loaded machine the
+    reply to a test's first request was, and the test waited for it in vain). A gateway's
+    websocket has no such moment: the server side's clients never wait here."""
+    import queue
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg_id = kc.kernel_info()
+        try:
+            while True:
+                msg = await kc.get_iopub_msg(timeout=0.5)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    break
+        except queue.Empty:
+            continue
+        try:  # the replies on shell, so no later reader takes them for its own
+            while True:
+                await kc.get_shell_msg(timeout=0.5)
+        except queue.Empty:
+            return
+    raise TimeoutError("the kernel's IOPub delivered nothing")
 
 
 def handle(kind, km, loop: LoopThread):

