@@ -4,6 +4,7 @@ Subcommands:
 
 - ``decisions``      export or summarize recorded accept/reject decisions (:mod:`.train.decisions`)
 - ``acp``            the Data Agent as an Agent Client Protocol agent on stdio (:mod:`.mcp.acp`)
+- ``token``          scoped tokens for outside agents: create, list, revoke (:mod:`.store.agent_tokens`)
 - ``train-value``    value-model training, when :mod:`.train.cli` is installed
 
 The benchmarks are a distribution of their own, ``jupyter-data-agent-bench``
@@ -53,6 +54,7 @@ def build_parser(with_train: bool = True) -> argparse.ArgumentParser:
                                      "JetBrains): each prompt is a turn of the running Jupyter server, its "
                                      "answer a proposal in the notebook.")
     acp.set_defaults(func=_acp)
+    _token_parser(sub)
 
     if with_train and _train_module_available():
         try:
@@ -75,6 +77,58 @@ def _acp(args: argparse.Namespace) -> int:
     from .mcp.acp import main as acp_main
 
     return acp_main()
+
+
+def _token_parser(sub) -> None:
+    token = sub.add_parser("token", help="Scoped tokens for outside agents (Claude Code, Codex, Cursor, ACP "
+                                         "clients): they reach the Data Agent's MCP server and proposals, "
+                                         "never your kernels, files or decisions.")
+    verbs = token.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+    create = verbs.add_parser("create", help="Make a token for one agent; it is printed once.")
+    create.add_argument("--name", required=True, help='The agent, as the sidebar shows it ("Claude Code").')
+    create.add_argument("--user", default=None, help="Whose agent it is under an identity provider that "
+                        "names users (default: $JUPYTERHUB_USER, else your login name).")
+    create.set_defaults(func=_token_create)
+    listing = verbs.add_parser("list", help="The tokens made so far (never the tokens themselves).")
+    listing.set_defaults(func=_token_list)
+    revoke = verbs.add_parser("revoke", help="Revoke a token by its id or name; the agent is refused at once.")
+    revoke.add_argument("which", help="The token's id (from `list`) or its agent's name.")
+    revoke.set_defaults(func=_token_revoke)
+
+
+def _token_create(args: argparse.Namespace) -> int:
+    import getpass
+    import os
+
+    from .store.agent_tokens import AgentTokenStore
+
+    user = args.user or os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+    record, token = AgentTokenStore().create(args.name, user)
+    print(f"Agent token for {record.name} (id {record.id}); it is shown only now:\n\n  {token}\n\n"
+          "It reaches the Data Agent's MCP server (and what the ACP agent needs): notebooks as read_notebook "
+          "shows them, copies of your kernels, proposals. Revoke it with `jupyter-data-agent token revoke "
+          f"{record.id}`.")
+    return 0
+
+
+def _token_list(args: argparse.Namespace) -> int:
+    from .store.agent_tokens import AgentTokenStore
+
+    tokens = AgentTokenStore().tokens()
+    if not tokens:
+        print("No agent tokens; make one with `jupyter-data-agent token create --name \"Claude Code\"`.")
+    for t in tokens:
+        print(f"{t.id}  {t.created}  {t.name}")
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace) -> int:
+    from .store.agent_tokens import AgentTokenStore
+
+    for t in AgentTokenStore().revoke(args.which):
+        print(f"Revoked the token of {t.name} ({t.id}).")
+    return 0
 
 
 def _unavailable(error: Exception) -> int:

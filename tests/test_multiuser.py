@@ -51,7 +51,7 @@ class CarolMayNotExecute(Authorizer):
 
 
 @pytest.fixture
-def jp_server_config(monkeypatch):
+def jp_server_config(monkeypatch, tmp_path):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL",
                  "JUPYTER_DATA_AGENT_CONFINEMENT"):
         monkeypatch.delenv(name, raising=False)
@@ -60,7 +60,8 @@ def jp_server_config(monkeypatch):
                       "identity_provider_class": ThreeUsers, "authorizer_class": CarolMayNotExecute},
         "DataAgent": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-unused",
                       "model": "test-model", "max_retries": 0},
-        "DataAgentExtension": {"max_concurrent_tries": 3, "max_concurrent_tries_per_user": 2},
+        "DataAgentExtension": {"max_concurrent_tries": 3, "max_concurrent_tries_per_user": 2,
+                               "agent_tokens_path": str(tmp_path / "agent_tokens.json")},
         "MCPExtension": {"max_sessions_per_user": 3},
     }
 
@@ -124,6 +125,14 @@ async def test_a_user_refused_execute_cannot_run_code_through_a_proposal(server,
                 "try_code", {"notebook": NOTEBOOK, "code": "secret_of_alice"}))
             assert "may not run code" in error_text(await c.call_tool(
                 "propose_cell", {"notebook": NOTEBOOK, "code": "secret_of_alice"}))
+        # nor can her agent: a token never holds more than the user who made it
+        from jupyter_data_agent.store.agent_tokens import AgentTokenStore
+
+        identity = app.web_app.settings["jupyter_data_agent"]["agent_identity"]
+        _, carols_agent = AgentTokenStore(identity.store.path).create("Carol's agent", "carol")
+        async with client(app, port, token=carols_agent) as c:
+            assert "may not run code" in error_text(await c.call_tool(
+                "try_code", {"notebook": NOTEBOOK, "code": "secret_of_alice"}))
         # alice may: her proposal ran in a copy first
         r = await jp_fetch(NS, "proposals", method="POST", body=body, headers=ALICE)
         assert r.code == 201
@@ -194,9 +203,13 @@ async def test_one_users_slow_tries_do_not_hold_up_anothers(server, jp_fetch):
                                                                    "code": "import time; time.sleep(8); 1"}))
                     for _ in range(5)]
             deadline = time.monotonic() + 120
-            while tries._slots.held.get("user:alice", 0) < 2 and time.monotonic() < deadline:
+
+            def alice() -> tuple[int, int]:
+                return tries._slots.held.get("user:alice", 0), tries._slots.waiting("user:alice")
+
+            while alice() != (2, 3) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
-            assert tries._slots.held["user:alice"] == 2 and tries._slots.waiting("user:alice") == 3
+            assert alice() == (2, 3)  # two running, three in her own line
             quick = data(await b.call_tool("try_code", {"notebook": NOTEBOOK, "code": "2 + 2"}))
             assert quick["value"]["preview"] == "4"
             assert sum(t.done() for t in slow) <= 2, "bob's try waited behind alice's queued ones"

@@ -147,7 +147,7 @@ class DataAgentACP:
         if path is None:
             await self._say(session_id, kernel_id or "Name the notebook with @path.ipynb.")
             return "end_turn"
-        notebook = (await self._call("GET", f"api/contents/{quote(path)}?content=1&type=notebook"))["content"]
+        notebook = (await self._call("GET", f"jupyter-data-agent/notebooks?path={quote(path)}"))["content"]
         cells = notebook.get("cells", [])
         body: dict[str, Any] = {"version": 1, "notebook_path": path, "cells": cells, "intent": intent,
                                 "kernel_id": kernel_id, "active_index": max(0, len(cells) - 1) if cells else None,
@@ -205,8 +205,8 @@ class DataAgentACP:
 
     async def _notebook(self, session: Session, links: list[str]) -> tuple[str | None, str | None]:
         """(path relative to the server's root, its kernel id) of the notebook the prompt is about."""
-        sessions = await self._call("GET", "api/sessions")
-        open_ = {s["path"]: (s.get("kernel") or {}).get("id") for s in sessions if s.get("type") == "notebook"}
+        listed = (await self._call("GET", "jupyter-data-agent/notebooks"))["notebooks"]
+        open_ = {n["path"]: n.get("kernel_id") for n in listed}
         for link in links:
             for path, kernel_id in open_.items():
                 if link == path or link.endswith("/" + path) or path.endswith("/" + link.lstrip("/")):

@@ -115,6 +115,7 @@ class MCPHandler(_AgentMixin, JupyterHandler):
     """``/jupyter-data-agent/mcp``: POST (messages), GET (the server's stream), DELETE (end a session)."""
 
     auth_resource = AUTH_RESOURCE
+    agent_access = frozenset({"GET", "POST", "DELETE"})  # the agent's own route (server.agent_auth)
     caller: Caller | None = None
     _opened: str | None = None  # the session id this request's answer opened
 
@@ -149,7 +150,8 @@ class MCPHandler(_AgentMixin, JupyterHandler):
                       kernel_manager=self.kernel_manager, contents_manager=self.contents_manager,
                       can_execute=await self.may("execute", "kernels"),
                       can_read=await self.may("read", "contents"),
-                      session=self.request.headers.get(SESSION_HEADER))
+                      session=self.request.headers.get(SESSION_HEADER),
+                      token_agent=getattr(self.current_user, "agent", None))
 
     async def _serve(self) -> None:
         service: MCPService = self.settings[SERVICE_KEY]

@@ -29,6 +29,7 @@ class Caller:
     can_execute: bool  # "execute" on "kernels": forking a kernel runs code in it
     can_read: bool  # "read" on "contents"
     session: str | None = None  # the MCP session id, when the client keeps one
+    token_agent: str | None = None  # the name the user gave this agent's token, if it has one
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -48,7 +49,10 @@ class Caller:
             raise ToolError("You may not read files on this server.")
 
     def agent(self, ctx: Context) -> str:
-        """The agent's name from its MCP client info (title, else name), as the sidebar shows it."""
+        """The agent's name, as the sidebar shows it: its token's, else its MCP client info's
+        (title, else name)."""
+        if self.token_agent:
+            return self.token_agent
         params = ctx.session.client_params
         info = params.client_info if params is not None else None
         name = (getattr(info, "title", None) or getattr(info, "name", None) or DEFAULT_AGENT) if info else DEFAULT_AGENT

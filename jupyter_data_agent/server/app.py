@@ -34,8 +34,10 @@ from .handlers import (
 from .jobs import JobLimits, JobManager
 from .model_service import ModelService
 from .models import MAX_INTENT_CHARS, ServerLimits
+from .notebook_handlers import NotebooksHandler
 from .proposal_handlers import ProposalDecisionHandler, ProposalHandler, ProposalsHandler
 from .proposals import ProposalStore
+from .token_handlers import AgentTokensHandler
 from .tries import TryLimits, TryManager
 from .warm import WarmHandler
 
@@ -145,6 +147,12 @@ class DataAgentExtension(ExtensionApp):
         "", help="The decisions store; empty: <jupyter data dir>/jupyter_data_agent/decisions.sqlite."
     ).tag(config=True)
 
+    agent_tokens_path = Unicode(
+        "", help="Where the outside agents' scoped tokens are kept (hashed); empty: "
+        "<jupyter data dir>/jupyter_data_agent/agent_tokens.json, where `jupyter-data-agent token` "
+        "writes them."
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
         from ..kernel.snapshot import SnapshotTree
 
@@ -204,6 +212,7 @@ class DataAgentExtension(ExtensionApp):
         self.settings["jupyter_data_agent"]["proposals"] = ProposalStore(max(1, self.max_proposals_per_user))
         self.settings["jupyter_data_agent"]["decisions"] = self._decision_store()
         self.settings["jupyter_data_agent"]["reload_value_model"] = self.reload_value_model
+        self._agent_tokens()
         self.log.info("jupyter_data_agent: Search turns are guided by %s",
                       value_model_label(self.agent_settings, default_estimator()))
         self.jobs.service = self.service
@@ -212,6 +221,20 @@ class DataAgentExtension(ExtensionApp):
             self.agent_settings.backend,
             self.agent_settings.model or "(default)",
         )
+
+    def _agent_tokens(self) -> None:
+        """Agent tokens in front of the server's identity provider and authorizer (``agent_auth``)."""
+        from ..store.agent_tokens import AgentTokenStore
+        from .agent_auth import AgentAuthorizer, AgentIdentity
+
+        assert self.serverapp is not None
+        identity = self.settings.get("identity_provider") or self.serverapp.identity_provider
+        if not isinstance(identity, AgentIdentity):
+            identity = AgentIdentity(identity, AgentTokenStore(self.agent_tokens_path or None))
+            self.settings["identity_provider"] = identity
+            self.settings["authorizer"] = AgentAuthorizer(self.settings.get("authorizer")
+                                                          or self.serverapp.authorizer)
+        self.settings["jupyter_data_agent"]["agent_identity"] = identity
 
     def reload_value_model(self) -> str:
         """Search turns from now on use the newest trained value model; returns what guides them."""
@@ -264,6 +287,9 @@ class DataAgentExtension(ExtensionApp):
                 (route("proposals"), ProposalsHandler),
                 (route("proposals", _PROPOSAL_ID), ProposalHandler),
                 (route("proposals", _PROPOSAL_ID, "decision"), ProposalDecisionHandler),
+                (route("notebooks"), NotebooksHandler),
+                (route("agent-tokens"), AgentTokensHandler),
+                (route("agent-tokens", r"(?P<token_id>[^/]+)"), AgentTokensHandler),
             ]
         )
 

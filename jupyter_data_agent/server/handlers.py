@@ -24,6 +24,7 @@ from ..config import Settings
 from ..llm.scrub import MASK, redact_url
 from ..search.options import STRATEGIES, short_errors
 from ..turn.resolve import catalog
+from .agent_auth import unwrapped
 from .job import SERVER_OWNER
 from .models import (
     API_VERSION,
@@ -119,7 +120,7 @@ class _AgentMixin:
         session gets a fresh anonymous name.
         """
         scope = self.agent_state.get("owner_scope", "auto")
-        provider = type(self.identity_provider)  # type: ignore[attr-defined]
+        provider = type(unwrapped(self.identity_provider))  # type: ignore[attr-defined]
         if scope == "server" or (scope == "auto" and provider in _SINGLE_PRINCIPAL_PROVIDERS):
             return SERVER_OWNER
         return f"user:{self.current_user.username}"  # type: ignore[attr-defined]
@@ -173,6 +174,8 @@ class ConfigHandler(AgentAPIHandler):
     ``capabilities.strategies`` says which of them this server can run.
     """
 
+    agent_access = frozenset({"GET"})  # an outside agent's token may (server.agent_auth)
+
     @tornado.web.authenticated
     @authorized
     def get(self) -> None:
@@ -190,6 +193,8 @@ class ConfigHandler(AgentAPIHandler):
 
 class TurnsHandler(AgentAPIHandler):
     """``POST turns``: validate, start a job, answer 202 with its id."""
+
+    agent_access = frozenset({"POST"})  # an outside agent's token may (server.agent_auth)
 
     @tornado.web.authenticated
     @authorized
@@ -226,6 +231,8 @@ class TurnsHandler(AgentAPIHandler):
 class JobHandler(AgentAPIHandler):
     """``GET jobs/<id>?after=<seq>``: status and the events after ``seq`` (polling)."""
 
+    agent_access = frozenset({"GET"})  # an outside agent's token may (server.agent_auth)
+
     @tornado.web.authenticated
     @authorized
     def get(self, job_id: str) -> None:
@@ -241,6 +248,8 @@ class JobHandler(AgentAPIHandler):
 class CancelHandler(AgentAPIHandler):
     """``POST jobs/<id>/cancel``: answers once the job's kernel copies are gone."""
 
+    agent_access = frozenset({"POST"})  # an outside agent's token may (server.agent_auth)
+
     @tornado.web.authenticated
     @authorized
     async def post(self, job_id: str) -> None:
@@ -252,6 +261,8 @@ class CancelHandler(AgentAPIHandler):
 class FinishHandler(AgentAPIHandler):
     """``POST jobs/<id>/finish``: Stop. An analysis ends with the steps verified so far (its
     ``done`` follows); any other turn is cancelled as by ``cancel``."""
+
+    agent_access = frozenset({"POST"})  # an outside agent's token may (server.agent_auth)
 
     @tornado.web.authenticated
     @authorized
@@ -375,6 +386,8 @@ class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHan
     jupyter_server's kernel websocket; the origin check is jupyter_server's.
     The socket closes after the terminal event (``done`` or ``error``).
     """
+
+    agent_access = frozenset({"GET"})  # an outside agent's token may (server.agent_auth)
 
     job: Any = None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from .agent_auth import AgentUser
 from .handlers import AgentAPIHandler
 from .models import ProposalDecisionRequest, ProposalReply, ProposalRequest, ProposalsReply
 from .notebooks import normalize
@@ -66,11 +67,15 @@ class _ProposalAPI(AgentAPIHandler):
 class ProposalsHandler(_ProposalAPI):
     """``POST proposals`` (201) and ``GET proposals?notebook_path=<path>``."""
 
+    agent_access = frozenset({"POST", "GET"})  # an outside agent's token may (server.agent_auth)
+
     @web.authenticated
     @authorized
     async def post(self) -> None:
         request = self.parse_body(ProposalRequest, "proposal")
         await self.require_execute()  # its code runs in a copy of the notebook's kernel first
+        if isinstance(self.current_user, AgentUser):  # the name the user gave the agent's token
+            request = request.model_copy(update={"agent": self.current_user.agent})
         proposal = await file_proposal(self.tries, self.proposals, self.job_owner(), request)
         self.set_status(201)
         self.finish(reply(proposal))
@@ -89,6 +94,8 @@ class ProposalsHandler(_ProposalAPI):
 
 class ProposalHandler(_ProposalAPI):
     """``GET proposals/<id>``."""
+
+    agent_access = frozenset({"GET"})  # an outside agent's token may (server.agent_auth)
 
     @web.authenticated
     @authorized

@@ -67,7 +67,7 @@ class Abandoned(TryError):
     """The client went away while its code ran: the copy was closed."""
 
 
-@dataclass
+@dataclass(eq=False)  # one fork: compared and hashed by identity
 class _Tree:
     """One fork of the live kernel and the handles on copies in it."""
 
@@ -126,6 +126,7 @@ class TryManager:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self._slots.total, thread_name_prefix="jda-try")
         self._reaper: asyncio.Task | None = None
         self._closing = False
+        self._running: set[_Tree] = set()  # trees of the tries running now
 
     # -- public API ------------------------------------------------------------------
     async def try_code(self, owner: str, notebook_path: str, code: str, *, timeout: float | None = None,
@@ -148,6 +149,8 @@ class TryManager:
 
     async def _try_in_slot(self, owner: str, notebook_path: str, code: str, timeout: float, base: Handle | None,
                            session: str | None, keep: bool, abandoned: asyncio.Event | None) -> TryOutcome:
+        if self._closing:  # the server stopped while this try waited for its slot
+            raise TryError("The server is shutting down.", 503)
         if base is not None:
             if base.id not in self.handles:  # closed while this try waited for its slot
                 raise TryError(f"The handle {base.id!r} was closed while this try waited; run try_code "
@@ -157,6 +160,15 @@ class TryManager:
             tree = base.tree
         else:
             tree = await self._fork(notebook_path)
+        self._running.add(tree)  # closed by a shutdown, even before it holds a handle
+        try:
+            return await self._run_in(tree, owner, notebook_path, code, timeout, base, session, keep, abandoned)
+        finally:
+            self._running.discard(tree)
+
+    async def _run_in(self, tree: _Tree, owner: str, notebook_path: str, code: str, timeout: float,
+                      base: Handle | None, session: str | None, keep: bool,
+                      abandoned: asyncio.Event | None) -> TryOutcome:
         work: dict[str, Any] = {}
         cancel = threading.Event()
         future: asyncio.Future[Any] = asyncio.wrap_future(
@@ -233,6 +245,7 @@ class TryManager:
         if self._reaper is not None:
             self._reaper.cancel()
         trees = {id(h.tree): h.tree for h in self.handles.values()}
+        trees.update({id(t): t for t in self._running})  # tries in flight: their copies end now
         self.handles.clear()
         await asyncio.gather(*(self._close_tree(t) for t in trees.values()), return_exceptions=True)
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,45 @@
+"""``GET notebooks``: the open notebooks, or one as last saved, for an outside agent.
+
+What the ACP agent needs to find the notebook a prompt is about and to send
+its cells with the turn, without ``/api/sessions`` or ``/api/contents``,
+which an agent's token never opens (``server.agent_auth``). Reading a
+notebook needs ``read`` on ``contents``, as ``/api/contents`` does.
+"""
+
+from __future__ import annotations
+
+import json
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from .handlers import AgentAPIHandler
+from .notebooks import normalize, open_notebooks
+
+
+class NotebooksHandler(AgentAPIHandler):
+    """``GET notebooks``: the open ones with their kernels; ``GET notebooks?path=<path>``: that
+    notebook as last saved (nbformat JSON)."""
+
+    agent_access = frozenset({"GET"})  # an outside agent's token may (server.agent_auth)
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        path = normalize(self.get_argument("path", ""))
+        if not path:
+            found = await open_notebooks(self.session_manager)
+            self.finish(json.dumps({"notebooks": [n.to_json() for n in found]}))
+            return
+        if not await self.may("read", "contents"):
+            raise web.HTTPError(403, "You may not read files on this server.")
+        if not path.endswith(".ipynb"):
+            raise web.HTTPError(400, f"{path!r} is not a notebook (.ipynb).")
+        try:
+            model = await ensure_async(self.contents_manager.get(path, content=True, type="notebook"))
+        except web.HTTPError as exc:
+            if exc.status_code in (400, 404):
+                raise web.HTTPError(404, f"No notebook {path!r} under the server's root.") from None
+            raise
+        self.finish(json.dumps({"path": path, "content": model["content"]}, default=str))
