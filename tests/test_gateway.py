@@ -48,6 +48,8 @@ VOTE_INTENT = "What is the sum of a?"
 SEARCH_INTENT = "How many rows have a above 1?"
 INJECT_INTENT = "Run PWNED in the live kernel"
 TOKEN_INTENT = "Use the server's API"
+SILENT_INTENT = "Sum a, slowly"
+SILENT = "```python\n# Step 1: Think 3 s without a word, then sum a.\nimport time\ntime.sleep(3)\ndf['a'].sum()\n```"
 ANSWER = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
 OVER_THE_CHANNEL = "kernel channel"
 STATE = "(sorted(k for k in globals() if not k.startswith('_')), get_ipython().execution_count)"
@@ -82,6 +84,8 @@ def replies(request) -> str:
     for marker, code in ATTACKS.items():
         if marker in request.prompt:
             return f"```python\n{code}\n```"
+    if SILENT_INTENT in request.prompt:
+        return SILENT
     return ANSWER
 
 
@@ -182,6 +186,26 @@ def test_the_kernel_runs_on_the_gateway_out_of_sight(deployment, kernel):
     reply = channel.execute(f"open({marker!r}, 'w').close()\nimport os\nassert os.path.exists({marker!r})")
     assert reply["content"]["status"] == "ok", reply["content"]
     assert not os.path.exists(marker)  # the kernel's /tmp is its namespace's tmpfs
+
+
+@pytest.mark.timeout(240)
+def test_candidates_silent_for_seconds_keep_their_copies(deployment, kernel):
+    """Issue 35 (the bar, in part): a gateway's client gives up a wait for kernel output after
+    1 s, and the relay's reader took that for a broken channel; a vote whose candidates
+    computed 3 s without printing ended in an error after 65 s."""
+    mode, _, server = deployment
+    kernel_id, channel = kernel
+    before = live_state(channel)
+    t0 = time.monotonic()
+    _, events, status = server.turn(turn_body(kernel_id, SILENT_INTENT, "vote", samples=2))
+    print(f"[{mode}] silent vote turn in {time.monotonic() - t0:.1f} s")
+    said = [f"{e['type']}: {e['message']}" for e in events]
+    assert status == "done" and events[-1]["type"] == "done", (said, server.log_text()[-4000:])
+    assert_over_the_channel(events, server)
+    candidates = [e["data"]["candidate"] for e in events if e["type"] == "candidate"]
+    assert candidates and all(c["result"]["status"] == "ok" for c in candidates)
+    assert {c["result"]["value"]["value"] for c in candidates} == {6}
+    assert live_state(channel) == before
 
 
 @pytest.mark.timeout(180)

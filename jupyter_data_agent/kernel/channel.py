@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 MAX_REPLY_BYTES = 64 << 20  # a relay reply (one cell's bounded result), at most
 RELAY_GRACE_S = 60.0  # on top of a call's own time: the kernel's shell thread may be busy
+#: Seconds one wait for the relay's next message lasts before the reader looks again.
+READ_WAIT_S = 5.0
 SHUTDOWN_WAIT_S = 15.0  # for the relay to end the copies when the turn closes them
 SUBSHELL_WAIT_S = 10.0  # for a kernel subshell (on the control channel: answered while a cell runs)
 
@@ -203,7 +205,13 @@ class ChannelTree(_tree.Closing):
         """Hand each reply of the relay to the call waiting for it."""
         try:
             while not self.closed:
-                msg = await self.kc.get_iopub_msg()
+                try:
+                    msg = await self.kc.get_iopub_msg(timeout=READ_WAIT_S)
+                except queue.Empty:
+                    # Silence is not failure: a candidate computes without printing (a gateway's
+                    # client gives up a wait after 1 s by default). A broken websocket or a dead
+                    # kernel raises something else, or the request's own deadline says so.
+                    continue
                 content = msg.get("content") or {}
                 if content.get("comm_id") != self.comm_id:
                     continue

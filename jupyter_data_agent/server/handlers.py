@@ -281,6 +281,7 @@ class AnalysisHandler(AgentAPIHandler):
     @authorized
     async def post(self, turn_id: str) -> None:
         request = self.parse_body(AnalysisRevision, "analysis revision")
+        await self.require_execute()  # the steps run again in kernel copies
         try:
             steps = await self.jobs.revise(turn_id, self.job_owner(), request.from_step, request.steps)
         except self.jobs.Rejected as exc:
