@@ -1,9 +1,9 @@
 """A Jupyter Kernel Gateway that stands in for another host, and a Jupyter server that uses it.
 
 ``kernel_gateway()`` starts Jupyter Kernel Gateway (loopback, a free port, a token of its
-own) inside a mount namespace of its own (``unshare -m``) with a tmpfs over ``/tmp`` and over
-the Jupyter runtime dir: its kernels' connection files and every Unix socket they make there
-are invisible to this machine's processes, as on another host. The PID and network
+own) inside a mount namespace of its own (``unshare -m``) with a tmpfs over a private temp
+folder of its own and over the Jupyter runtime dir: its kernels' connection files and every
+Unix socket they make there are invisible to this machine's processes, as on another host. The PID and network
 namespaces stay shared (loopback is how the server reaches the gateway), so a process id the
 kernel reports still names its process here: a real remote host would not give even that.
 
@@ -16,7 +16,7 @@ server client (``jupyter_data_agent_bench.loop.JupyterServer``: ``call``, ``stop
 JupyterLab takes): execute a cell, open a comm, read what comes back.
 
 The gateway's kernels run this interpreter with this checkout on their path (a kernel spec
-written into the namespace's own /tmp): the kernel side of the extension is installed where
+written into the namespace's own temp folder): the kernel side of the extension is installed where
 the kernel runs, as it would have to be on another host. The gateway itself runs from
 ``$JDA_KERNEL_GATEWAY_PYTHON`` (an interpreter with ``jupyter_kernel_gateway``), else from
 this interpreter when it has the package; ``gateway_unavailable()`` says why not otherwise.
@@ -143,15 +143,20 @@ def kernel_gateway(workdir: Path, *, auth: bool = True, timeout: float = 60.0) -
     kernel = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
               "display_name": "Python 3 (gateway)", "language": "python",
               "env": {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}}
-    # In the namespace: a tmpfs over the runtime dir and /tmp, then the kernel spec and the
-    # gateway's root in that /tmp (none of it visible from outside).
+    # In the namespace: a tmpfs over the runtime dir and over a private folder of its own, its
+    # temp folder (TMPDIR: the copies' sockets go there), then the kernel spec and the
+    # gateway's root in it: none of it visible from outside. Not a tmpfs over /tmp: a checkout
+    # or a venv living under /tmp would vanish inside the namespace.
+    private = workdir / f"gateway-private-{port}"
+    private.mkdir(parents=True, exist_ok=True)
+    hidden = shlex.quote(str(private))
     script = "\n".join([
         "set -e",
         f"mount -t tmpfs jda-gateway-runtime {shlex.quote(runtime)}",
-        "mount -t tmpfs jda-gateway-tmp /tmp",
-        "mkdir -p /tmp/gw/kernels/python3 /tmp/gw/root",
-        'printf "%s" "$JDA_GATEWAY_KERNEL_JSON" > /tmp/gw/kernels/python3/kernel.json',
-        "cd /tmp/gw/root",
+        f"mount -t tmpfs jda-gateway-tmp {hidden}",
+        f"mkdir -p {hidden}/gw/kernels/python3 {hidden}/gw/root",
+        f'printf "%s" "$JDA_GATEWAY_KERNEL_JSON" > {hidden}/gw/kernels/python3/kernel.json',
+        f"cd {hidden}/gw/root",
         "exec " + shlex.join([
             python, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}",
             "--KernelGatewayApp.port_retries=0", f"--KernelGatewayApp.auth_token={token}",
@@ -159,13 +164,14 @@ def kernel_gateway(workdir: Path, *, auth: bool = True, timeout: float = 60.0) -
     ])
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("JUPYTER_DATA_AGENT_", "OPENAI_", "JUPYTER_RUNTIME_DIR", "JUPYTER_PATH"))}
-    env.update(JUPYTER_PATH="/tmp/gw", JDA_GATEWAY_KERNEL_JSON=json.dumps(kernel), TMPDIR="/tmp")
+    kernel["env"]["TMPDIR"] = str(private)  # the gateway passes its kernels the spec's environment
+    env.update(JUPYTER_PATH=str(private / "gw"), JDA_GATEWAY_KERNEL_JSON=json.dumps(kernel), TMPDIR=str(private))
     log_path = workdir / "gateway.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd="/",
                                 start_new_session=True)
-    gateway = Gateway(f"http://127.0.0.1:{port}", token, log_path, proc, (runtime, "/tmp"))
+    gateway = Gateway(f"http://127.0.0.1:{port}", token, log_path, proc, (runtime, str(private)))
     try:
         _wait_http(f"{gateway.url}/api/kernelspecs", proc, log_path, timeout,
                    {"Authorization": f"token {token}"})

@@ -1,7 +1,7 @@
 """Turns on a kernel that runs on another host: Jupyter Kernel Gateway (issue 24).
 
-The gateway runs in a mount namespace of its own with a tmpfs over /tmp and the Jupyter
-runtime dir (``tests/gateway_helpers.py``): no file or Unix socket of its kernels is visible
+The gateway runs in a mount namespace of its own with a tmpfs over a private temp folder and
+the Jupyter runtime dir (``tests/gateway_helpers.py``): no file or Unix socket of its kernels is visible
 to the Jupyter server, a real ``jupyter server --gateway-url`` subprocess with this
 extension, which stands in for the other host. Everything goes through the server's API, as
 from JupyterLab: ``POST /api/kernels`` (the kernel starts on the gateway), the kernel's
@@ -182,10 +182,14 @@ def test_the_kernel_runs_on_the_gateway_out_of_sight(deployment, kernel):
     with urllib.request.urlopen(urllib.request.Request(f"{gateway.url}/api/kernels", headers=headers),
                                 timeout=10) as r:
         assert kernel_id in [k["id"] for k in json.load(r)]
-    marker = f"/tmp/jda-gateway-marker-{uuid.uuid4().hex}"
-    reply = channel.execute(f"open({marker!r}, 'w').close()\nimport os\nassert os.path.exists({marker!r})")
+    name = f"jda-gateway-marker-{uuid.uuid4().hex}"
+    reply = channel.execute(f"import os, tempfile\nmarker = os.path.join(tempfile.gettempdir(), {name!r})\n"
+                            "open(marker, 'w').close()\nassert os.path.exists(marker)\nmarker",
+                            user_expressions={"m": "marker"})
     assert reply["content"]["status"] == "ok", reply["content"]
-    assert not os.path.exists(marker)  # the kernel's /tmp is its namespace's tmpfs
+    marker = reply["content"]["user_expressions"]["m"]["data"]["text/plain"].strip("'")
+    assert marker.startswith(gateway.hidden[1])  # the kernel's temp folder is the namespace's tmpfs
+    assert not os.path.exists(marker)  # not visible here
 
 
 @pytest.mark.timeout(240)

@@ -300,6 +300,39 @@ async def test_a_copy_that_inflates_its_value_gets_an_answer_under_a_megabyte(se
 
 
 @on_server_loop
+async def test_a_long_try_reports_progress_and_a_running_cell_says_so(server, jp_fetch):
+    """Issue 35, finding 2: no tool sent progress (clients with a 60-s timeout gave up on a
+    70-s try), and a try behind a running user cell waited without a word."""
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    heard: list[tuple[float, str]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        heard.append((value, message or ""))
+
+    try:
+        async with client(app, port) as c:
+            out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "timeout": 60,
+                                                      "code": "import time\ntime.sleep(5)\n7"},
+                                         progress_callback=progress))
+            assert out["value"]["preview"] == "7"
+            assert len(heard) >= 2 and any("running the code in a copy" in m for _, m in heard), heard
+            assert [v for v, _ in heard] == sorted(v for v, _ in heard)
+            # the user runs a 6-s cell: a fresh try says it waits for it
+            kc.execute("import time\ntime.sleep(6)")
+            deadline = time.monotonic() + 30
+            while km.execution_state != "busy" and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            heard.clear()
+            again = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "8"},
+                                           progress_callback=progress))
+            assert again["value"]["preview"] == "8"
+            assert any("a cell is running" in m for _, m in heard), heard
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
 async def test_proposals_from_an_agent_reach_the_browser_api_and_its_decision(server, jp_fetch):
     app, port, root = server
     km, kc = await open_notebook(jp_fetch, app, root)
@@ -310,6 +343,7 @@ async def test_proposals_from_an_agent_reach_the_browser_api_and_its_decision(se
                 "notebook": NOTEBOOK, "code": "total * 2", "explanation": "Twice the total.",
                 "after_cell": "c1", "try_handle": tried["handle"]}))
             assert made["status"] == "pending" and made["ran"] and made["result_status"] == "ok"
+            assert made["output"]["value"]["preview"] == "12"  # what the user sees under it (issue 35)
             edit = data(await c.call_tool("propose_edit", {"notebook": NOTEBOOK, "cell_id": "c1",
                                                            "new_source": "df = df.head(2)"}))
             # a cell the notebook does not have is refused in words, naming the ones it has
@@ -410,18 +444,26 @@ async def test_unauthenticated_and_wrong_token_are_refused(server):
     app, port, root = server
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+    # Issue 35, finding 4: a missing or wrong token got 403 and an HTML page about '_xsrf'.
     for headers in ({}, {"Authorization": "token wrong-token"}, {"Authorization": "Bearer wrong-token"}):
-        r = await AsyncHTTPClient().fetch(url(app, port), method="POST", body=json.dumps(init), raise_error=False,
-                                          headers={**headers, "Content-Type": "application/json",
-                                                   "Accept": "application/json, text/event-stream"},
-                                          request_timeout=30)
-        assert r.code in (401, 403), (headers, r.code)
-    ok = await AsyncHTTPClient().fetch(url(app, port), method="POST", body=json.dumps(init), raise_error=False,
-                                       headers={"Authorization": f"token {app.identity_provider.token}",
-                                                "Content-Type": "application/json",
-                                                "Accept": "application/json, text/event-stream"},
-                                       request_timeout=30)
-    assert ok.code == 200 and b"jupyter-data-agent" in ok.body
+        for method in ("POST", "GET", "DELETE"):
+            r = await AsyncHTTPClient().fetch(url(app, port), method=method, raise_error=False,
+                                              body=json.dumps(init) if method == "POST" else None,
+                                              headers={**headers, "Content-Type": "application/json",
+                                                       "Accept": "application/json, text/event-stream"},
+                                              request_timeout=30, follow_redirects=False)
+            assert r.code == 401, (headers, method, r.code)
+            assert r.headers["WWW-Authenticate"].startswith("Bearer realm=")
+            assert ('error="invalid_token"' in r.headers["WWW-Authenticate"]) == bool(headers)
+            error = json.loads(r.body)["error"]
+            assert "token" in error["message"] and "_xsrf" not in error["message"]
+    for address in (url(app, port), url(app, port) + "/"):  # with or without the trailing slash
+        ok = await AsyncHTTPClient().fetch(address, method="POST", body=json.dumps(init), raise_error=False,
+                                           headers={"Authorization": f"token {app.identity_provider.token}",
+                                                    "Content-Type": "application/json",
+                                                    "Accept": "application/json, text/event-stream"},
+                                           request_timeout=30)
+        assert ok.code == 200 and b"jupyter-data-agent" in ok.body
 
 
 @on_server_loop

@@ -13,6 +13,8 @@ nobody else reads from.
 from __future__ import annotations
 
 import ast
+import queue
+import time
 from typing import Any
 
 
@@ -28,9 +30,19 @@ class KernelExpressionError(KernelRPCError):
     """The expression raised in the kernel: ``"ename: evalue"``."""
 
 
-def _request(expression: str, timeout: float | None) -> dict:
-    return dict(code="", silent=True, store_history=False, user_expressions={"r": expression},
-                allow_stdin=False, stop_on_error=False, reply=True, timeout=timeout)
+def _send(kc, expression: str) -> str:
+    """Send the silent request; its id. It names its channel: a gateway's websocket routes on it
+    (and logs a request without one whole, the injected bootstrap included)."""
+    msg = kc.session.msg("execute_request", dict(code="", silent=True, store_history=False,
+                                                 user_expressions={"r": expression}, allow_stdin=False,
+                                                 stop_on_error=False))
+    msg["channel"] = "shell"
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _timeout(timeout: float | None) -> KernelTimeout:
@@ -54,17 +66,29 @@ def _decode(reply: dict) -> Any:
 def call(kc, expression: str, *, timeout: float | None) -> Any:
     """The value of ``expression`` in the kernel of a blocking client (``timeout``
     None: wait as long as it takes)."""
-    try:
-        reply = kc.execute(**_request(expression, timeout))
-    except TimeoutError:
-        raise _timeout(timeout) from None
-    return _decode(reply)
+    msg_id = _send(kc, expression)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            reply = kc.get_shell_msg(timeout=_left(deadline))
+        except queue.Empty:
+            raise _timeout(timeout) from None
+        if reply.get("parent_header", {}).get("msg_id") == msg_id:
+            return _decode(reply)
 
 
 async def acall(kc, expression: str, *, timeout: float | None) -> Any:
-    """The value of ``expression`` in the kernel of an async client."""
-    try:
-        reply = await kc.execute(**_request(expression, timeout))
-    except TimeoutError:  # jupyter_client raises the builtin one
-        raise _timeout(timeout) from None
-    return _decode(reply)
+    """The value of ``expression`` in the kernel of an async client. A wait that gives up
+    early (a gateway's client stops waiting after 1 s by default) is waited again."""
+    msg_id = _send(kc, expression)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = _left(deadline)
+        if left == 0.0:
+            raise _timeout(timeout)
+        try:
+            reply = await kc.get_shell_msg(timeout=left if left is not None else 3600.0)
+        except queue.Empty:
+            continue
+        if reply.get("parent_header", {}).get("msg_id") == msg_id:
+            return _decode(reply)

@@ -16,6 +16,7 @@ session's copies go too (it is not coming back for them). Ending a session
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import MutableMapping
@@ -118,6 +119,34 @@ class MCPHandler(_AgentMixin, JupyterHandler):
     agent_access = frozenset({"GET", "POST", "DELETE"})  # the agent's own route (server.agent_auth)
     caller: Caller | None = None
     _opened: str | None = None  # the session id this request's answer opened
+
+    async def prepare(self, *, _redirect_to_login: bool = False) -> None:
+        """A request without a valid token gets 401 with ``WWW-Authenticate`` and a JSON-RPC error
+        in words (what MCP clients expect), not a login redirect or an XSRF complaint."""
+        try:
+            await super().prepare(_redirect_to_login=False)
+        except web.HTTPError:
+            if self.current_user is not None:
+                raise
+        if self.current_user is None and not self._finished:
+            self._unauthorized()
+
+    def check_xsrf_cookie(self) -> None:
+        if getattr(self, "_jupyter_current_user", None) is None:  # unknown yet, or refused in prepare
+            return
+        super().check_xsrf_cookie()
+
+    def _unauthorized(self) -> None:
+        sent = bool(self.identity_provider.get_token(self))
+        why = ("The token was not accepted (wrong, revoked, or not one for this server)." if sent else
+               "This MCP server needs a token: send 'Authorization: token <TOKEN>'.")
+        self.set_status(401)
+        self.set_header("WWW-Authenticate", 'Bearer realm="jupyter-data-agent"'
+                        + (', error="invalid_token"' if sent else ""))
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32001, "message": why + " Make an agent token with `jupyter-data-agent token create "
+                                             "--name <agent>`, or use the server's (jupyter server list)."}}))
 
     @web.authenticated
     @authorized

@@ -41,6 +41,7 @@ class MCPExtension(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.append((url_path_join(NAMESPACE, "mcp"), MCPHandler))
+        self.handlers.append((url_path_join(NAMESPACE, "mcp/"), MCPHandler))  # as clients often write it
 
     async def stop_extension(self) -> None:
         service = self.settings.get(SERVICE_KEY)

@@ -13,19 +13,26 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import Annotated, Any, Literal
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from ..kernel.results import ExecResult
 from ..server.models import MAX_EXPLANATION_CHARS, MAX_PROPOSAL_CODE_CHARS, ProposalRequest
 from ..server.notebooks import kernel_of, normalize, open_notebooks
 from ..server.proposal_handlers import file_proposal
 from ..server.tries import TryError
 from .caller import Caller, caller_of
 from .render import cut, exec_json, images, tool_result
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INSTRUCTIONS = (
     "Tools over the user's open Jupyter notebooks. Read a notebook and its live DataFrames, then try "
@@ -180,9 +187,11 @@ def build_server() -> MCPServer:
         caller = caller_of(ctx)
         caller.require_execute()
         path = normalize(notebook)
+        doing = ["starting"]
         try:
-            outcome = await caller.tries.try_code(caller.owner, path, code, timeout=timeout, parent=from_,
-                                                  session=caller.session, abandoned=caller.disconnected)
+            outcome = await with_progress(ctx, caller.tries.try_code(
+                caller.owner, path, code, timeout=timeout, parent=from_, session=caller.session,
+                abandoned=caller.disconnected, say=lambda what: doing.__setitem__(0, what)), lambda: doing[0])
         except TryError as exc:
             raise _fail(exc) from None
         caller.proposals.record_try(caller.owner, outcome.notebook_path, caller.agent(ctx))
@@ -263,12 +272,37 @@ def build_server() -> MCPServer:
         chosen candidate, its outputs and the vote classes. Nothing is inserted into the notebook."""
         caller = caller_of(ctx)
         caller.require_execute()
-        return tool_result(await _ask(caller, notebook, intent, strategy))
+        return tool_result(await _ask(ctx, caller, notebook, intent, strategy))
 
     return server
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+#: Seconds between two progress notifications of a call still running.
+PROGRESS_S = 2.0
+
+
+async def with_progress(ctx: Context, work: Awaitable[T], doing: Callable[[], str], every: float = PROGRESS_S) -> T:
+    """``work``'s result, with an MCP progress notification now and every ``every`` seconds while it
+    runs (what it is doing, the seconds so far), for a client that sent a progress token: a long
+    try or turn is never a silent wait, and clients that reset their timeout on progress keep
+    waiting. A call the client cancels cancels ``work``."""
+    task = asyncio.ensure_future(work)
+    started = time.monotonic()
+    try:
+        while True:
+            elapsed = time.monotonic() - started
+            try:
+                await ctx.report_progress(round(elapsed, 1), None, f"{doing()} ({elapsed:.0f} s)")
+            except Exception:  # noqa: BLE001 -- a client gone or a notification refused: the work goes on
+                log.debug("progress notification not sent", exc_info=True)
+            done, _ = await asyncio.wait({task}, timeout=every)
+            if done:
+                return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
 
 async def _propose(ctx: Context, notebook: str, kind: Literal["cell", "edit"], code: str, explanation: str,
                    *, after_cell: str | None = None, cell_id: str | None = None,
@@ -286,9 +320,11 @@ async def _propose(ctx: Context, notebook: str, kind: Literal["cell", "edit"], c
                               try_handle=try_handle)
     proposal = await file_proposal(caller.tries, caller.proposals, caller.owner, request)
     result = proposal.result
+    ran = ExecResult.from_json(result) if result is not None else None
     return tool_result({"proposal_id": proposal.id, "status": proposal.status, "note": proposal.note,
-                        "ran": result is not None,
-                        "result_status": result["status"] if result is not None else None})
+                        "ran": ran is not None, "result_status": ran.status if ran is not None else None,
+                        # what the user will see under it: the run in the copy
+                        "output": exec_json(ran) if ran is not None else None}, images(ran))
 
 
 async def _load(caller: Caller, notebook: str) -> dict:
@@ -325,7 +361,7 @@ def _cell_json(index: int, cell: dict) -> dict[str, Any]:
     return item
 
 
-async def _ask(caller: Caller, notebook: str, intent: str,
+async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
                strategy: Literal["direct", "vote", "search", "react", "analysis"]) -> dict[str, Any]:
     from ..context.notebook import from_notebook
     from ..server.models import TurnRequestModel
@@ -341,16 +377,19 @@ async def _ask(caller: Caller, notebook: str, intent: str,
     except jobs.Rejected as exc:
         raise ToolError(exc.message) from None
     done = asyncio.Event()
+    doing = ["the turn started"]
 
     def listen(event: dict) -> None:
         if event["type"] in ("done", "error"):
             done.set()
+        elif event["type"] in ("progress", "candidate") and event.get("message"):
+            doing[0] = str(event["message"])[:200]
 
     if not job.finished:
         job.subscribe(listen)
     try:
         if not job.finished:
-            await asyncio.wait_for(done.wait(), ASK_TIMEOUT_S)
+            await asyncio.wait_for(with_progress(ctx, done.wait(), lambda: doing[0]), ASK_TIMEOUT_S)
     except asyncio.TimeoutError:
         await jobs.cancel(job, "The turn took too long for ask_data_agent.")
     finally:

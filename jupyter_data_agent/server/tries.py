@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,8 +132,12 @@ class TryManager:
     # -- public API ------------------------------------------------------------------
     async def try_code(self, owner: str, notebook_path: str, code: str, *, timeout: float | None = None,
                        parent: str | None = None, session: str | None = None, keep: bool = True,
-                       abandoned: asyncio.Event | None = None) -> TryOutcome:
-        """Run ``code`` in a fresh copy of the notebook's kernel, or in a child of ``parent``'s copy."""
+                       abandoned: asyncio.Event | None = None, say: Callable[[str], None] | None = None
+                       ) -> TryOutcome:
+        """Run ``code`` in a fresh copy of the notebook's kernel, or in a child of ``parent``'s copy.
+
+        ``say`` hears what the try is doing now, in words (a client shows it as progress)."""
+        say = say or _silent
         if self._closing:
             raise TryError("The server is shutting down.", 503)
         self._start_reaper()
@@ -144,11 +149,16 @@ class TryManager:
         if self._slots.waiting(owner) >= self.limits.max_waiting_per_user:
             raise TryError(f"You have {self._slots.held.get(owner, 0)} tries running and "
                            f"{self._slots.waiting(owner)} waiting; try again when some have answered.", 429)
+        if self._slots.would_wait(owner):
+            say(f"waiting for a free slot ({self._slots.held.get(owner, 0)} of your tries run, "
+                      f"{self._slots.waiting(owner)} wait)")
         async with self._slots.slot(owner):  # one user's many tries never hold up another's
-            return await self._try_in_slot(owner, notebook_path, code, timeout, base, session, keep, abandoned)
+            return await self._try_in_slot(owner, notebook_path, code, timeout, base, session, keep, abandoned,
+                                           say)
 
     async def _try_in_slot(self, owner: str, notebook_path: str, code: str, timeout: float, base: Handle | None,
-                           session: str | None, keep: bool, abandoned: asyncio.Event | None) -> TryOutcome:
+                           session: str | None, keep: bool, abandoned: asyncio.Event | None,
+                           say: Callable[[str], None]) -> TryOutcome:
         if self._closing:  # the server stopped while this try waited for its slot
             raise TryError("The server is shutting down.", 503)
         if base is not None:
@@ -159,7 +169,8 @@ class TryManager:
             notebook_path = base.notebook_path
             tree = base.tree
         else:
-            tree = await self._fork(notebook_path)
+            tree = await self._fork(notebook_path, say)
+        say("running the code in a copy" if base is None else f"running the code in a child of {base.id}")
         self._running.add(tree)  # closed by a shutdown, even before it holds a handle
         try:
             return await self._run_in(tree, owner, notebook_path, code, timeout, base, session, keep, abandoned)
@@ -268,7 +279,7 @@ class TryManager:
                            "`from` to start from the live kernel again.", 404)
         return handle
 
-    async def _fork(self, notebook_path: str) -> _Tree:
+    async def _fork(self, notebook_path: str, say: Callable[[str], None] = lambda _: None) -> _Tree:
         """A new copy of the notebook's live kernel (the copy policy of turns: confinement required)."""
         from .notebooks import kernel_of
 
@@ -276,6 +287,8 @@ class TryManager:
         if kernel_id is None:
             raise TryError(f"No running kernel for {notebook_path!r}: open the notebook and start its "
                            "kernel (list_notebooks shows the open ones).", 409)
+        say("waiting for the notebook's kernel: a cell is running in it, the copy is made when it ends"
+            if _busy(self.jobs.kernel_manager, kernel_id) else "copying the notebook's live kernel")
         kernel = await self.jobs.kernel_handle(kernel_id, notebook_path)
         if isinstance(kernel, NoKernel):
             raise TryError(f"Cannot copy the kernel of {notebook_path!r}: {kernel.reason}.", 409)
@@ -355,6 +368,18 @@ class TryManager:
                 await self.expire()
             except Exception:  # noqa: BLE001 -- housekeeping: the next round tries again
                 log.warning("jupyter_data_agent: closing expired kernel copies failed", exc_info=True)
+
+
+def _silent(_what: str) -> None:
+    """A try nobody follows."""
+
+
+def _busy(kernel_manager: Any, kernel_id: str) -> bool:
+    """Whether the kernel runs a cell now, as the server last saw it."""
+    try:
+        return getattr(kernel_manager.get_kernel(kernel_id), "execution_state", None) == "busy"
+    except Exception:  # noqa: BLE001 -- an unknown kernel: the fork says why
+        return False
 
 
 def _descends(h: Handle, ancestor: Handle) -> bool:
