@@ -29,7 +29,7 @@ from tests.test_server import NS, on_server_loop
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 pytest.importorskip("mcp")
 
-from tests.test_mcp import NOTEBOOK, SETUP, client, data, error_text, url  # noqa: E402
+from tests.test_mcp import NOTEBOOK, SETUP, client, data, error_text, open_notebook, url  # noqa: E402
 
 # -- the store -------------------------------------------------------------------------------
 
@@ -77,21 +77,6 @@ def jp_server_config(monkeypatch, tokens_path):
 @pytest.fixture
 def server(jp_serverapp, http_server_client, jp_http_port, jp_root_dir):
     return jp_serverapp, jp_http_port, jp_root_dir
-
-
-async def open_notebook(jp_fetch, app, root):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP, id="c1", execution_count=1)]
-    (root / "work").mkdir(exist_ok=True)
-    nbformat.write(nb, str(root / NOTEBOOK))
-    r = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
-        {"path": NOTEBOOK, "name": "flights.ipynb", "type": "notebook", "kernel": {"name": "python3"}}))
-    km = app.kernel_manager.get_kernel(json.loads(r.body)["kernel"]["id"])
-    kc = km.client()
-    kc.start_channels()
-    await kc.wait_for_ready(timeout=120)
-    assert (await kc.execute(SETUP, reply=True, timeout=120))["content"]["status"] == "ok"
-    return km, kc
 
 
 def every_route(web_app) -> list[Route]:
@@ -167,7 +152,7 @@ async def test_an_agent_token_reaches_the_agent_routes_and_nothing_else(server, 
         opened = json.loads((await jp_fetch(NS, "notebooks", headers=auth)).body)["notebooks"]
         assert [n["path"] for n in opened] == [NOTEBOOK]
         saved = json.loads((await jp_fetch(NS, "notebooks", params={"path": NOTEBOOK}, headers=auth)).body)
-        assert saved["content"]["cells"][0]["source"] == SETUP
+        assert saved["content"]["cells"][1]["source"] == SETUP
 
         # What it is not for, named: the decision on its own proposal, the live kernel, the files.
         with pytest.raises(HTTPClientError) as err:

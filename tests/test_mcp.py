@@ -88,15 +88,16 @@ def error_text(result) -> str:
     return result.content[0].text
 
 
-async def open_notebook(jp_fetch, app, root_dir, code: str = SETUP):
-    """A saved notebook with a session (a running kernel) whose namespace holds ``code``'s state."""
+async def open_notebook(jp_fetch, app, root_dir, code: str = SETUP, headers=None):
+    """A saved notebook with a session (a running kernel) whose namespace holds ``code``'s state;
+    ``headers``: whose session (the server's token by default)."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# Flights", id="m1"),
                 nbformat.v4.new_code_cell(code, id="c1", execution_count=1,
                                           outputs=[nbformat.v4.new_output("stream", name="stdout", text="ok\n")])]
     (root_dir / "work").mkdir(exist_ok=True)
     nbformat.write(nb, str(root_dir / NOTEBOOK))
-    r = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
+    r = await jp_fetch("api", "sessions", method="POST", headers=headers, body=json.dumps(
         {"path": NOTEBOOK, "name": "flights.ipynb", "type": "notebook", "kernel": {"name": "python3"}}))
     kernel_id = json.loads(r.body)["kernel"]["id"]
     km = app.kernel_manager.get_kernel(kernel_id)

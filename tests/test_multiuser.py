@@ -15,7 +15,6 @@ import asyncio
 import json
 import time
 
-import nbformat
 import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, User
@@ -26,7 +25,8 @@ from tests.test_server import NS, on_server_loop
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 pytest.importorskip("mcp")
 
-from tests.test_mcp import NOTEBOOK, SETUP, client, data, error_text, url  # noqa: E402
+from tests.test_mcp import NOTEBOOK, client, data, error_text, url  # noqa: E402
+from tests.test_mcp import open_notebook as open_mcp_notebook  # noqa: E402
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob", "carol-token": "carol"}
 ALICE = {"Authorization": "token alice-token"}
@@ -71,19 +71,10 @@ def server(jp_serverapp, http_server_client, jp_http_port, jp_root_dir):
     return jp_serverapp, jp_http_port, jp_root_dir
 
 
-async def open_notebook(jp_fetch, app, root, headers=ALICE):
-    """Alice's saved notebook, its kernel running with ``SETUP``'s state."""
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP, id="c1", execution_count=1)]
-    (root / "work").mkdir(exist_ok=True)
-    nbformat.write(nb, str(root / NOTEBOOK))
-    r = await jp_fetch("api", "sessions", method="POST", headers=headers, body=json.dumps(
-        {"path": NOTEBOOK, "name": "flights.ipynb", "type": "notebook", "kernel": {"name": "python3"}}))
-    km = app.kernel_manager.get_kernel(json.loads(r.body)["kernel"]["id"])
-    kc = km.client()
-    kc.start_channels()
-    await kc.wait_for_ready(timeout=120)
-    reply = await kc.execute(SETUP + "\nsecret_of_alice = 'only-in-the-live-kernel'", reply=True, timeout=120)
+async def open_notebook(jp_fetch, app, root):
+    """Alice's saved notebook, its kernel running with ``SETUP``'s state and a secret it alone holds."""
+    km, kc = await open_mcp_notebook(jp_fetch, app, root, headers=ALICE)
+    reply = await kc.execute("secret_of_alice = 'only-in-the-live-kernel'", reply=True, timeout=120)
     assert reply["content"]["status"] == "ok", reply["content"]
     return km, kc
 

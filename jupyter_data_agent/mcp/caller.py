@@ -61,16 +61,12 @@ class Caller:
 
     async def contents(self, path: str) -> dict:
         """The notebook as saved (nbformat JSON); FileNotFoundError when there is none."""
-        from jupyter_core.utils import ensure_async
-        from tornado import web
+        from ..server.notebooks import NotebookUnreadable, saved_notebook
 
         try:
-            model = await ensure_async(self.contents_manager.get(path, content=True, type="notebook"))
-        except web.HTTPError as exc:
-            if exc.status_code in (400, 404):
-                raise FileNotFoundError(path) from None
-            raise ToolError(f"Could not read {path!r}: {exc.log_message or exc}") from None
-        return dict(model["content"])
+            return await saved_notebook(self.contents_manager, path)
+        except NotebookUnreadable as exc:
+            raise ToolError(f"Could not read {path!r}: {exc}") from None
 
 
 def caller_of(ctx: Context) -> Caller:

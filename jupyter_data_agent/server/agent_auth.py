@@ -97,4 +97,4 @@ class AgentAuthorizer:
 
 def unwrapped(provider: Any) -> Any:
     """The server's own identity provider behind the agent tokens' wrapper."""
-    return getattr(provider, "inner", provider) if isinstance(provider, AgentIdentity) else provider
+    return provider.inner if isinstance(provider, AgentIdentity) else provider

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 
-from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .handlers import AgentAPIHandler
-from .notebooks import normalize, open_notebooks
+from .notebooks import NotebookUnreadable, normalize, open_notebooks, saved_notebook
 
 
 class NotebooksHandler(AgentAPIHandler):
@@ -37,9 +36,9 @@ class NotebooksHandler(AgentAPIHandler):
         if not path.endswith(".ipynb"):
             raise web.HTTPError(400, f"{path!r} is not a notebook (.ipynb).")
         try:
-            model = await ensure_async(self.contents_manager.get(path, content=True, type="notebook"))
-        except web.HTTPError as exc:
-            if exc.status_code in (400, 404):
-                raise web.HTTPError(404, f"No notebook {path!r} under the server's root.") from None
-            raise
-        self.finish(json.dumps({"path": path, "content": model["content"]}, default=str))
+            content = await saved_notebook(self.contents_manager, path)
+        except FileNotFoundError:
+            raise web.HTTPError(404, f"No notebook {path!r} under the server's root.") from None
+        except NotebookUnreadable as exc:
+            raise web.HTTPError(exc.status, f"Could not read {path!r}: {exc}") from None
+        self.finish(json.dumps({"path": path, "content": content}, default=str))

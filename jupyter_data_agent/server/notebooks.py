@@ -50,3 +50,25 @@ async def kernel_of(session_manager: Any, path: str) -> str | None:
         if normalize(nb.path) == wanted:
             return nb.kernel_id
     return None
+
+
+class NotebookUnreadable(Exception):
+    """The contents manager could not read the notebook for a reason other than its absence."""
+
+    def __init__(self, message: str, status: int = 500) -> None:
+        super().__init__(message)
+        self.status = status  # the contents manager's own HTTP status
+
+
+async def saved_notebook(contents_manager: Any, path: str) -> dict:
+    """The notebook at ``path`` as last saved (nbformat JSON): FileNotFoundError when there is
+    none, NotebookUnreadable (its reason) when it cannot be read."""
+    from tornado import web
+
+    try:
+        model = await ensure_async(contents_manager.get(path, content=True, type="notebook"))
+    except web.HTTPError as exc:
+        if exc.status_code in (400, 404):
+            raise FileNotFoundError(path) from None
+        raise NotebookUnreadable(exc.log_message or str(exc), exc.status_code) from None
+    return dict(model["content"])
