@@ -555,3 +555,95 @@ def test_a_shared_server_still_keeps_each_users_turns(hub, kernels):
     assert hub.call(ALICE, "GET", f"{NS}/config", as_user=BOB).status == 403
     hub.tokens[BOB] = seen
     assert hub.call(ALICE, "GET", f"{NS}/config", as_user=BOB).status == 403
+
+
+# ------------------------------------------------------------------ outside agents through the Hub
+
+AGENT_NOTEBOOK = "agents.ipynb"
+
+
+def open_agent_notebook(hub: Hub, user: str, kernel_id: str) -> None:
+    """``agents.ipynb`` saved in the user's root, its session on the user's kernel (holding ``df``)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(df_cell(user), id="c1", execution_count=1)])
+    saved = hub.call(user, "PUT", f"api/contents/{AGENT_NOTEBOOK}",
+                     {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))})
+    assert saved.status in (200, 201), saved.text
+    session = hub.call(user, "POST", "api/sessions", {"path": AGENT_NOTEBOOK, "name": AGENT_NOTEBOOK,
+                                                      "type": "notebook", "kernel": {"id": kernel_id}})
+    assert session.status == 201, session.text
+
+
+async def mcp_try(hub: Hub, user: str, token: str, code: str) -> dict:
+    """``try_code`` on ``user``'s server through the Hub's proxy, with the MCP SDK's HTTP client."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http_client = httpx2.AsyncClient(headers={"Authorization": f"token {token}"},
+                                     timeout=httpx2.Timeout(60, read=120))
+    url = f"{hub.url}/user/{user}/{NS}/mcp"
+    async with Client(streamable_http_client(url, http_client=http_client)) as client:
+        listed = json.loads((await client.call_tool("list_notebooks", {})).content[0].text)
+        assert AGENT_NOTEBOOK in [n["path"] for n in listed["notebooks"]], listed
+        result = await client.call_tool("try_code", {"notebook": AGENT_NOTEBOOK, "code": code})
+        assert not result.is_error, result.content[0].text[:2000]
+        return json.loads(result.content[0].text)
+
+
+async def acp_prompt(hub: Hub, user: str, workdir: Path) -> tuple[str, str]:
+    """One ACP prompt to ``jupyter-data-agent acp`` pointed at ``user``'s server through the Hub."""
+    import sys
+
+    import acp
+
+    from tests.test_acp import REPO, RecordingClient
+
+    env = {**os.environ, "JUPYTER_DATA_AGENT_SERVER_URL": f"{hub.url}/user/{user}",
+           "JUPYTER_DATA_AGENT_TOKEN": hub.tokens[user],
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    client = RecordingClient()
+    async with acp.spawn_agent_process(lambda agent: client, sys.executable, "-m", "jupyter_data_agent.cli",
+                                       "acp", env=env, cwd=str(workdir)) as (conn, _proc):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION,
+                              client_info=acp.schema.Implementation(name="hub-ide", version="1"))
+        session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        reply = await conn.prompt(session_id=session.session_id, prompt=[
+            acp.text_block(f"/vote @{AGENT_NOTEBOOK} {SUM_INTENT}")])
+    return reply.stop_reason, client.texts("agent_message_chunk")
+
+
+def test_mcp_and_acp_through_the_hub_each_with_their_users_token(hub, kernels, tmp_path):
+    """Issue 35: an outside agent reaches its user's server through the Hub's proxy with that user's
+    Hub token: MCP ``try_code`` runs in a copy of that user's kernel (as that user, on their data),
+    an ACP prompt becomes a proposal on their server; the other user's token is refused on both."""
+    import asyncio
+
+    code = "import os, pwd\nprint('WHO', pwd.getpwuid(os.getuid()).pw_name)\nprint('SUM', int(df['a'].sum()))"
+    for user in (ALICE, BOB):
+        open_agent_notebook(hub, user, kernels[user][0])
+        out = asyncio.run(mcp_try(hub, user, hub.tokens[user], code))
+        assert out["status"] == "ok", out
+        assert f"WHO {user}" in out["stdout"] and f"SUM {sum(FRAMES[user])}" in out["stdout"], out["stdout"]
+    other = BOB
+    with pytest.raises(Exception):  # noqa: B017 -- the SDK's error for an HTTP refusal varies by era
+        asyncio.run(mcp_try(hub, ALICE, hub.tokens[other], code))
+    assert hub.call(ALICE, "POST", f"{NS}/mcp", {}, as_user=other).status == 401  # the MCP spec's answer
+
+    stop, said = asyncio.run(acp_prompt(hub, ALICE, tmp_path))
+    assert stop == "end_turn", said
+    assert f"Proposed as a new cell in {AGENT_NOTEBOOK}" in said, said
+    proposals = hub.call(ALICE, "GET", f"{NS}/proposals?notebook_path={AGENT_NOTEBOOK}")
+    assert proposals.status == 200, proposals.text
+    pending = proposals.body["proposals"]
+    assert len(pending) == 1 and pending[0]["status"] == "pending", pending
+    assert "SUM" in pending[0]["code"] and pending[0]["agent"] == "Data Agent (ACP, hub-ide)", pending[0]
+    assert hub.call(ALICE, "GET", f"{NS}/proposals?notebook_path={AGENT_NOTEBOOK}", as_user=other).status == 403
+    # neither the tries nor the proposal ran in the live kernel: it waits for alice's Accept
+    channel = kernels[ALICE][1]
+    before = len(channel.seen)
+    reply = channel.execute("print('RAN', any('IDENTITY' in c or \"'WHO'\" in c for c in In[:-1]))", timeout=30)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    text = "".join(m["content"].get("text", "") for m in channel.seen[before:] if m.get("msg_type") == "stream")
+    assert "RAN False" in text, text

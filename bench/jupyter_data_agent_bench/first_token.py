@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .contention import MATMUL  # the same loop as the contention rows
-from .loop import NS, JupyterServer
+from .loop import NS, JupyterServer, ready_client
 
 SALES_ROWS = 240
 SETUP = (
@@ -98,14 +98,9 @@ class Kernel:
     """A kernel started by the server (``POST /api/kernels``), driven over its connection file."""
 
     def __init__(self, server: JupyterServer, runtime_dir: Path) -> None:
-        from jupyter_client import BlockingKernelClient
-
         self.server = server
         self.id = server.call("POST", "api/kernels", {"name": "python3"})["id"]
-        self.client = BlockingKernelClient(connection_file=str(runtime_dir / f"kernel-{self.id}.json"))
-        self.client.load_connection_file()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
+        self.client = ready_client(runtime_dir / f"kernel-{self.id}.json")
 
     def run(self, code: str, timeout: float = 600.0) -> tuple[int | None, list[dict], str]:
         """(execution count, nbformat outputs, error) of ``code``."""

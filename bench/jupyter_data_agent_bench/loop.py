@@ -103,6 +103,26 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def ready_client(connection_file: Path | str, timeout: float = 120.0):
+    """A client of one of the server's kernels, by its connection file, once it answers ``kernel_info``.
+
+    Without the heartbeat channel: under load a kernel still starting misses beats,
+    and ``wait_for_ready`` then calls it dead ("Kernel died before replying to
+    kernel_info") a moment before it answers. A kernel that really died is the
+    server's to report (``GET api/kernels/<id>``); here it runs out ``timeout``."""
+    from jupyter_client import BlockingKernelClient
+
+    client = BlockingKernelClient(connection_file=str(connection_file))
+    client.load_connection_file()
+    client.start_channels(hb=False)
+    try:
+        client.wait_for_ready(timeout=timeout)
+    except BaseException:
+        client.stop_channels()
+        raise
+    return client
+
+
 @dataclass
 class JupyterServer:
     """A real ``jupyter server`` subprocess with this extension; a tiny authenticated client."""
@@ -117,6 +137,7 @@ class JupyterServer:
     runtime_dir: Path | None = None  # JUPYTER_RUNTIME_DIR: where its kernels' connection files go
     # The extension's settings; None: the simulated policy at ``model_url`` (OpenAI protocol).
     agent_args: list[str] | None = None
+    confinement: str | None = None  # None: $JDA_LOOP_CONFINEMENT, else "warn" (the loop measures ranking)
 
     @property
     def url(self) -> str:
@@ -126,7 +147,7 @@ class JupyterServer:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("JUPYTER_DATA_AGENT_", "OPENAI_"))}
         env.update(JUPYTER_DATA_DIR=str(self.data_dir), OPENAI_API_KEY="unused",
-                   JUPYTER_DATA_AGENT_CONFINEMENT=env.get("JDA_LOOP_CONFINEMENT", "warn"))
+                   JUPYTER_DATA_AGENT_CONFINEMENT=self.confinement or env.get("JDA_LOOP_CONFINEMENT", "warn"))
         if self.runtime_dir is not None:
             env["JUPYTER_RUNTIME_DIR"] = str(self.runtime_dir)
         agent = self.agent_args if self.agent_args is not None else [

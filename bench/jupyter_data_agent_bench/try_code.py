@@ -22,87 +22,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import secrets
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
 from .copy_transport import quantile
 from .kernel_copy import fmt_size, parse_size
+from .loop import JupyterServer, ready_client
 
 CELL = "float(x[:1000].sum()) + len(x)"
 NOTEBOOK = "bench.ipynb"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``jupyter server`` with the extension, in a folder of its own."""
+class Server(JupyterServer):
+    """``jupyter server`` with the extension (no model: the tools need none), in a folder of its own."""
 
     def __init__(self) -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="jda-bench-try-")
         root = Path(self.dir.name)
-        self.runtime = root / "runtime"
-        self.port, self.token = _free_port(), secrets.token_hex(16)
-        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.runtime)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--port={self.port}",
-             f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={root}",
-             "--ServerApp.jpserver_extensions={'jupyter_data_agent': True}",
-             "--DataAgentExtension.max_try_handles_per_user=16"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import nbformat
 
         nbformat.write(nbformat.v4.new_notebook(), str(root / NOTEBOOK))
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                self.request("GET", "api/status")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
-
-    def request(self, method: str, path: str, body: dict | None = None) -> dict:
-        req = urllib.request.Request(self.url + path, method=method, data=None if body is None else
-                                     json.dumps(body).encode(), headers={"Authorization": f"token {self.token}",
-                                                                         "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return json.loads(r.read() or b"{}")
+        super().__init__(root=root, data_dir=root / "data", model_url="", log_path=root / "server.log",
+                         runtime_dir=root / "runtime", confinement="require",  # copies as users get them
+                         agent_args=["--DataAgentExtension.max_try_handles_per_user=16"])
+        self.start()
 
     def kernel_client(self):
-        """A client of the notebook session's kernel (a session is opened for it)."""
-        from jupyter_client import BlockingKernelClient
-
-        session = self.request("POST", "api/sessions", {"path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook",
-                                                        "kernel": {"name": "python3"}})
-        kc = BlockingKernelClient(connection_file=str(self.runtime / f"kernel-{session['kernel']['id']}.json"))
-        kc.load_connection_file()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=120)
-        return kc
+        """A client of the notebook session's kernel (a session is opened for it), once it answers."""
+        session = self.call("POST", "api/sessions", {"path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook",
+                                                     "kernel": {"name": "python3"}}, timeout=120)
+        assert self.runtime_dir is not None
+        return ready_client(self.runtime_dir / f"kernel-{session['kernel']['id']}.json")
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        self.stop()
         self.dir.cleanup()
 
 
@@ -120,7 +76,7 @@ async def run_tries(server: Server, calls: int) -> tuple[list[float], list[float
 
     http = httpx2.AsyncClient(headers={"Authorization": f"token {server.token}"}, timeout=httpx2.Timeout(60, read=600))
     fresh, child = [], []
-    async with Client(streamable_http_client(server.url + "jupyter-data-agent/mcp", http_client=http)) as c:
+    async with Client(streamable_http_client(server.url + "/jupyter-data-agent/mcp", http_client=http)) as c:
         async def call(args: dict) -> tuple[float, dict]:
             t0 = time.perf_counter()
             result = await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": CELL, **args})
