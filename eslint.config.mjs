@@ -33,6 +33,11 @@ export default defineConfig([
   },
   jupyterPlugin.configs.recommended,
   {
+    // the Node MCP client driven by tests/test_mcp_node.py
+    files: ['tests/**/*.mjs'],
+    languageOptions: { globals: { ...globals.node } }
+  },
+  {
     files: ['**/*.ts', '**/*.tsx'],
     languageOptions: {
       globals: {
