@@ -208,3 +208,34 @@ async def test_one_users_slow_tries_do_not_hold_up_anothers(server, jp_fetch):
             assert all(r["status"] == "ok" for r in results)
     finally:
         kc.stop_channels()
+
+
+# -- MCP tasks ------------------------------------------------------------------------------
+
+
+@on_server_loop
+async def test_a_task_id_names_nothing_for_another_user(server, jp_fetch):
+    """The Tasks extension: bob can neither read nor cancel alice's task by its id."""
+    from mcp.shared.exceptions import MCPError
+
+    from tests.test_mcp_tasks import CancelTask, GetTask, TaskParams, Tasks, TaskState, tasks_client
+
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    hers = Tasks()
+    try:
+        async with tasks_client(app, port, hers, token="alice-token") as a, \
+                tasks_client(app, port, Tasks(), token="bob-token") as b:
+            call = asyncio.ensure_future(a.call_tool("try_code", {"notebook": NOTEBOOK, "timeout": 60,
+                                                                  "code": "import time; time.sleep(4); 'hers'"}))
+            deadline = time.monotonic() + 60
+            while not hers.handles and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            task_id = hers.handles[0].task_id
+            for request in (GetTask, CancelTask):
+                with pytest.raises(MCPError, match="No task"):
+                    await b.session.send_request(request(params=TaskParams(task_id=task_id)), TaskState)
+            out = data(await call)
+            assert "hers" in json.dumps(out["value"]) and hers.polls[-1].status == "completed"
+    finally:
+        kc.stop_channels()
