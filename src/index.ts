@@ -7,6 +7,7 @@ import {
   ICommandPalette,
   showDialog,
   Dialog,
+  MainAreaWidget,
   Notification
 } from '@jupyterlab/apputils';
 import { ICodeCellModel } from '@jupyterlab/cells';
@@ -31,6 +32,7 @@ import { AgentSidebar, PANEL_ID } from './panel';
 import { ISendOptions, NotebookSession } from './session';
 import { DEFAULT_SETTINGS, IAgentSettings, readSettings } from './settings';
 /* eslint-enable jupyter/prefer-lazy-imports */
+import type { AgentTokensPanel } from './agenttokens';
 
 const PLUGIN_ID = 'jupyter-data-agent:plugin';
 
@@ -49,6 +51,7 @@ export namespace CommandIDs {
   export const undo = 'jupyter-data-agent:undo';
   export const stop = 'jupyter-data-agent:stop';
   export const reloadValueModel = 'jupyter-data-agent:reload-value-model';
+  export const manageTokens = 'jupyter-data-agent:manage-agent-tokens';
 }
 
 /** What the command palette and the API learn about a command's arguments: none. */
@@ -342,6 +345,28 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       }
     });
+
+    // Outside agents' scoped tokens, in a tab of their own (agenttokens.tsx).
+    let tokensWidget: MainAreaWidget<AgentTokensPanel> | null = null;
+    commands.addCommand(CommandIDs.manageTokens, {
+      describedBy: NO_ARGS,
+      label: 'Data Agent: Manage Agent Tokens',
+      caption:
+        'Make, list and revoke the tokens of outside agents (Claude Code, Codex, Cursor)',
+      execute: async () => {
+        if (!tokensWidget || tokensWidget.isDisposed) {
+          // Loaded when first opened: nothing at startup needs it.
+          const { createTokensWidget } = await import('./agenttokens');
+          if (!tokensWidget || tokensWidget.isDisposed) {
+            tokensWidget = createTokensWidget(agentIcon);
+            app.shell.add(tokensWidget, 'main');
+          }
+        }
+        // The tab forwards its activation: the keyboard goes to the name field.
+        app.shell.activateById(tokensWidget.id);
+      }
+    });
+    sidebar.manageTokens = () => void commands.execute(CommandIDs.manageTokens);
 
     if (palette) {
       const category = 'Data Agent';

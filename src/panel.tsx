@@ -147,6 +147,16 @@ export class AgentSidebar extends ReactWidget {
     this.update();
   }
 
+  /** Opens the agent token manager ("Agents…"); null: no way in is shown. */
+  get manageTokens(): (() => void) | null {
+    return this._manageTokens;
+  }
+
+  set manageTokens(value: (() => void) | null) {
+    this._manageTokens = value;
+    this.update();
+  }
+
   /** Re-render after a settings change. */
   refresh(): void {
     this.update();
@@ -158,6 +168,18 @@ export class AgentSidebar extends ReactWidget {
       return (
         <div className="jp-DataAgent-empty">
           Open a notebook to ask the Data Agent about it.
+          {this._manageTokens && (
+            <p>
+              <button
+                type="button"
+                className="jp-DataAgent-link jp-DataAgent-connectAgent"
+                title="Give an outside agent (Claude Code, Codex, Cursor) a token of its own"
+                onClick={this._manageTokens}
+              >
+                Connect an agent…
+              </button>
+            </p>
+          )}
         </div>
       );
     }
@@ -174,6 +196,16 @@ export class AgentSidebar extends ReactWidget {
             {PathExt.basename(session.panel.context.localPath)}
           </span>
           <span className="jp-DataAgent-spacer" />
+          {this._manageTokens && (
+            <button
+              type="button"
+              className="jp-DataAgent-link jp-DataAgent-connectAgent"
+              title="Connect an outside agent (Claude Code, Codex, Cursor): manage agent tokens"
+              onClick={this._manageTokens}
+            >
+              Agents…
+            </button>
+          )}
           {session.timeline().length > 0 && (
             <button
               type="button"
@@ -225,4 +257,5 @@ export class AgentSidebar extends ReactWidget {
   private _prices: { [model: string]: ModelPrice | undefined } = {};
   private _models: string[] = [];
   private _limits: Limits = null;
+  private _manageTokens: (() => void) | null = null;
 }
