@@ -144,7 +144,7 @@ async def test_an_agent_token_reaches_the_agent_routes_and_nothing_else(server, 
         # What it is for: the MCP tools, copies, proposals under the token's name.
         async with client(app, port, token=token) as c:
             out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "df.a.sum()"}))
-            assert out["value"]["preview"] == "6"
+            assert out["value"]["preview"] == 6
             proposed = data(await c.call_tool("propose_cell", {"notebook": NOTEBOOK, "code": "df.a.sum()"}))
         listed = json.loads((await jp_fetch(NS, "proposals", params={"notebook_path": NOTEBOOK})).body)
         assert [p["agent"] for p in listed["proposals"]] == ["Claude Code"]

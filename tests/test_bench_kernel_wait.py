@@ -17,9 +17,9 @@ import time
 
 import pytest
 from jupyter_client import BlockingKernelClient
+from kernel_helpers import start_kernel, stop_kernel
 
 from jupyter_data_agent_bench.loop import ready_client
-from kernel_helpers import start_kernel, stop_kernel
 
 STALL_S = 3.0
 

@@ -83,6 +83,28 @@ def data(result) -> dict:
     return json.loads(result.content[0].text)
 
 
+def checked(tools: dict, name: str, result) -> dict:
+    """The answer, after checking its structured content against the tool's advertised
+    ``outputSchema`` (and that it is the JSON of its text)."""
+    import jsonschema
+
+    body = data(result)
+    schema = tools[name].output_schema
+    assert schema and schema["type"] == "object", name
+    jsonschema.validate(result.structured_content, schema)
+    assert result.structured_content == body
+    return body
+
+
+def walk_keys(value) -> set:
+    """Every dict key anywhere in a JSON value."""
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in walk_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in walk_keys(v)}
+    return set()
+
+
 def error_text(result) -> str:
     assert result.is_error, result.content[0].text[:500]
     return result.content[0].text
@@ -165,6 +187,196 @@ async def test_tools_listed_with_schemas_and_notebooks_read(server, jp_fetch):
 
 
 @on_server_loop
+async def test_every_tool_advertises_an_output_schema_its_answers_validate_against(server, jp_fetch):
+    """Issue 35, finding 5: no tool had an ``outputSchema``; an agent had to guess every answer's shape."""
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert all(t.output_schema and t.output_schema["type"] == "object" for t in tools.values())
+            assert "from" in tools["try_code"].output_schema["properties"]
+            nb = {"notebook": NOTEBOOK}
+            checked(tools, "list_notebooks", await c.call_tool("list_notebooks", {}))
+            checked(tools, "read_notebook", await c.call_tool("read_notebook", nb))
+            checked(tools, "read_notebook", await c.call_tool("read_notebook", {**nb, "arcade": True}))
+            checked(tools, "list_variables", await c.call_tool("list_variables", nb))
+            checked(tools, "describe_dataframe", await c.call_tool("describe_dataframe", {**nb, "name": "df"}))
+            a = checked(tools, "try_code", await c.call_tool("try_code", {**nb, "code": "df.a.sum()"}))
+            b = checked(tools, "try_code", await c.call_tool("try_code", {**nb, "code": "print(1/0)"}))
+            assert b["error"]["ename"] == "ZeroDivisionError"
+            checked(tools, "compare_answers", await c.call_tool("compare_answers",
+                                                                {"handles": [a["handle"], b["handle"]]}))
+            made = checked(tools, "propose_cell", await c.call_tool("propose_cell", {**nb, "code": "df.a.max()"}))
+            checked(tools, "propose_edit", await c.call_tool("propose_edit", {**nb, "cell_id": "c1",
+                                                                              "new_source": "x = 1"}))
+            checked(tools, "proposal_status", await c.call_tool("proposal_status",
+                                                                {"proposal_id": made["proposal_id"]}))
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_no_resources_or_prompts_are_advertised_when_there_are_none(server):
+    """Issue 35, finding 5: resources and prompts were advertised (the 2026-07-28 discovery even
+    with subscribe and listChanged) and both lists were empty."""
+    from mcp.shared.exceptions import MCPError
+
+    app, port, root = server
+    for mode in ("auto", "legacy"):
+        async with client(app, port, mode=mode) as c:
+            caps = c.server_capabilities
+            assert caps.tools is not None and not caps.tools.list_changed, mode
+            assert caps.resources is None and caps.prompts is None, (mode, caps)
+            for ask in (c.list_resources, c.list_prompts):
+                with pytest.raises(MCPError) as refused:
+                    await ask()
+                assert refused.value.error.code == -32601, (mode, refused.value.error)
+            assert len((await c.list_tools()).tools) == len(TOOLS)
+
+
+@on_server_loop
+async def test_describe_dataframe_gives_nulls_distinct_values_and_statistics(server, jp_fetch):
+    """Issue 35, finding 5: no null counts, statistics or nunique; and a large frame stays fast."""
+    app, port, root = server
+    code = SETUP + textwrap.dedent("""
+        import numpy as np
+        g = pd.DataFrame({'n': [1.0, None, 3.0, 3.0], 'k': ['x', 'y', 'x', None],
+                          't': pd.to_datetime(['2024-01-02', None, '2024-03-04', '2024-01-02'])})
+        big = pd.DataFrame({'v': np.arange(3_000_000), 's': ['a', 'b', 'b'] * 1_000_000})
+    """)
+    km, kc = await open_notebook(jp_fetch, app, root, code=code)
+    try:
+        async with client(app, port) as c:
+            g = data(await c.call_tool("describe_dataframe", {"notebook": NOTEBOOK, "name": "g"}))
+            n, k, t = g["columns"]
+            assert (n["nulls"], n["nunique"], n["min"], n["max"]) == (1, 2, 1.0, 3.0)
+            assert n["mean"] == pytest.approx(7 / 3) and n["std"] == pytest.approx(1.1547005)
+            assert n["example"] == "1.0" and n["dtype"] == "float64"
+            assert (k["nulls"], k["nunique"], k["top"], k["top_count"]) == (1, 2, "x", 2) and "mean" not in k
+            assert (t["nulls"], t["min"], t["max"]) == (1, "2024-01-02T00:00:00", "2024-03-04T00:00:00")
+            assert g["sampled_rows"] is None and g["note"] == ""
+            started = time.monotonic()
+            big = data(await c.call_tool("describe_dataframe", {"notebook": NOTEBOOK, "name": "big"}))
+            assert time.monotonic() - started < 15
+            v, s_ = big["columns"]
+            # exact over every row where it is one pass; on a bounded head where it hashes
+            assert (v["nulls"], v["min"], v["max"], v["mean"]) == (0, 0, 2_999_999, 1_499_999.5)
+            assert big["sampled_rows"] == 200_000 and v["nunique"] == 200_000 and "first 200,000" in big["note"]
+            assert (s_["top"], s_["nunique"]) == ("b", 2)
+        # read silently: nothing of the reader is left in the user's namespace
+        assert await live_value(kc, "[k for k in dir() if 'jda' in k]") == "[]"
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_list_variables_names_arrays_scalars_containers_and_models(server, jp_fetch):
+    """Issue 35, finding 5: list_variables showed DataFrames and Series only. The sidebar's ``@``
+    completion (the REST reply) still lists the frames alone."""
+    app, port, root = server
+    code = SETUP + textwrap.dedent("""
+        import numpy as np
+        arr = np.zeros((2, 3), dtype='int32')
+        count, ratio, city, flag = 42, 0.5, 'Oslo' * 100, True
+        items, cfg = [1, 2, 3], {'a': 1}
+        class Model:
+            def fit(self, X, y):
+                self.coef_ = [1.0]
+                return self
+            def predict(self, X):
+                return X
+        model = Model().fit([[1]], [1])
+        blank = Model()
+    """)
+    km, kc = await open_notebook(jp_fetch, app, root, code=code)
+    try:
+        async with client(app, port) as c:
+            found = data(await c.call_tool("list_variables", {"notebook": NOTEBOOK}))
+        got = {v["name"]: v for v in found["variables"]}
+        assert found["available"] and set(got) == {"df", "extra", "arr", "count", "ratio", "city", "flag",
+                                                    "items", "cfg", "model", "blank"}
+        df = got["df"]
+        assert (df["kind"], df["shape"], df["columns"]) == ("DataFrame", [3, 3], ["a", "b", "city"])
+        assert (got["arr"]["kind"], got["arr"]["shape"], got["arr"]["dtype"]) == ("ndarray", [2, 3], "int32")
+        assert [got[n]["value"] for n in ("count", "ratio", "flag")] == [42, 0.5, True]
+        city = got["city"]
+        assert city["value"] == ("Oslo" * 100)[:200] and city["truncated"] and city["length"] == 400
+        assert [(got[n]["kind"], got[n]["length"]) for n in ("items", "cfg")] == [("container", 3), ("container", 1)]
+        assert (got["model"]["kind"], got["model"]["type"], got["model"]["fitted"]) == ("model", "__main__.Model", True)
+        assert got["blank"]["fitted"] is False
+        sidebar = json.loads((await jp_fetch(NS, "variables", params={"kernel_id": km.kernel_id})).body)
+        assert {v["name"] for v in sidebar["variables"]} == {"df", "extra"}
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_try_code_tells_the_confinement_once_per_session_and_previews_plain_json(server, jp_fetch):
+    """Issue 35, finding 5: 47 % of every try_code answer was the same confinement list; the value
+    preview was JSON inside a JSON string; the answer form carried digests."""
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    try:
+        async with client(app, port, mode="legacy") as c:
+            first = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "df"}))
+            assert first["confinement"]["status"] == "confined" and first["confinement"]["layers"]
+            second = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "df.copy()"}))
+            assert second["confinement"] == {"status": "confined"}
+            asked = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "1",
+                                                        "explain_confinement": True}))
+            assert asked["confinement"]["layers"] == first["confinement"]["layers"]
+            # the value as JSON, not a string of JSON; its form without digests, still compared right
+            assert isinstance(first["value"]["preview"], dict) and first["value"]["preview_note"] == ""
+            assert "Oslo" in json.dumps(first["value"]["preview"])
+            form = first["value"]["answer_form"]
+            assert form["k"] == "table" and not walk_keys(form) & {"digest", "q", "sketch"}
+            other = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "df.a * 2"}))
+            same = data(await c.call_tool("compare_answers", {"handles": [first["handle"], second["handle"],
+                                                                          other["handle"]]}))
+            assert same["classes"] == [[first["handle"], second["handle"]], [other["handle"]]]
+        async with client(app, port, mode="legacy") as again:  # a new session is told again
+            told = data(await again.call_tool("try_code", {"notebook": NOTEBOOK, "code": "2"}))
+            assert told["confinement"]["layers"]
+    finally:
+        kc.stop_channels()
+
+
+def test_a_preview_too_big_for_an_answer_is_a_cut_string_that_says_so():
+    from jupyter_data_agent.mcp.render import TEXT_CHARS, plain
+
+    assert plain({"a": [1, 2.5, None, "x"]}) == ({"a": [1, 2.5, None, "x"]}, "")
+    preview, note = plain(list(range(20_000)))
+    assert isinstance(preview, str) and preview.startswith("[0, 1, 2") and "characters cut" in preview
+    assert len(preview) < TEXT_CHARS + 200 and "preview is that text, cut" in note
+
+
+@on_server_loop
+async def test_read_notebook_pages_within_about_ten_thousand_tokens(server, jp_fetch):
+    """Issue 35, finding 5: a 200-cell notebook came back as ~25k tokens in one answer."""
+    app, port, root = server
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"x{i} = {i}\n" + "# " + "w" * 1_000, id=f"c{i}", execution_count=i,
+                                          outputs=[nbformat.v4.new_output("stream", name="stdout", text="y" * 500)])
+                for i in range(200)]
+    nbformat.write(nb, str(root / "wide.ipynb"))
+    async with client(app, port) as c:
+        seen, start, pages = [], 0, 0
+        while start is not None:
+            raw = await c.call_tool("read_notebook", {"notebook": "wide.ipynb", "start": start, "max_cells": 200})
+            page = data(raw)
+            assert len(raw.content[0].text) <= 42_000 and page["chars"] <= 40_000
+            seen += [cell["id"] for cell in page["cells"]]
+            if page["next_start"] is not None:
+                assert f"start={page['next_start']}" in page["note"]
+            start, pages = page["next_start"], pages + 1
+        assert seen == [f"c{i}" for i in range(200)] and pages >= 5
+        bigger = data(await c.call_tool("read_notebook", {"notebook": "wide.ipynb", "max_chars": 100_000,
+                                                          "max_cells": 200}))
+        assert bigger["next_start"] > 2 * 40_000 // 1_700
+
+
+@on_server_loop
 async def test_try_code_leaves_the_live_kernel_and_folder_unchanged(server, jp_fetch):
     app, port, root = server
     km, kc = await open_notebook(jp_fetch, app, root)
@@ -188,7 +400,7 @@ async def test_try_code_leaves_the_live_kernel_and_folder_unchanged(server, jp_f
             out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": code}))
             assert out["status"] == "ok", out
             assert out["stdout"].startswith("wrote: ") and "yes" not in out["stdout"]
-            assert out["value"]["preview"] == "[3, 2]" and out["value"]["answer_form"] is not None
+            assert out["value"]["preview"] == [3, 2] and out["value"]["answer_form"] is not None
             ns = out["namespace"]
             assert [(v["name"], v["shape"]) for v in ns["new"]] == [("new", [3]), ("wrote", None)]
             assert [(v["name"], v["shape"]) for v in ns["changed"]] == [("df", [3, 2])]
@@ -221,10 +433,10 @@ async def test_chained_tries_accumulate_and_a_branch_does_not_see_its_sibling(se
             h1 = await step("s = 1")
             h2 = await step("t = s + 1", h1["handle"])
             h3 = await step("u = t + s; (s, t, u)", h2["handle"])
-            assert h3["value"]["preview"] == "[1, 2, 3]" and h3["from"] == h2["handle"]
+            assert h3["value"]["preview"] == [1, 2, 3] and h3["from"] == h2["handle"]
             assert [v["name"] for v in h3["namespace"]["new"]] == ["u"]
             branch = await step("'t' in dir(), s", h1["handle"])
-            assert branch["value"]["preview"] == "[false, 1]"
+            assert branch["value"]["preview"] == [False, 1]
             # the same answer in two representations: one class; a different one: another
             a = await step("df.groupby('city')['a'].sum()")
             b = await step("df.groupby('city', as_index=False)['a'].sum()")
@@ -316,7 +528,7 @@ async def test_a_long_try_reports_progress_and_a_running_cell_says_so(server, jp
             out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "timeout": 60,
                                                       "code": "import time\ntime.sleep(5)\n7"},
                                          progress_callback=progress))
-            assert out["value"]["preview"] == "7"
+            assert out["value"]["preview"] == 7
             assert len(heard) >= 2 and any("running the code in a copy" in m for _, m in heard), heard
             assert [v for v, _ in heard] == sorted(v for v, _ in heard)
             # the user runs a 6-s cell: a fresh try says it waits for it
@@ -327,7 +539,7 @@ async def test_a_long_try_reports_progress_and_a_running_cell_says_so(server, jp
             heard.clear()
             again = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "8"},
                                            progress_callback=progress))
-            assert again["value"]["preview"] == "8"
+            assert again["value"]["preview"] == 8
             assert any("a cell is running" in m for _, m in heard), heard
     finally:
         kc.stop_channels()
@@ -344,7 +556,7 @@ async def test_proposals_from_an_agent_reach_the_browser_api_and_its_decision(se
                 "notebook": NOTEBOOK, "code": "total * 2", "explanation": "Twice the total.",
                 "after_cell": "c1", "try_handle": tried["handle"]}))
             assert made["status"] == "pending" and made["ran"] and made["result_status"] == "ok"
-            assert made["output"]["value"]["preview"] == "12"  # what the user sees under it (issue 35)
+            assert made["output"]["value"]["preview"] == 12  # what the user sees under it (issue 35)
             edit = data(await c.call_tool("propose_edit", {"notebook": NOTEBOOK, "cell_id": "c1",
                                                            "new_source": "df = df.head(2)"}))
             # a cell the notebook does not have is refused in words, naming the ones it has
@@ -385,11 +597,17 @@ async def test_ask_data_agent_runs_a_whole_turn_and_inserts_nothing(server, jp_f
     try:
         before = (root / NOTEBOOK).read_text()
         async with client(app, port) as c:
-            answer = data(await c.call_tool("ask_data_agent", {
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            answer = checked(tools, "ask_data_agent", await c.call_tool("ask_data_agent", {
                 "notebook": NOTEBOOK, "intent": "What is the sum of a?", "strategy": "vote"}))
         candidates = answer["candidates"]
         assert candidates and all("df['a'].sum()" in x["code"] and x["status"] == "ok" for x in candidates)
         assert answer["chosen"] is not None and "6" in json.dumps(answer)
+        # Issue 35, finding 5: identical candidates each said "support 1", and the answer was null
+        n = len(candidates)
+        assert n > 1 and answer["answer"] == "6" and answer["chosen"]["value"] == 6
+        assert answer["agreement"] == {"agree": n, "of": n, "classes": [n]} and answer["vote_classes"] == [n]
+        assert [x["support"] for x in candidates] == [n] * n
         assert asking_model.requests  # the turn asked the model
         # an analysis: the steps with their outputs from the chain of copies
         asking_model.reply = lambda request: (
@@ -407,6 +625,74 @@ async def test_ask_data_agent_runs_a_whole_turn_and_inserts_nothing(server, jp_f
         assert await live_value(kc, "'big' in dir()") == "False"
     finally:
         kc.stop_channels()
+
+
+@on_server_loop
+async def test_an_unexpected_failure_reaches_the_agent_with_its_reason_and_no_secret(server, jp_fetch, caplog):
+    """Issue 35, finding 4: an unexpected exception reached the agent as "Error executing tool
+    try_code" and nothing else."""
+    app, port, root = server
+    km, kc = await open_notebook(jp_fetch, app, root)
+    tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+    token = app.identity_provider.token
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError(f"the fork table broke (token={token}, key sk-abcdefghijklmnop, {token})\nsecond line")
+
+    try:
+        tries.try_code = broken
+        async with client(app, port) as c:
+            text = error_text(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "1"}))
+        assert "try_code failed on the server: RuntimeError: the fork table broke" in text
+        assert token not in text and "abcdefghijklmnop" not in text and "second line" not in text
+        logged = [r for r in caplog.records if "MCP tool try_code failed" in r.getMessage()]
+        assert logged and logged[0].exc_info and logged[0].exc_info[0] is RuntimeError
+    finally:
+        del tries.try_code
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_a_legacy_session_that_ended_is_named_as_ended(server):
+    """Issue 35, finding 4: a handshake-era client whose session ended was told "Session not found"
+    (read as "expired or never existed")."""
+    from tornado.httpclient import AsyncHTTPClient
+
+    from jupyter_data_agent.mcp.bridge import SERVICE_KEY
+
+    app, port, root = server
+    service = app.web_app.settings[SERVICE_KEY]
+    service.manager.session_idle_timeout = service.idle_timeout = 1.0  # a session idle 1 s ends
+
+    async def post(session: str | None, message: dict) -> tuple[int, str, str | None]:
+        r = await AsyncHTTPClient().fetch(url(app, port), method="POST", raise_error=False, request_timeout=30,
+                                          body=json.dumps(message), headers={
+                                              "Authorization": f"token {app.identity_provider.token}",
+                                              "Content-Type": "application/json",
+                                              "Accept": "application/json, text/event-stream",
+                                              "Mcp-Protocol-Version": "2025-06-18",
+                                              **({"Mcp-Session-Id": session} if session else {})})
+        return r.code, r.body.decode(), r.headers.get("Mcp-Session-Id")
+
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    # a handshake-era client opens a session, then goes quiet (no stream open, no request)
+    code, body, session = await post(None, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}})
+    assert code == 200 and session, body
+    assert (await post(session, {"jsonrpc": "2.0", "method": "notifications/initialized"}))[0] == 202
+    assert (await post(session, listing))[0] == 200
+    await asyncio.sleep(3)
+    code, body, _ = await post(session, listing)
+    assert code == 404, body
+    message = json.loads(body)["error"]["message"]
+    assert message.startswith("This MCP session ended: it was idle ") and "Start a new session" in message
+    code, body, _ = await post("0" * 32, listing)
+    assert code == 404 and "no record of it" in json.loads(body)["error"]["message"]
+    async with client(app, port, mode="legacy") as c:  # DELETE at the end: the client ended it
+        await c.list_tools()
+        (session,) = [sid for mine in service.sessions.values() for sid in mine]
+    code, body, _ = await post(session, listing)
+    assert code == 404 and "the client ended it" in json.loads(body)["error"]["message"]
 
 
 @on_server_loop
@@ -477,8 +763,7 @@ async def test_ten_concurrent_tries_from_two_clients(server, jp_fetch):
             calls = [(a if i % 2 else b).call_tool("try_code", {"notebook": NOTEBOOK, "code": f"df.a.sum() + {i}"})
                      for i in range(10)]
             results = [data(r) for r in await asyncio.gather(*calls)]
-        assert sorted(r["value"]["value"] if "value" in r["value"] else json.loads(r["value"]["preview"])
-                      for r in results) == [6 + i for i in range(10)]
+        assert sorted(r["value"]["preview"] for r in results) == [6 + i for i in range(10)]
         listed = json.loads((await jp_fetch(NS, "proposals", params={"notebook_path": NOTEBOOK})).body)
         assert sorted((x["agent"], x["tries"]) for x in listed["activity"]) == [("Agent A", 5), ("Agent B", 5)]
         # the bound (8 handles per user) held: the least recently used were closed

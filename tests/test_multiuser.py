@@ -153,7 +153,7 @@ async def test_a_session_is_ended_only_by_its_owner(server, jp_fetch):
             assert r.code == 404
             assert handle in tries.handles
             again = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "n + 1", "from": handle}))
-            assert again["status"] == "ok" and again["value"]["preview"] == "42"
+            assert again["status"] == "ok" and again["value"]["preview"] == 42
     finally:
         kc.stop_channels()
 
@@ -202,7 +202,7 @@ async def test_one_users_slow_tries_do_not_hold_up_anothers(server, jp_fetch):
                 await asyncio.sleep(0.1)
             assert alice() == (2, 3)  # two running, three in her own line
             quick = data(await b.call_tool("try_code", {"notebook": NOTEBOOK, "code": "2 + 2"}))
-            assert quick["value"]["preview"] == "4"
+            assert quick["value"]["preview"] == 4
             assert sum(t.done() for t in slow) <= 2, "bob's try waited behind alice's queued ones"
             results = [data(r) for r in await asyncio.gather(*slow)]
             assert all(r["status"] == "ok" for r in results)

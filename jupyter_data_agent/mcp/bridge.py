@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from tornado import web
 from tornado.iostream import StreamClosedError
 
@@ -40,6 +42,8 @@ SERVICE_KEY = "jupyter_data_agent_mcp"
 SESSION_HEADER = "Mcp-Session-Id"
 #: Bytes of one MCP request body (a try_code's code is bounded far below this, in words).
 MAX_BODY_BYTES = 4 << 20
+#: Ended sessions remembered with why they ended (so a client that comes back is told).
+MAX_ENDED = 10_000
 
 
 class MCPService:
@@ -60,6 +64,8 @@ class MCPService:
         self.manager = self.server.session_manager
         self.max_sessions_per_user = max(1, max_sessions_per_user)
         self.sessions: dict[str, dict[str, float]] = {}  # owner -> session id -> last used (monotonic)
+        self.ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # session id -> (owner, why it ended)
+        self.idle_timeout = session_idle_timeout
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -76,11 +82,39 @@ class MCPService:
     def opened(self, owner: str, session: str) -> None:
         self.sessions.setdefault(owner, {})[session] = time.monotonic()
 
+    def end(self, owner: str, session: str, why: str) -> None:
+        """Remember that ``session`` ended and why (bounded: the oldest records go first)."""
+        self.sessions.get(owner, {}).pop(session, None)
+        self.ended[session] = (owner, why)
+        self.ended.move_to_end(session)
+        while len(self.ended) > MAX_ENDED:
+            self.ended.popitem(last=False)
+
+    def why_ended(self, owner: str, session: str) -> str:
+        """Why ``owner``'s session is no longer open, in words (for a request that still names it)."""
+        known = self.ended.get(session)
+        if known is not None and known[0] == owner:
+            return known[1]
+        used = self.sessions.get(owner, {}).get(session)
+        if used is not None:
+            return self._gone_why(used)
+        return "this server has no record of it (the server restarted since, or the id is not one it gave)"
+
+    def _gone_why(self, used: float) -> str:
+        idle = time.monotonic() - used
+        if self.idle_timeout is not None and idle >= self.idle_timeout * 0.95:
+            return (f"it was idle {_duration(idle)} (a session ends after {_duration(self.idle_timeout)} "
+                    "without requests)")
+        return "the server closed it"
+
     async def make_room(self, owner: str, tries: Any) -> None:
-        """Before ``owner`` opens a session: forget the ended ones, then end their least recently
+        """Before ``owner`` opens a session: note the ended ones, then end their least recently
         used sessions beyond the bound (the SDK's idle timeout ends the rest)."""
         open_now = self._open()
-        mine = {sid: used for sid, used in self.sessions.get(owner, {}).items() if sid in open_now}
+        for sid, used in list(self.sessions.get(owner, {}).items()):
+            if sid not in open_now:
+                self.end(owner, sid, self._gone_why(used))
+        mine = dict(self.sessions.get(owner, {}))
         while len(mine) >= self.max_sessions_per_user:
             oldest = min(mine, key=mine.__getitem__)
             del mine[oldest]
@@ -88,6 +122,8 @@ class MCPService:
             if transport is not None:
                 await self.manager._discard_session(oldest, transport)
             await tries.close_session(owner, oldest)
+            self.end(owner, oldest, f"the server closed it to make room: one user holds at most "
+                                    f"{self.max_sessions_per_user} sessions, and you opened another")
         self.sessions[owner] = mine
 
     async def started(self) -> None:
@@ -110,6 +146,10 @@ class MCPService:
                 log.warning("jupyter_data_agent: the MCP session manager did not stop in time")
             except Exception:  # noqa: BLE001 -- stopping: said, the server goes on shutting down
                 log.warning("jupyter_data_agent: stopping the MCP session manager failed", exc_info=True)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 class MCPHandler(_AgentMixin, JupyterHandler):
@@ -165,6 +205,8 @@ class MCPHandler(_AgentMixin, JupyterHandler):
         session = self.request.headers.get(SESSION_HEADER)
         if session:
             await self.agent_state["tries"].close_session(self.job_owner(), session)
+            if self.get_status() < 400:
+                self.settings[SERVICE_KEY].end(self.job_owner(), session, "the client ended it (DELETE)")
 
     def on_connection_close(self) -> None:
         caller = self.caller
@@ -180,7 +222,9 @@ class MCPHandler(_AgentMixin, JupyterHandler):
                       can_execute=await self.may("execute", "kernels"),
                       can_read=await self.may("read", "contents"),
                       session=self.request.headers.get(SESSION_HEADER),
-                      token_agent=getattr(self.current_user, "agent", None))
+                      token_agent=getattr(self.current_user, "agent", None),
+                      secrets=tuple(t for t in (self.identity_provider.get_token(self),
+                                                getattr(self.identity_provider, "token", None)) if t))
 
     async def _serve(self) -> None:
         service: MCPService = self.settings[SERVICE_KEY]
@@ -188,6 +232,9 @@ class MCPHandler(_AgentMixin, JupyterHandler):
         self.caller = caller = await self._caller()
         if len(self.request.body or b"") > MAX_BODY_BYTES:
             raise web.HTTPError(413, f"An MCP request may be at most {MAX_BODY_BYTES} bytes.")
+        if caller.session and self._handshake_era() and caller.session not in service._open():
+            self._session_ended(service.why_ended(caller.owner, caller.session))
+            return
         if caller.session:
             service.touch(caller.owner, caller.session)
         elif self.request.method == "POST":  # may open a session: within this user's bound
@@ -197,6 +244,21 @@ class MCPHandler(_AgentMixin, JupyterHandler):
             service.opened(caller.owner, self._opened)
         if not self._finished:
             self.finish()
+
+    def _handshake_era(self) -> bool:
+        """A request of the protocol versions with sessions (2025-*), which the session manager
+        routes by session id; later versions keep no session, whatever header comes along."""
+        version = self.request.headers.get("Mcp-Protocol-Version")
+        return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+    def _session_ended(self, why: str) -> None:
+        """404 (the spec's answer to a session that is gone: the client starts a new one), in words:
+        the SDK's bare "Session not found" reads to agents as "expired or never existed"."""
+        self.set_status(404)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": f"This MCP session ended: {why}. Start a new session (initialize "
+                                       f"without an {SESSION_HEADER} header)."}}))
 
     def _scope(self, caller: Caller) -> dict[str, Any]:
         req = self.request

@@ -30,6 +30,7 @@ class Caller:
     can_read: bool  # "read" on "contents"
     session: str | None = None  # the MCP session id, when the client keeps one
     token_agent: str | None = None  # the name the user gave this agent's token, if it has one
+    secrets: tuple[str, ...] = ()  # the tokens of this request and server: masked in any error text
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property

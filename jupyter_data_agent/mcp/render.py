@@ -51,11 +51,11 @@ def exec_json(result: ExecResult) -> dict[str, Any]:
                  "limit": result.limit}
     value = None
     if result.value is not None:
-        preview = json.dumps(result.value.value, default=str)
-        form = result.value.form
+        preview, cut_note = plain(result.value.value)
+        form = agent_form(result.value.form)
         form_text = json.dumps(form, default=str) if form is not None else ""
-        value = {"type": result.value.type, "shape": result.value.shape,
-                 "preview": cut(preview), "preview_truncated": result.value.truncated or len(preview) > TEXT_CHARS,
+        value = {"type": result.value.type, "shape": result.value.shape, "preview": preview,
+                 "preview_truncated": bool(result.value.truncated) or bool(cut_note), "preview_note": cut_note,
                  "answer_form": form if form is not None and len(form_text) <= FORM_CHARS else None,
                  "answer_form_note": "" if len(form_text) <= FORM_CHARS else
                  f"the canonical form is {len(form_text):,} characters; compare with compare_answers"}
@@ -63,6 +63,29 @@ def exec_json(result: ExecResult) -> dict[str, Any]:
             "stderr": cut(strip_ansi(result.stream("stderr"))), "error": error, "value": value,
             "displays": displays[:20], "duration_s": round(result.duration_s, 4),
             "truncated": result.truncated}
+
+
+def plain(value: Any, limit: int = TEXT_CHARS) -> tuple[Any, str]:
+    """``value`` itself when its JSON is at most ``limit`` characters (an agent reads ``[3, 2]``, not
+    ``"[3, 2]"``), else its JSON cut to ``limit`` as a string; and a note saying which."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    if len(text) <= limit:
+        return json.loads(text), ""
+    return cut(text, limit), f"the value's JSON is {len(text):,} characters: this preview is that text, cut"
+
+
+#: Keys of an answer form's columns that only machines compare (BLAKE2b digests, rounded-value digests,
+#: the number sketch with its mask digest): ``compare_answers`` reads the server's copy, not the agent's.
+DIGEST_KEYS = frozenset({"digest", "q", "sketch"})
+
+
+def agent_form(form: Any) -> Any:
+    """The canonical answer form without its digests: what an agent can read of it."""
+    if isinstance(form, dict):
+        return {k: agent_form(v) for k, v in form.items() if k not in DIGEST_KEYS}
+    if isinstance(form, list):
+        return [agent_form(v) for v in form]
+    return form
 
 
 def images(result: ExecResult | None) -> list[ImageContent]:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import logging
 import time
+import typing
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,7 +32,20 @@ from ..server.notebooks import kernel_of, normalize, open_notebooks
 from ..server.proposal_handlers import file_proposal
 from ..server.tries import TryError
 from .caller import Caller, caller_of
-from .render import cut, exec_json, images, tool_result
+from .errors import reasoned
+from .render import cut, exec_json, images, plain, tool_result
+from .schemas import (
+    Comparison,
+    FrameDescription,
+    NotebookList,
+    NotebookPage,
+    ProposalMade,
+    ProposalState,
+    TryOutcome,
+    TurnAnswer,
+    VariableList,
+)
+from .tasks import ToolTasks, report_status
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -41,9 +57,20 @@ INSTRUCTIONS = (
     "Compare candidates with compare_answers. To change the notebook, propose a cell or an edit: the "
     "user accepts or rejects it in the browser; proposal_status tells you which."
 )
-#: Cells read_notebook returns at most per call, and characters of its answer.
+#: Cells read_notebook returns at most per call, and characters of its answer: by default about
+#: 10k tokens (clients cap a tool's answer near 25k), at most about 25k.
 MAX_CELLS_PER_READ = 200
-READ_CHARS = 100_000
+READ_CHARS = 40_000
+MAX_READ_CHARS = 100_000
+#: Characters of one cell's outputs in read_notebook (each output at most 4,000).
+CELL_OUTPUT_CHARS = 12_000
+#: Capabilities the SDK's MCPServer advertises by registering their handlers, which this server has
+#: nothing behind: no resources, no prompts (every read goes through a tool, with its caller's rights).
+UNSERVED_METHODS = ("resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
+                    "resources/unsubscribe", "prompts/list", "prompts/get")
+#: Where the (owner, session) pairs already told the confinement layers are kept, and how many.
+TOLD_KEY = "mcp_confinement_told"
+MAX_TOLD = 10_000
 #: Seconds ask_data_agent waits for the turn.
 ASK_TIMEOUT_S = 600.0
 
@@ -73,101 +100,122 @@ def _fail(exc: TryError) -> ToolError:
     return ToolError(str(exc))
 
 
+def _secrets(args: tuple, kwargs: dict) -> tuple[str, ...]:
+    ctx = kwargs.get("ctx")
+    return caller_of(ctx).secrets if ctx is not None else ()
+
+
+def _tool(fn: Any) -> Any:
+    """``fn`` with its unexpected failures in words, its answer checked against the model its return
+    annotation names (``Annotated[CallToolResult, Model]``: ``errors.reasoned``)."""
+    returns = typing.get_type_hints(fn, include_extras=True).get("return")
+    model = typing.get_args(returns)[1] if typing.get_origin(returns) is Annotated else None
+    return reasoned(fn.__name__, _secrets, model)(fn)
+
+
+def _unadvertise(server: MCPServer) -> None:
+    """Stop advertising resources and prompts: the SDK derives capabilities from registered handlers
+    (it has no switch), and an empty list behind an advertised capability (with subscribe and
+    listChanged on top) tells a client to look for what is not there."""
+    handlers = server._lowlevel_server._request_handlers  # noqa: SLF001 -- no public way to unregister
+    for method in UNSERVED_METHODS:
+        handlers.pop(method, None)
+
+
 def build_server() -> MCPServer:
     """The one MCP server of this Jupyter server, with every tool registered."""
     from .. import __version__
 
-    server = MCPServer("jupyter-data-agent", instructions=INSTRUCTIONS, version=__version__)
+    # subscriptions=False: nothing here changes a list a client could listen for (tools are fixed).
+    server = MCPServer("jupyter-data-agent", instructions=INSTRUCTIONS, version=__version__, subscriptions=False,
+                       extensions=[ToolTasks()])
+    _unadvertise(server)
 
     @server.tool(annotations=READ_ONLY)
-    async def list_notebooks(ctx: Context) -> CallToolResult:
+    @_tool
+    async def list_notebooks(ctx: Context) -> Annotated[CallToolResult, NotebookList]:
         """The notebooks open in JupyterLab, each with its kernel (id, name, state) or null."""
         caller = caller_of(ctx)
         found = await open_notebooks(caller.session_manager)
         return tool_result({"notebooks": [n.to_json() for n in found[:500]], "total": len(found)})
 
     @server.tool(annotations=READ_ONLY)
+    @_tool
     async def read_notebook(
         ctx: Context, notebook: Notebook,
         start: Annotated[int, Field(ge=0, description="First cell to return (0-based).")] = 0,
         max_cells: Annotated[int, Field(ge=1, le=MAX_CELLS_PER_READ, description="Cells to return.")] = 50,
+        max_chars: Annotated[int, Field(ge=2_000, le=MAX_READ_CHARS, description="Characters of this page "
+                                        "(about 4 per token); the default, about 10k tokens, fits every "
+                                        "client's cap.")] = READ_CHARS,
         arcade: Annotated[bool, Field(description="Return the notebook linearized as the Data Agent's "
                                                   "prompts show it (ARCADE: `# In[ ]:` cells, markdown "
                                                   "as comments, outputs of the last cell) instead of "
                                                   "cells.")] = False,
-    ) -> CallToolResult:
-        """The notebook as last saved: cells (id, type, source, outputs, errors), bounded; page with `start`."""
+    ) -> Annotated[CallToolResult, NotebookPage]:
+        """The notebook as last saved: cells (id, type, source, outputs, errors), in pages of about 10k
+        tokens; `next_start` (and the note) says where the next page starts."""
         caller = caller_of(ctx)
         caller.require_read()
         nb = await _load(caller, notebook)
         cells = nb.get("cells") or []
+        path = normalize(notebook)
         if arcade:
             from ..context.notebook import from_notebook
             from ..prompts.arcade import join_cells, linearize
 
-            context = from_notebook(nb, path=normalize(notebook))
+            context = from_notebook(nb, path=path)
             text = join_cells(linearize(context, outputs="active"))
-            return tool_result({"path": normalize(notebook), "cells": len(cells),
-                                "arcade": cut(text, READ_CHARS, tail=True)})
+            shown = cut(text, max_chars, tail=True)
+            note = "" if len(text) <= max_chars else (
+                f"The linearized notebook is {len(text):,} characters: its last {max_chars:,} are shown. "
+                "Read the cells in pages with arcade=false and start=.")
+            return tool_result({"path": path, "total_cells": len(cells), "chars": len(shown), "note": note,
+                                "arcade": shown})
         window: list[dict[str, Any]] = []
         used = 0
         for index in range(start, min(len(cells), start + max_cells)):
             item = _cell_json(index, cells[index])
-            size = len(str(item))
-            if window and used + size > READ_CHARS:
+            size = len(json.dumps(item, ensure_ascii=False, default=str))
+            if window and used + size > max_chars:
                 break
             window.append(item)
             used += size
         end = start + len(window)
-        note = "" if end >= len(cells) else (f"Cells {start}-{end - 1} of {len(cells)} shown (the answer is "
-                                             f"bounded); call again with start={end} for more.")
-        return tool_result({"path": normalize(notebook), "total_cells": len(cells), "start": start,
-                            "cells": window, "note": note})
+        more = end < len(cells)
+        note = "" if not more else (f"Cells {start}-{end - 1} of {len(cells)} (a page is at most {max_chars:,} "
+                                    f"characters): call read_notebook again with start={end} for the next page.")
+        return tool_result({"path": path, "total_cells": len(cells), "start": start, "cells": window,
+                            "next_start": end if more else None, "chars": used, "note": note})
 
     @server.tool(annotations=READ_ONLY)
-    async def list_variables(ctx: Context, notebook: Notebook) -> CallToolResult:
-        """The DataFrames and Series in the notebook's live kernel (name, shape, first columns).
+    @_tool
+    async def list_variables(ctx: Context, notebook: Notebook) -> Annotated[CallToolResult, VariableList]:
+        """The notebook's live kernel's variables: DataFrames and Series (shape, first columns), numpy
+        arrays (shape, dtype), scalars (their value), containers (length), fitted models (class).
 
         Read silently (no cell runs, nothing changes); a busy kernel is not waited for."""
-        from ..server.variables import kernel_variables
+        from ..server.variables import kernel_variables_all
 
         caller = caller_of(ctx)
         caller.require_execute()
         kernel_id = await _kernel(caller, notebook)
-        reply = await kernel_variables(caller.kernel_manager.get_kernel(kernel_id), kernel_id)
-        return tool_result(reply.model_dump())
+        return tool_result(await kernel_variables_all(caller.kernel_manager.get_kernel(kernel_id), kernel_id))
 
     @server.tool(annotations=READ_ONLY)
+    @_tool
     async def describe_dataframe(
         ctx: Context, notebook: Notebook,
         name: Annotated[str, Field(min_length=1, max_length=200, description="The variable's name.")],
-    ) -> CallToolResult:
-        """One DataFrame's or Series' live schema: shape, every column's dtype and example values.
+    ) -> Annotated[CallToolResult, FrameDescription]:
+        """One DataFrame's or Series' live schema: shape, and per column its dtype, example values,
+        nulls, distinct values, and min/max/mean/std (numbers) or its top value and count (others).
 
         Read silently (no cell runs, nothing changes); a busy kernel is not waited for."""
-        from ..kernel.client import open_client
-        from ..kernel.schema import KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
-
-        caller = caller_of(ctx)
-        caller.require_execute()
-        kernel_id = await _kernel(caller, notebook)
-        kc = await open_client(caller.kernel_manager.get_kernel(kernel_id))
-        try:
-            frames = await inspect_kernel(kc, timeout=3.0, full=(name,), max_frames=1, max_columns=1,
-                                          time_limit=2.0)
-        except KernelDidNotAnswer:
-            raise ToolError("The kernel is busy running a cell; try again when it is idle.") from None
-        except SchemaInspectionError as exc:
-            raise ToolError(f"Could not read the kernel's variables: {exc}") from None
-        finally:
-            kc.stop_channels()
-        frame = next((f for f in frames if f.name == name), None)
-        if frame is None:
-            raise ToolError(f"No DataFrame or Series named {name!r} in the kernel of {notebook!r}; "
-                            "list_variables shows the ones there are.")
-        return tool_result(frame.to_dict())
+        return tool_result(await _describe(caller_of(ctx), notebook, name))
 
     @server.tool(annotations=COPIES)
+    @_tool
     @_from_keyword
     async def try_code(
         ctx: Context, notebook: Notebook,
@@ -178,12 +226,16 @@ def build_server() -> MCPServer:
         from_: Annotated[str | None, Field(alias="from", description="A handle from an earlier try_code: "
                                            "run in a child copy of that copy (its state, not the live "
                                            "kernel's). Omit to start from the live kernel.")] = None,
-    ) -> CallToolResult:
+        explain_confinement: Annotated[bool, Field(description="Also return the confinement layers (what "
+                                                               "a copy cannot do); they come with a "
+                                                               "session's first try only.")] = False,
+    ) -> Annotated[CallToolResult, TryOutcome]:
         """Run code in a confined copy of the notebook's live kernel; the user's kernel never changes.
 
-        Returns stdout, stderr, error, the value's preview and canonical answer form, plots as images,
-        the variables the code added, changed or deleted in the copy, the confinement layers, and a
-        handle on the copy in its new state (expires when unused)."""
+        Returns stdout, stderr, error, the value (as JSON) and its canonical answer form, plots as
+        images, the variables the code added, changed or deleted in the copy, the confinement status
+        (its layers on a session's first try), and a handle on the copy in its new state (expires
+        when unused)."""
         caller = caller_of(ctx)
         caller.require_execute()
         path = normalize(notebook)
@@ -195,17 +247,20 @@ def build_server() -> MCPServer:
         except TryError as exc:
             raise _fail(exc) from None
         caller.proposals.record_try(caller.owner, outcome.notebook_path, caller.agent(ctx))
+        confinement: dict[str, Any] = {"status": outcome.confinement.status}
+        if _tell_confinement(caller, ctx, explain_confinement):
+            confinement.update(message=outcome.confinement.message, layers=outcome.confinement.layers)
         data = {"handle": outcome.handle, "from": outcome.parent, "notebook": outcome.notebook_path,
                 **exec_json(outcome.result), "namespace": outcome.namespace.to_json(),
-                "confinement": {"status": outcome.confinement.status, "message": outcome.confinement.message,
-                                "layers": outcome.confinement.layers}}
+                "confinement": confinement}
         return tool_result(data, images(outcome.result))
 
     @server.tool(annotations=READ_ONLY)
+    @_tool
     async def compare_answers(
         ctx: Context,
         handles: Annotated[list[str], Field(min_length=2, max_length=16, description="try_code handles.")],
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, Comparison]:
         """Whether runs gave the same answer: the Data Agent's equivalence classes over their values
         (or printed output), equal up to representation (a Series and a one-column frame, column order,
         float tolerance)."""
@@ -216,6 +271,7 @@ def build_server() -> MCPServer:
             raise _fail(exc) from None
 
     @server.tool(annotations=COPIES)
+    @_tool
     async def propose_cell(
         ctx: Context, notebook: Notebook,
         code: Annotated[str, Field(max_length=MAX_PROPOSAL_CODE_CHARS, description="The new cell's source.")],
@@ -225,28 +281,31 @@ def build_server() -> MCPServer:
                                                 "id; omit for the end of the notebook.")] = None,
         try_handle: Annotated[str | None, Field(max_length=256, description="Run it from this try_code "
                                                 "handle's copy.")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ProposalMade]:
         """Propose a new cell. It runs in a copy first; the user sees it with its output and accepts or
-        rejects it in the browser. Nothing changes until then. Returns the proposal id at once."""
+        rejects it in the browser. Nothing changes until then. Returns the proposal id and the run's
+        output."""
         return await _propose(ctx, notebook, "cell", code, explanation, after_cell=after_cell,
                               try_handle=try_handle)
 
     @server.tool(annotations=COPIES)
+    @_tool
     async def propose_edit(
         ctx: Context, notebook: Notebook,
         cell_id: Annotated[str, Field(min_length=1, max_length=256, description="The cell to replace.")],
         new_source: Annotated[str, Field(max_length=MAX_PROPOSAL_CODE_CHARS, description="Its new source.")],
         explanation: Annotated[str, Field(max_length=MAX_EXPLANATION_CHARS)] = "",
         try_handle: Annotated[str | None, Field(max_length=256)] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ProposalMade]:
         """Propose replacing one cell's source; the user sees the diff and accepts or rejects it."""
         return await _propose(ctx, notebook, "edit", new_source, explanation, cell_id=cell_id,
                               try_handle=try_handle)
 
     @server.tool(annotations=READ_ONLY)
+    @_tool
     async def proposal_status(
         ctx: Context, proposal_id: Annotated[str, Field(min_length=1, max_length=64)],
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ProposalState]:
         """A proposal's status (pending, accepted, rejected, edited) and its final source."""
         from ..server.proposals import ProposalNotFound
 
@@ -259,6 +318,7 @@ def build_server() -> MCPServer:
                             "decided": p.decided, "notebook": p.notebook_path})
 
     @server.tool(annotations=COPIES)
+    @_tool
     async def ask_data_agent(
         ctx: Context, notebook: Notebook,
         intent: Annotated[str, Field(min_length=1, max_length=20_000, description="The question.")],
@@ -267,9 +327,10 @@ def build_server() -> MCPServer:
                         "tree search over kernel copies; react: an agent loop; analysis: a plan of "
                         "steps, each a cell verified in a copy chained on the previous step's "
                         "(the reply lists the steps with their outputs).")] = "vote",
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, TurnAnswer]:
         """A whole Data Agent turn on the notebook (its model, its search over kernel copies): the
-        chosen candidate, its outputs and the vote classes. Nothing is inserted into the notebook."""
+        chosen answer, how many candidates agree with it, the chosen candidate and its outputs, and
+        the others. Nothing is inserted into the notebook."""
         caller = caller_of(ctx)
         caller.require_execute()
         return tool_result(await _ask(ctx, caller, notebook, intent, strategy))
@@ -293,6 +354,7 @@ async def with_progress(ctx: Context, work: Awaitable[T], doing: Callable[[], st
     try:
         while True:
             elapsed = time.monotonic() - started
+            report_status(f"{doing()} ({elapsed:.0f} s)")  # a task's status line, when the call is one
             try:
                 await ctx.report_progress(round(elapsed, 1), None, f"{doing()} ({elapsed:.0f} s)")
             except Exception:  # noqa: BLE001 -- a client gone or a notification refused: the work goes on
@@ -355,10 +417,76 @@ def _cell_json(index: int, cell: dict) -> dict[str, Any]:
                             "source": cut(source, 10_000)}
     if cell.get("cell_type") == "code":
         item["execution_count"] = cell.get("execution_count")
-        outputs = reduce_outputs(cell.get("outputs") or [])
-        item["outputs"] = [{"type": o.output_type, "text": cut(o.text, 4_000), "ename": o.ename,
-                            "evalue": o.evalue, "traceback": o.traceback or None} for o in outputs[:20]]
+        outputs: list[dict[str, Any]] = []
+        used = 0
+        for o in reduce_outputs(cell.get("outputs") or [])[:20]:
+            text = cut(o.text, 4_000) if o.text else o.text
+            used += len(text or "") + len(str(o.traceback or ""))
+            if outputs and used > CELL_OUTPUT_CHARS:
+                outputs.append({"type": "note", "text": "[further outputs cut: the cell's outputs are bounded]"})
+                break
+            outputs.append({"type": o.output_type, "text": text, "ename": o.ename, "evalue": o.evalue,
+                            "traceback": cut(str(o.traceback), 4_000, tail=True) if o.traceback else None})
+        item["outputs"] = outputs
     return item
+
+
+def _tell_confinement(caller: Caller, ctx: Context, asked: bool) -> bool:
+    """Whether this try's answer carries the confinement layers: the first of its MCP session (a
+    sessionless client: of its user and agent name), or when asked. The same list on every answer
+    was half of each one."""
+    told: OrderedDict[tuple[str, str], bool] = caller.state.setdefault(TOLD_KEY, OrderedDict())
+    key = (caller.owner, caller.session or f"agent:{caller.agent(ctx)}")
+    first = key not in told
+    told[key] = True
+    told.move_to_end(key)
+    while len(told) > MAX_TOLD:
+        told.popitem(last=False)
+    return first or asked
+
+
+async def _describe(caller: Caller, notebook: str, name: str) -> dict[str, Any]:
+    """The frame's schema (``inspect_kernel``, in full) with each column's statistics
+    (``survey.frame_stats``), both read silently through one client."""
+    from ..kernel.client import open_client
+    from ..kernel.schema import KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
+    from ..kernel.survey import SurveyError, frame_stats
+
+    caller.require_execute()
+    kernel_id = await _kernel(caller, notebook)
+    kc = await open_client(caller.kernel_manager.get_kernel(kernel_id))
+    try:
+        frames = await inspect_kernel(kc, timeout=3.0, full=(name,), max_frames=1, max_columns=1,
+                                      time_limit=2.0)
+        frame = next((f for f in frames if f.name == name), None)
+        stats = await frame_stats(kc, name) if frame is not None else None
+    except KernelDidNotAnswer:
+        raise ToolError("The kernel is busy running a cell; try again when it is idle.") from None
+    except (SchemaInspectionError, SurveyError) as exc:
+        raise ToolError(f"Could not read the kernel's variables: {exc}") from None
+    finally:
+        kc.stop_channels()
+    if frame is None:
+        raise ToolError(f"No DataFrame or Series named {name!r} in the kernel of {notebook!r}; "
+                        "list_variables shows the ones there are.")
+    data = frame.to_dict()
+    data.pop("mentioned", None)
+    notes = []
+    if stats is None:
+        notes.append("Column statistics could not be read.")
+    else:
+        for column, numbers in zip(data["columns"], stats["columns"]):
+            column.update(numbers)
+        data["sampled_rows"] = stats["sampled_rows"]
+        if stats["sampled_rows"]:
+            notes.append(f"nunique and top are counted on the first {stats['sampled_rows']:,} rows; nulls "
+                         "and min/max/mean/std on all.")
+        if len(stats["columns"]) < len(data["columns"]):
+            notes.append(f"Statistics for the first {len(stats['columns'])} columns (the time limit ran out).")
+    if data["truncated"]:
+        notes.append(f"{len(data['columns'])} of {data['total_columns']} columns described.")
+    data["note"] = " ".join(notes)
+    return data
 
 
 async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
@@ -401,6 +529,9 @@ async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
     result = last["data"]["result"]
     chosen = result.get("chosen")
 
+    support = result.get("support") or []
+    classes = list((result.get("stats") or {}).get("classes") or [])
+
     def ran(run: dict) -> dict:
         outs = "".join(str(o.get("text") or (o.get("data") or {}).get("text/plain") or "")
                        for o in run.get("outputs") or [])
@@ -409,9 +540,14 @@ async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
 
     def brief(c: dict) -> dict:
         cand = c["candidate"]
-        item = {"index": c["index"], "code": cut(cand.get("code") or "", 10_000),
-                "explanation": cand.get("explanation", ""), "support": cand.get("support"),
-                **ran(cand.get("result") or {})}
+        index = c["index"]
+        run = cand.get("result") or {}
+        value = run.get("value") if isinstance(run.get("value"), dict) else None
+        # The candidate event went out before the vote counted: the done event's ``support`` is the count.
+        agreeing = support[index] if isinstance(index, int) and 0 <= index < len(support) else cand.get("support")
+        item = {"index": index, "code": cut(cand.get("code") or "", 10_000),
+                "explanation": cand.get("explanation", ""), "support": agreeing, **ran(run),
+                "value": plain(value.get("value"), 4_000)[0] if value is not None else None}
         if cand.get("analysis"):
             item["steps"] = [{"number": s["number"], "title": s["title"], "explanation": s["explanation"],
                               "code": cut(s["code"], 10_000), "edits_cell": s["cell_id"],
@@ -419,7 +555,27 @@ async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
         return item
 
     shown = [brief(c) for c in candidates]
+    runs = {c["index"]: c["candidate"].get("result") or {} for c in candidates}
+    picked = next((c for c in shown if c["index"] == chosen), None)
+    agreement = None
+    if classes and picked is not None and picked["status"] == "ok":
+        agreement = {"agree": picked["support"] or 0, "of": sum(classes), "classes": classes}
     return {"turn_id": last["data"].get("turn_id"), "strategy": result.get("strategy"),
-            "answer": result.get("answer"), "chosen": next((c for c in shown if c["index"] == chosen), None),
-            "candidates": shown, "vote_classes": (result.get("stats") or {}).get("classes", []),
+            "answer": result.get("answer") or _answer_of(picked, runs.get(chosen, {})), "agreement": agreement,
+            "chosen": picked,            "candidates": shown, "vote_classes": classes,
             "note": "Nothing was inserted: propose_cell puts the chosen code before the user."}
+
+
+def _answer_of(candidate: dict | None, run: dict) -> str | None:
+    """The chosen candidate's answer in words, as the vote reads it (``search.vote.answer_text``):
+    its last printed line, else its value (not the value's repr: ``6``, not ``np.int64(6)``)."""
+    if candidate is None or candidate["status"] != "ok":
+        return None
+    printed = "".join(str(o.get("text") or "") for o in run.get("outputs") or []
+                      if o.get("output_type") == "stream" and o.get("name") == "stdout").strip()
+    if printed:
+        return printed.splitlines()[-1][:4_000]
+    value = candidate["value"]
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)[:4_000]
