@@ -629,7 +629,9 @@ def test_mcp_and_acp_through_the_hub_each_with_their_users_token(hub, kernels, t
     other = BOB
     with pytest.raises(Exception):  # noqa: B017 -- the SDK's error for an HTTP refusal varies by era
         asyncio.run(mcp_try(hub, ALICE, hub.tokens[other], code))
-    assert hub.call(ALICE, "POST", f"{NS}/mcp", {}, as_user=other).status == 401  # the MCP spec's answer
+    refused = hub.call(ALICE, "POST", f"{NS}/mcp", {}, as_user=other)
+    assert refused.status == 401, refused.text  # the MCP spec's answer, with the Hub's way in
+    assert "Hub API token" in refused.body["error"]["message"], refused.body
 
     stop, said = asyncio.run(acp_prompt(hub, ALICE, tmp_path))
     assert stop == "end_turn", said

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import MutableMapping
@@ -184,9 +185,11 @@ class MCPHandler(_AgentMixin, JupyterHandler):
         self.set_header("WWW-Authenticate", 'Bearer realm="jupyter-data-agent"'
                         + (', error="invalid_token"' if sent else ""))
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-            "code": -32001, "message": why + " Make an agent token with `jupyter-data-agent token create "
-                                             "--name <agent>`, or use the server's (jupyter server list)."}}))
+        how = (" Under JupyterHub, send a Hub API token (the Hub's Token page) of a user allowed on this "
+               "server." if os.environ.get("JUPYTERHUB_API_URL") else
+               " Make an agent token with `jupyter-data-agent token create --name <agent>`, or use the "
+               "server's (jupyter server list).")
+        self.finish(json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": why + how}}))
 
     @web.authenticated
     @authorized
