@@ -9,6 +9,7 @@ notebook needs ``read`` on ``contents``, as ``/api/contents`` does.
 from __future__ import annotations
 
 import json
+import os
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
@@ -18,7 +19,8 @@ from .notebooks import NotebookUnreadable, normalize, open_notebooks, saved_note
 
 
 class NotebooksHandler(AgentAPIHandler):
-    """``GET notebooks``: the open ones with their kernels; ``GET notebooks?path=<path>``: that
+    """``GET notebooks``: the open ones with their kernels (and the server's absolute root, for a
+    caller that may read contents); ``GET notebooks?path=<path>``: that
     notebook as last saved (nbformat JSON)."""
 
     agent_access = frozenset({"GET"})  # an outside agent's token may (server.agent_auth)
@@ -29,7 +31,13 @@ class NotebooksHandler(AgentAPIHandler):
         path = normalize(self.get_argument("path", ""))
         if not path:
             found = await open_notebooks(self.session_manager)
-            self.finish(json.dumps({"notebooks": [n.to_json() for n in found]}))
+            listing: dict = {"notebooks": [n.to_json() for n in found]}
+            # The server's root as an absolute path, for whoever may read its files: an IDE names
+            # notebooks by absolute file URIs, and only the root turns them into server paths.
+            root = getattr(self.serverapp, "root_dir", None)
+            if root and await self.may("read", "contents"):
+                listing["root"] = os.path.realpath(root)
+            self.finish(json.dumps(listing))
             return
         if not await self.may("read", "contents"):
             raise web.HTTPError(403, "You may not read files on this server.")

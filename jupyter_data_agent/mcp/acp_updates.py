@@ -1,0 +1,147 @@
+"""A turn's events as an IDE shows them: ACP thoughts, tool calls, a plan, one reply.
+
+Zed and JetBrains render each ACP update kind in its own way: thoughts fold
+away, a ``tool_call`` is a card with its status and output, a ``plan`` is a
+checklist, the agent's message is the reply. So the job's events
+(``turn.events``) map onto them here: progress lines are thoughts; a candidate
+run in a kernel copy is an ``execute`` tool call that completes or fails with
+what it printed; an analysis's plan is the ACP plan; and the reply holds only
+the chosen candidate's code and its answer, not every candidate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import acp
+from acp import schema
+
+#: The slash commands, as ``available_commands_update`` offers them (word → (strategy, what it does)).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "vote": ("vote", "Sample several candidates, run each in a kernel copy, keep the answer most agree on"),
+    "search": ("mcts", "Tree search over step-by-step code, each step run in a kernel copy"),
+    "analysis": ("analysis", "A multi-step analysis: a plan, then one verified cell per step"),
+    "react": ("react", "Think, run a step in a kernel copy, look at its output, repeat"),
+    "quick": ("direct", "One candidate, run once in a kernel copy: the fastest answer"),
+}
+#: Every word a prompt may start with to pick a strategy (the commands and their older aliases).
+STRATEGY_WORDS = {f"/{word}": strategy for word, (strategy, _) in COMMANDS.items()} | {
+    "/direct": "direct", "/mcts": "mcts"}
+#: Characters of a run's output in its tool call card.
+OUTPUT_CHARS = 2000
+
+
+def available_commands() -> schema.AvailableCommandsUpdate:
+    """The slash commands an IDE lists when the user types ``/`` (each takes the question as input)."""
+    return schema.AvailableCommandsUpdate(session_update="available_commands_update", available_commands=[
+        schema.AvailableCommand(name=word, description=text,
+                                input=schema.AvailableCommandInput(
+                                    root=schema.UnstructuredCommandInput(hint="question about the notebook's data")))
+        for word, (_, text) in COMMANDS.items()])
+
+
+def run_summary(candidate: dict) -> str:
+    """What a candidate's run in its copy gave, in a few lines (its outputs, else its value or error)."""
+    result = candidate.get("result") or {}
+    if not result:
+        return "not run"
+    text = "".join(_output_text(o) for o in result.get("outputs") or [])
+    if result.get("status") != "ok":
+        error = f"{result.get('ename')}: {result.get('evalue')}" if result.get("ename") else result.get("status")
+        text = f"{text}\n{error}".strip()
+    elif not text.strip() and result.get("value"):
+        text = _value_text(result["value"])
+    return text.strip()[:OUTPUT_CHARS] or "(no output)"
+
+
+def answer_of(result: dict, candidate: dict | None) -> str:
+    """The turn's answer in words: the strategy's own, else the chosen run's value or printed output."""
+    if result.get("answer"):
+        return str(result["answer"])
+    if not candidate or not (candidate.get("result") or {}).get("status") == "ok":
+        return ""
+    run = candidate["result"]
+    if run.get("value"):
+        return _value_text(run["value"])
+    return "".join(_output_text(o) for o in run.get("outputs") or []).strip()[:OUTPUT_CHARS]
+
+
+def _output_text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        return str(output.get("text") or "")
+    if output.get("output_type") == "error":
+        return f"{output.get('ename')}: {output.get('evalue')}\n"
+    data = output.get("data") or {}
+    return str(data.get("text/plain", "")) + "\n"
+
+
+def _value_text(value: dict) -> str:
+    inner = value.get("value")
+    return inner if isinstance(inner, str) else json.dumps(inner, default=str)[:OUTPUT_CHARS]
+
+
+_PLAN_STATUS = {"pending": "pending", "generating": "in_progress", "running": "in_progress",
+                "repairing": "in_progress", "ok": "completed", "error": "completed", "skipped": "completed"}
+
+
+@dataclass
+class TurnView:
+    """One turn's events turned into ACP session updates (``updates(event)``), and what the reply needs."""
+
+    job_id: str
+    candidates: dict[int, dict] = field(default_factory=dict)
+    #: Tool calls started and not yet ended: candidate index (or None: not known yet) → tool call id.
+    open_calls: dict[int | None, str] = field(default_factory=dict)
+    runs: int = 0
+    plan: list[dict] | None = None
+
+    def updates(self, event: dict) -> list[Any]:
+        """The ACP updates one job event makes (none for ``done``/``error``: the turn ends them)."""
+        kind, message, data = event.get("type"), str(event.get("message") or ""), event.get("data") or {}
+        out: list[Any] = []
+        if kind == "progress":
+            if data.get("plan") and data["plan"] != self.plan:
+                self.plan = data["plan"]
+                out.append(acp.update_plan([acp.plan_entry(
+                    f"Step {s['number']}: {s['title']}" + (" (failed)" if s["status"] == "error" else ""),
+                    status=_PLAN_STATUS.get(s["status"], "pending")) for s in data["plan"]]))  # type: ignore[arg-type]
+            if data.get("state") == "running" and "plan" not in data:
+                out.append(self._start(data.get("candidate"), message))
+            elif message:
+                out.append(acp.update_agent_thought_text(message + "\n"))
+        elif kind == "log" and message:
+            out.append(acp.update_agent_thought_text(message + "\n"))
+        elif kind == "candidate":
+            index, candidate = int(data.get("index", 0)), data.get("candidate") or {}
+            self.candidates[index] = candidate
+            out += self._end(index, candidate)
+        return out
+
+    def _start(self, index: int | None, message: str) -> Any:
+        self.runs += 1
+        call_id = f"{self.job_id}-run-{self.runs}"
+        self.open_calls[index] = call_id
+        title = f"Run candidate {index + 1} in a copy" if index is not None else "Run the candidate in a copy"
+        return acp.start_tool_call(call_id, title, kind="execute", status="in_progress",
+                                   raw_input={"what": message})
+
+    def _end(self, index: int, candidate: dict) -> list[Any]:
+        """The tool call of the candidate's run ends (completed or failed) with what it printed."""
+        result = candidate.get("result")
+        if result is None:
+            return []
+        call_id = self.open_calls.pop(index, None) or self.open_calls.pop(None, None)
+        status: Literal["completed", "failed"] = "completed" if result.get("status") == "ok" else "failed"
+        content = [acp.tool_content(acp.text_block(f"```python\n{candidate.get('code', '')}\n```")),
+                   acp.tool_content(acp.text_block(run_summary(candidate)))]
+        if call_id is None:  # a strategy that ran it without a "running" step (react, search, analysis)
+            self.runs += 1
+            return [acp.start_tool_call(f"{self.job_id}-run-{self.runs}", f"Ran candidate {index + 1} in a copy",
+                                        kind="execute", status=status, content=content)]
+        return [acp.update_tool_call(call_id, status=status, content=content)]
+
+    def chosen(self, result: dict) -> dict | None:
+        index = result.get("chosen")
+        return self.candidates.get(index) if isinstance(index, int) else None
