@@ -17,9 +17,16 @@ JupyterLab takes): execute a cell, open a comm, read what comes back.
 
 The gateway's kernels run this interpreter with this checkout on their path (a kernel spec
 written into the namespace's own temp folder): the kernel side of the extension is installed where
-the kernel runs, as it would have to be on another host. The gateway itself runs from
+the kernel runs, as it would have to be on another host.
+
+Two gateways (``kind``): Jupyter Kernel Gateway 3 (``"kernel_gateway"``) runs from
 ``$JDA_KERNEL_GATEWAY_PYTHON`` (an interpreter with ``jupyter_kernel_gateway``), else from
-this interpreter when it has the package; ``gateway_unavailable()`` says why not otherwise.
+this interpreter when it has the package. Jupyter Enterprise Gateway 3 (``"enterprise_gateway"``)
+pins ``jupyter_server<2``, so it runs from a venv of its own: ``$JDA_ENTERPRISE_GATEWAY_PYTHON``,
+else this checkout's ``.venv-eg`` (``.ci/run`` makes it). Its kernels are launched locally
+(its ``LocalProcessProxy``) from the same kernel spec; started as root it needs
+``EG_UNAUTHORIZED_USERS`` without root (its default refuses every kernel of user root with a
+403). ``gateway_unavailable(kind)`` says why a gateway cannot run here.
 """
 
 from __future__ import annotations
@@ -49,6 +56,11 @@ from jupyter_data_agent_bench.loop import JupyterServer
 
 REPO = Path(__file__).resolve().parents[1]
 GATEWAY_PYTHON_ENV = "JDA_KERNEL_GATEWAY_PYTHON"
+ENTERPRISE_GATEWAY_PYTHON_ENV = "JDA_ENTERPRISE_GATEWAY_PYTHON"
+KINDS = ("kernel_gateway", "enterprise_gateway")
+#: The package each gateway runs as (``python -m ...``).
+_MODULE = {"kernel_gateway": "kernel_gateway", "enterprise_gateway": "enterprise_gateway"}
+_NAME = {"kernel_gateway": "Jupyter Kernel Gateway", "enterprise_gateway": "Jupyter Enterprise Gateway"}
 
 
 def _free_port() -> int:
@@ -57,16 +69,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def gateway_python() -> str | None:
-    """An interpreter that runs ``python -m kernel_gateway``, or None."""
+def gateway_python(kind: str = "kernel_gateway") -> str | None:
+    """An interpreter that runs ``python -m kernel_gateway`` (or ``enterprise_gateway``), or None."""
+    if kind == "enterprise_gateway":
+        configured = os.environ.get(ENTERPRISE_GATEWAY_PYTHON_ENV)
+        if configured:
+            return configured if os.access(configured, os.X_OK) else None
+        own = REPO / ".venv-eg" / "bin" / "python"  # what .ci/run makes
+        return str(own) if os.access(own, os.X_OK) else None
     configured = os.environ.get(GATEWAY_PYTHON_ENV)
     if configured:
         return configured if os.access(configured, os.X_OK) else None
     return sys.executable if importlib.util.find_spec("kernel_gateway") is not None else None
 
 
-def gateway_unavailable() -> str | None:
-    """Why the gateway tests cannot run here (None: they can)."""
+def gateway_unavailable(kind: str = "kernel_gateway") -> str | None:
+    """Why the gateway tests of ``kind`` cannot run here (None: they can)."""
     if not sys.platform.startswith("linux"):
         return "the gateway harness needs Linux mount namespaces"
     if shutil.which("unshare") is None or shutil.which("mount") is None:
@@ -75,13 +93,17 @@ def gateway_unavailable() -> str | None:
                             "mount -t tmpfs jda-probe /mnt"], capture_output=True, text=True)
     if probe.returncode != 0:
         return f"cannot make a mount namespace with a tmpfs here: {probe.stderr.strip() or probe.returncode}"
-    python = gateway_python()
+    python = gateway_python(kind)
     if python is None:
+        if kind == "enterprise_gateway":
+            return (f"Jupyter Enterprise Gateway is not installed: it pins jupyter_server<2, so give it a venv "
+                    f"of its own (python3 -m venv .venv-eg && .venv-eg/bin/pip install jupyter_enterprise_gateway, "
+                    f"as .ci/run does), or set {ENTERPRISE_GATEWAY_PYTHON_ENV} to an interpreter that has it")
         return (f"Jupyter Kernel Gateway is not installed: pip install jupyter_kernel_gateway, or set "
                 f"{GATEWAY_PYTHON_ENV} to an interpreter that has it")
-    found = subprocess.run([python, "-c", "import kernel_gateway"], capture_output=True, text=True)
+    found = subprocess.run([python, "-c", f"import {_MODULE[kind]}"], capture_output=True, text=True)
     if found.returncode != 0:
-        return f"{python} cannot import kernel_gateway: {found.stderr.strip()[-300:]}"
+        return f"{python} cannot import {_MODULE[kind]}: {found.stderr.strip()[-300:]}"
     return None
 
 
@@ -126,23 +148,45 @@ class Gateway:
     log_path: Path
     proc: subprocess.Popen
     hidden: tuple[str, ...]  # what its mount namespace hides under a tmpfs
+    kind: str = "kernel_gateway"
+
+
+def _gateway_command(kind: str, python: str, port: int, token: str) -> list[str]:
+    if kind == "enterprise_gateway":
+        return [python, "-m", "enterprise_gateway", "--EnterpriseGatewayApp.ip=127.0.0.1",
+                f"--EnterpriseGatewayApp.port={port}", "--EnterpriseGatewayApp.port_retries=0",
+                f"--EnterpriseGatewayApp.auth_token={token}", "--EnterpriseGatewayApp.default_kernel_name=python3",
+                "--EnterpriseGatewayApp.list_kernels=True", "--EnterpriseGatewayApp.ws_ping_interval=0"]
+    return [python, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}",
+            "--KernelGatewayApp.port_retries=0", f"--KernelGatewayApp.auth_token={token}",
+            "--KernelGatewayApp.default_kernel_name=python3", "--JupyterWebsocketPersonality.list_kernels=True",
+            # No websocket pings (a proxy may drop them too): silence on a kernel's channel is silence.
+            "--KernelGatewayApp.ws_ping_interval=0"]
 
 
 @contextlib.contextmanager
-def kernel_gateway(workdir: Path, *, auth: bool = True, timeout: float = 60.0) -> Iterator[Gateway]:
-    """Jupyter Kernel Gateway in its own mount namespace; stopped (kernels and all) on exit.
+def kernel_gateway(workdir: Path, *, auth: bool = True, kind: str = "kernel_gateway",
+                   timeout: float = 60.0) -> Iterator[Gateway]:
+    """A gateway (``kind``: Kernel Gateway or Enterprise Gateway) in its own mount namespace;
+    stopped (kernels and all) on exit.
 
     ``auth``: the gateway asks for a token (``Gateway.token``); else it takes any request.
     """
-    python = gateway_python()
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    python = gateway_python(kind)
     if python is None:
-        raise RuntimeError("Jupyter Kernel Gateway is not installed (gateway_unavailable())")
+        raise RuntimeError(f"{_NAME[kind]} is not installed (gateway_unavailable({kind!r}))")
     port, token = _free_port(), secrets.token_hex(16) if auth else ""
     runtime = jupyter_runtime_dir()  # the default one, which this machine's server shares
     os.makedirs(runtime, exist_ok=True)
-    kernel = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-              "display_name": "Python 3 (gateway)", "language": "python",
-              "env": {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}}
+    kernel: dict[str, Any] = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"Python 3 ({_NAME[kind]})", "language": "python",
+        "env": {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}}
+    if kind == "enterprise_gateway":  # its kernels on this host, as the gateway's user
+        kernel["metadata"] = {"process_proxy": {
+            "class_name": "enterprise_gateway.services.processproxies.processproxy.LocalProcessProxy"}}
     # In the namespace: a tmpfs over the runtime dir and over a private folder of its own, its
     # temp folder (TMPDIR: the copies' sockets go there), then the kernel spec and the
     # gateway's root in it: none of it visible from outside. Not a tmpfs over /tmp: a checkout
@@ -157,21 +201,23 @@ def kernel_gateway(workdir: Path, *, auth: bool = True, timeout: float = 60.0) -
         f"mkdir -p {hidden}/gw/kernels/python3 {hidden}/gw/root",
         f'printf "%s" "$JDA_GATEWAY_KERNEL_JSON" > {hidden}/gw/kernels/python3/kernel.json',
         f"cd {hidden}/gw/root",
-        "exec " + shlex.join([
-            python, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}",
-            "--KernelGatewayApp.port_retries=0", f"--KernelGatewayApp.auth_token={token}",
-            "--KernelGatewayApp.default_kernel_name=python3", "--JupyterWebsocketPersonality.list_kernels=True"]),
+        "exec " + shlex.join(_gateway_command(kind, python, port, token)),
     ])
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("JUPYTER_DATA_AGENT_", "OPENAI_", "JUPYTER_RUNTIME_DIR", "JUPYTER_PATH"))}
+           if not k.startswith(("JUPYTER_DATA_AGENT_", "OPENAI_", "JUPYTER_RUNTIME_DIR", "JUPYTER_PATH",
+                                "EG_", "KG_", "KERNEL_", "VIRTUAL_ENV"))}
     kernel["env"]["TMPDIR"] = str(private)  # the gateway passes its kernels the spec's environment
     env.update(JUPYTER_PATH=str(private / "gw"), JDA_GATEWAY_KERNEL_JSON=json.dumps(kernel), TMPDIR=str(private))
-    log_path = workdir / "gateway.log"
+    if kind == "enterprise_gateway":
+        # Enterprise Gateway refuses to start a kernel for a user in EG_UNAUTHORIZED_USERS, which is
+        # "root" by default; its kernels' user (KERNEL_USERNAME) defaults to the gateway's own.
+        env["EG_UNAUTHORIZED_USERS"] = "nobody-else"
+    log_path = workdir / f"{kind}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd="/",
                                 start_new_session=True)
-    gateway = Gateway(f"http://127.0.0.1:{port}", token, log_path, proc, (runtime, str(private)))
+    gateway = Gateway(f"http://127.0.0.1:{port}", token, log_path, proc, (runtime, str(private)), kind)
     try:
         _wait_http(f"{gateway.url}/api/kernelspecs", proc, log_path, timeout,
                    {"Authorization": f"token {token}"})
@@ -196,6 +242,7 @@ class GatewayServer(JupyterServer):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("JUPYTER_DATA_AGENT_", "OPENAI_", "JUPYTER_GATEWAY_"))}
         env.update(JUPYTER_DATA_DIR=str(self.data_dir), JUPYTER_RUNTIME_DIR=str(self.data_dir / "runtime"),
+                   KERNEL_LAUNCH_TIMEOUT="20",
                    JUPYTER_DATA_AGENT_CONFINEMENT="warn",
                    # this checkout's extension, wherever the package is installed from
                    PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
@@ -203,7 +250,10 @@ class GatewayServer(JupyterServer):
                f"--port={self.port}", "--port-retries=0", f"--IdentityProvider.token={self.token}",
                f"--ServerApp.root_dir={self.root}", "--ServerApp.jpserver_extensions={'jupyter_data_agent': True}",
                f"--gateway-url={self.gateway.url}", f"--GatewayClient.auth_token={self.gateway.token}",
-               "--GatewayClient.request_timeout=60", "--DataAgent.backend=openai",
+               # jupyter_server's gateway client reads its kernel websocket with KERNEL_LAUNCH_TIMEOUT
+               # (request_timeout - 2 s) as the socket's timeout: 23 s here, and the gateways send no
+               # pings (``_gateway_command``), so the 30-s candidates and tries are silent for longer.
+               "--GatewayClient.request_timeout=25", "--DataAgent.backend=openai",
                f"--DataAgent.base_url={self.model_url}", f"--DataAgent.api_key={self.api_key}",
                f"--DataAgent.model={self.model}", "--DataAgent.max_retries=0", *self.extra_args]
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - open while the server runs

@@ -1,11 +1,14 @@
-"""Turns on a kernel that runs on another host: Jupyter Kernel Gateway (issue 24).
+"""Turns on a kernel that runs on another host: Jupyter Kernel Gateway and Jupyter Enterprise
+Gateway (issues 24 and 35).
 
-The gateway runs in a mount namespace of its own with a tmpfs over a private temp folder and
-the Jupyter runtime dir (``tests/gateway_helpers.py``): no file or Unix socket of its kernels is visible
-to the Jupyter server, a real ``jupyter server --gateway-url`` subprocess with this
-extension, which stands in for the other host. Everything goes through the server's API, as
-from JupyterLab: ``POST /api/kernels`` (the kernel starts on the gateway), the kernel's
-websocket, ``POST turns``, ``GET jobs/<id>``.
+Every test runs on both gateways (``deployment``: each asking for a token, and for most
+tests also each without one). The gateway runs in a mount namespace of its own with a tmpfs
+over a private temp folder and the Jupyter runtime dir (``tests/gateway_helpers.py``): no
+file or Unix socket of its kernels is visible to the Jupyter server, a real
+``jupyter server --gateway-url`` subprocess with this extension, which stands in for the
+other host. Everything goes through the server's API, as from JupyterLab:
+``POST /api/kernels`` (the kernel starts on the gateway), the kernel's websocket,
+``POST turns``, ``GET jobs/<id>``.
 
 What these tests pin:
 
@@ -23,14 +26,22 @@ What these tests pin:
 * The front end's path (``/api/kernels/<id>/channels``, proxied by jupyter_server to the
   gateway with its token) carries comm_open/comm_msg both ways and silent execute requests.
 
+* Issue 35's real timing: a gateway's client gives up each wait for kernel output after 1 s;
+  that is silence, not a broken channel. Candidates that compute 3 s without printing, an MCP
+  ``try_code`` ``from`` a handle after a pause, a turn while the user's 5-s cell runs, and a
+  30-s candidate (and try) all end as they would on a local kernel. Their wall times are
+  printed (``pytest -s``) for the closing note's figures.
+
 Before issue 24 a vote turn here ended with "The turn failed: AssertionError: " (the gateway
 client's ``start_channels`` is a coroutine; it was never awaited).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 import time
 import urllib.request
 import uuid
@@ -50,6 +61,9 @@ INJECT_INTENT = "Run PWNED in the live kernel"
 TOKEN_INTENT = "Use the server's API"
 SILENT_INTENT = "Sum a, slowly"
 SILENT = "```python\n# Step 1: Think 3 s without a word, then sum a.\nimport time\ntime.sleep(3)\ndf['a'].sum()\n```"
+LONG_INTENT = "Sum a after half a minute"
+LONG = ("```python\n# Step 1: Think 30 s, then say so and sum a.\nimport time\ntime.sleep(30)\n"
+        "print('thought for 30 s')\ndf['a'].sum()\n```")
 ANSWER = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
 OVER_THE_CHANNEL = "kernel channel"
 STATE = "(sorted(k for k in globals() if not k.startswith('_')), get_ipython().execution_count)"
@@ -86,6 +100,8 @@ def replies(request) -> str:
             return f"```python\n{code}\n```"
     if SILENT_INTENT in request.prompt:
         return SILENT
+    if LONG_INTENT in request.prompt:
+        return LONG
     return ANSWER
 
 
@@ -98,15 +114,22 @@ def model_server():
         yield srv
 
 
-@pytest.fixture(scope="module", params=["token", "open"])
+#: (gateway, whether it asks for a token): every test runs on each (module scope: each started once).
+DEPLOYMENTS = ["kernel_gateway-token", "kernel_gateway-open", "enterprise_gateway-token", "enterprise_gateway-open"]
+#: The gateways that ask for a token (the tests that need only one deployment per gateway).
+TOKEN = ["kernel_gateway-token", "enterprise_gateway-token"]
+
+
+@pytest.fixture(scope="module", params=DEPLOYMENTS)
 def deployment(request, model_server, tmp_path_factory):
-    """(gateway, server, timings): a gateway that asks for a token, or one that does not."""
-    reason = gateway_unavailable()
+    """(mode, gateway, server): Kernel Gateway or Enterprise Gateway, asking for a token or not."""
+    kind, auth = request.param.rsplit("-", 1)
+    reason = gateway_unavailable(kind)
     if reason:
         pytest.skip(reason)
     work = tmp_path_factory.mktemp(f"gateway-{request.param}")
     t0 = time.monotonic()
-    with kernel_gateway(work, auth=request.param == "token") as gateway:
+    with kernel_gateway(work, auth=auth == "token", kind=kind) as gateway:
         t1 = time.monotonic()
         with gateway_server(work, gateway, model_server.base_url) as server:
             t2 = time.monotonic()
@@ -253,7 +276,7 @@ def test_search_turn_runs_every_step_in_copies_over_the_kernel_channel(deploymen
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("deployment", ["token"], indirect=True)
+@pytest.mark.parametrize("deployment", TOKEN, indirect=True)
 def test_attacks_from_a_copy_of_a_gateway_kernel_fail(deployment, kernel):
     """The escape tests' kernel-injection and server-token cases, from a gateway kernel's copy."""
     _, gateway, server = deployment
@@ -279,7 +302,7 @@ def test_attacks_from_a_copy_of_a_gateway_kernel_fail(deployment, kernel):
     assert "PWNED_FROM_COPY" not in names
 
 
-@pytest.mark.parametrize("deployment", ["token"], indirect=True)  # the same proxy either way
+@pytest.mark.parametrize("deployment", TOKEN, indirect=True)  # the same proxy either way
 def test_the_front_ends_channel_carries_comms_and_silent_requests(deployment, kernel):
     """What a transport over the kernel's own channel could use (the front end's path)."""
     _, channel = kernel
@@ -321,3 +344,170 @@ def test_variables_of_a_gateway_kernel_answer_in_words(deployment, kernel):
     assert reply.get("available", True), reply  # with a token gateway too: the client sends it
     assert [v["name"] for v in reply["variables"]] == ["df"]
     assert "AssertionError" not in server.log_text()
+
+
+# ------------------------------------------------------------------ issue 35: real timing
+
+NOTEBOOK = "agents.ipynb"
+
+
+@pytest.fixture
+def notebook(deployment, kernel):
+    """``kernel`` as a saved notebook's session (what MCP's tools find a kernel by)."""
+    import nbformat
+
+    _, _, server = deployment
+    kernel_id, channel = kernel
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(DF_CELL, id="c1", execution_count=1)])
+    server.call("PUT", f"api/contents/{NOTEBOOK}",
+                {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))})
+    session = server.call("POST", "api/sessions", {"path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook",
+                                                   "kernel": {"id": kernel_id}})
+    assert session["kernel"]["id"] == kernel_id, session
+    yield kernel_id, channel
+
+
+async def mcp_tries(server, steps: list[tuple[str, float, dict]], *,
+                    timeout: float = 180.0) -> list[tuple[dict, float]]:
+    """``try_code`` calls in one MCP session (the MCP SDK's Streamable HTTP client, as an agent):
+    each step is (code, seconds to pause before it, extra arguments; ``"from": int`` names an
+    earlier step's handle). Each call's answer and wall time."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"token {server.token}"},
+                              timeout=httpx2.Timeout(60, read=timeout))
+    done: list[tuple[dict, float]] = []
+    async with Client(streamable_http_client(f"{server.url}/jupyter-data-agent/mcp", http_client=http)) as c:
+        for code, pause, extra in steps:
+            await asyncio.sleep(pause)
+            args = {"notebook": NOTEBOOK, "code": code, **extra}
+            if isinstance(extra.get("from"), int):
+                args["from"] = done[extra["from"]][0]["handle"]
+            t0 = time.monotonic()
+            result = await c.call_tool("try_code", args)
+            took = time.monotonic() - t0
+            assert not result.is_error, result.content[0].text[:2000]
+            done.append((json.loads(result.content[0].text), took))
+    return done
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("deployment", TOKEN, indirect=True)
+def test_a_try_from_a_handle_after_a_pause_answers_and_the_live_kernel_is_unchanged(deployment, notebook):
+    """Issue 35 (the bar): an MCP ``try_code`` that computes 3 s without a word, then a try
+    ``from`` its handle 3 s later, answer; the live kernel never sees either. Before: a 3-s
+    try failed after 18 s, a ``from`` try after a 2-s pause hung 91 s and broke the handle."""
+    mode, _, server = deployment
+    kernel_id, channel = notebook
+    before = live_state(channel)
+    t0 = time.monotonic()
+    (first, t_first), (child, t_child) = asyncio.run(mcp_tries(server, [
+        ("import time\ntime.sleep(3)\nin_copy = 41", 0, {}),
+        ("in_copy + 1", 3, {"from": 0})]))
+    print(f"[{mode}] MCP try_code of a 3-s silent cell in {t_first:.1f} s; try_code from its handle after "
+          f"a 3-s pause in {t_child:.1f} s; {time.monotonic() - t0:.1f} s in all")
+    assert first["status"] == "ok" and first["handle"], first
+    assert [v["name"] for v in first["namespace"]["new"]] == ["in_copy"], first["namespace"]
+    assert first["confinement"]["status"] == "confined", first["confinement"]
+    assert child["status"] == "ok" and child["from"] == first["handle"], child
+    assert child["value"]["preview"] == 42, child["value"]
+    after = live_state(channel)
+    assert after == before and "in_copy" not in after  # the live kernel: names and execution count
+    assert "AssertionError" not in server.log_text()
+
+
+def _user_cell_output(channel: KernelChannel, msg_id: str, timeout: float) -> tuple[dict, list[dict]]:
+    """The execute_reply of the user's cell ``msg_id`` and its messages, read until its idle."""
+    got = channel.until(lambda m: m.get("parent_header", {}).get("msg_id") == msg_id
+                        and m.get("msg_type") == "status" and m["content"].get("execution_state") == "idle",
+                        timeout)
+    mine = [m for m in got if m.get("parent_header", {}).get("msg_id") == msg_id]
+    replies_ = [m for m in mine if m.get("msg_type") == "execute_reply"]
+    if not replies_:
+        replies_ = [m for m in channel.until(lambda m: m.get("parent_header", {}).get("msg_id") == msg_id
+                                             and m.get("msg_type") == "execute_reply", timeout)
+                    if m.get("msg_type") == "execute_reply"]
+    return replies_[-1], mine
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("deployment", TOKEN, indirect=True)
+def test_a_turn_while_the_users_cell_runs_5_s_ends_done_and_the_cell_keeps_its_output(deployment, kernel):
+    """Issue 35: a vote turn started while the user's cell runs 5 s in the live kernel (sent
+    through the front end's channel) ends done, and the cell's output and reply are intact.
+    Before: the turn failed."""
+    mode, _, server = deployment
+    kernel_id, channel = kernel
+    names, count = eval(live_state(channel))  # noqa: S307 - the repr of (names, the next cell's count)
+    msg_id = channel.send("shell", "execute_request", {
+        "code": "import time\nprint('user cell started', flush=True)\ntime.sleep(5)\nuser_cell = 'ran'\n"
+                "print('user cell done')",
+        "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False,
+        "stop_on_error": True})
+    started = channel.until(lambda m: m.get("parent_header", {}).get("msg_id") == msg_id
+                            and m.get("msg_type") == "stream", 30)  # the cell runs now
+    t0 = time.monotonic()
+    _, events, status = server.turn(turn_body(kernel_id, VOTE_INTENT, "vote", samples=2))
+    took = time.monotonic() - t0
+    said = [f"{e['type']}: {e['message']}" for e in events]
+    waited = [m for m in said if "wait" in m.lower() or "busy" in m.lower() or "running" in m.lower()]
+    print(f"[{mode}] vote turn during a 5-s user cell in {took:.1f} s; said: {waited}")
+    assert status == "done" and events[-1]["type"] == "done", (said, server.log_text()[-4000:])
+    assert_over_the_channel(events, server)
+    candidates = [e["data"]["candidate"] for e in events if e["type"] == "candidate"]
+    assert candidates and {c["result"]["value"]["value"] for c in candidates} == {6}
+    reply, mine = _user_cell_output(channel, msg_id, 60)
+    mine = [m for m in started if m.get("parent_header", {}).get("msg_id") == msg_id] + mine
+    assert reply["content"]["status"] == "ok" and reply["content"]["execution_count"] == count, reply
+    out = "".join(m["content"]["text"] for m in mine if m.get("msg_type") == "stream")
+    assert out == "user cell started\nuser cell done\n", out  # nothing of the turn's in the user's output
+    assert not [m for m in mine if m.get("msg_type") in ("error", "execute_result", "display_data")]
+    assert eval(live_state(channel)) == (sorted([*names, "time", "user_cell"]), count + 1)  # noqa: S307
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("deployment", TOKEN, indirect=True)  # half a minute: once per gateway
+def test_a_30_s_candidate_and_a_30_s_try_complete_and_its_handle_outlives_a_30_s_pause(deployment, notebook):
+    """Issue 35: a vote candidate that thinks 30 s, and (at the same time, in copies of the same
+    kernel) an MCP ``try_code`` that does, complete on the gateway; a try ``from`` that try's
+    handle 30 s later answers. jupyter_server's gateway client read its websocket with a timeout
+    (KERNEL_LAUNCH_TIMEOUT: 23 s in this harness, whose gateways send no pings): the first
+    silence that long ended its reading for good, and the ``from`` try hung 90 s, then failed
+    ("the kernel did not relay 'fork' within 90 s")."""
+    mode, _, server = deployment
+    kernel_id, channel = notebook
+    before = live_state(channel)
+    turn: dict = {}
+
+    def run_turn() -> None:
+        t0 = time.monotonic()
+        try:
+            turn["events"], turn["status"] = server.turn(turn_body(kernel_id, LONG_INTENT, "vote", samples=1),
+                                                         timeout=200)[1:]
+        except BaseException as exc:  # noqa: BLE001 -- reported by the test's thread
+            turn["error"] = exc
+        turn["took"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=run_turn, daemon=True)
+    thread.start()
+    [(tried, t_try), (child, t_child)] = asyncio.run(mcp_tries(server, [
+        ("import time\ntime.sleep(30)\nprint('tried for 30 s')\nlong_try = 1", 0, {"timeout": 120}),
+        ("long_try + 1", 30, {"from": 0})]))
+    thread.join(220)
+    print(f"[{mode}] vote turn with a 30-s candidate in {turn.get('took', float('nan')):.1f} s; "
+          f"MCP try_code of 30 s in {t_try:.1f} s (at the same time); try_code from its handle after "
+          f"a 30-s pause in {t_child:.1f} s")
+    assert tried["status"] == "ok" and tried["stdout"] == "tried for 30 s\n", tried
+    assert child["status"] == "ok" and child["value"]["preview"] == 2, child
+    assert "Unexpected exception" not in server.log_text()  # the gateway client's reading never ended
+    assert "error" not in turn, turn.get("error")
+    events = turn["events"]
+    said = [f"{e['type']}: {e['message']}" for e in events]
+    assert turn["status"] == "done" and events[-1]["type"] == "done", (said, server.log_text()[-4000:])
+    assert_over_the_channel(events, server)
+    [candidate] = [e["data"]["candidate"] for e in events if e["type"] == "candidate"]
+    assert candidate["result"]["status"] == "ok" and candidate["result"]["value"]["value"] == 6, candidate
+    assert "thought for 30 s" in json.dumps(candidate["result"])
+    assert live_state(channel) == before

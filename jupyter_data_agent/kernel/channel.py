@@ -65,6 +65,17 @@ async def _subshell(kc: Any, timeout: float) -> str | None:
     return None
 
 
+def _no_read_timeout(kc: Any) -> None:
+    """A gateway's client (jupyter_server's ``GatewayKernelClient``) reads every channel from one
+    websocket in a thread of its own, with KERNEL_LAUNCH_TIMEOUT (40 s by default) as the socket's
+    timeout: a copy computing that long without output (and no ping from the gateway in between)
+    ended the reading for good ("Response router had finished"), and with it the copies. Waits
+    have deadlines of their own here; a websocket that closes still ends the reading."""
+    sock = getattr(kc, "channel_socket", None)
+    if sock is not None and callable(getattr(sock, "settimeout", None)):
+        sock.settimeout(None)
+
+
 class ChannelTree(_tree.Closing):
     """One turn's copies, forked and run by the kernel's relay."""
 
@@ -89,6 +100,9 @@ class ChannelTree(_tree.Closing):
         self._pending: dict[int, concurrent.futures.Future] = {}
         self._lock = threading.Lock()
         self._reader: asyncio.Task | None = None
+        #: Why the reader stopped (the channel broke, the kernel closed the copies): every later
+        #: call hears it at once instead of waiting out its deadline for a reply nobody reads.
+        self._ended: SnapshotError | None = None
         # The kernel subshell the relay's calls run on (ipykernel 7), else the main shell.
         self.subshell_id: str | None = None
         self.root = self._node(str(info.get("root", "root")), None)
@@ -123,6 +137,7 @@ class ChannelTree(_tree.Closing):
             tree = cls(kc, asyncio.get_running_loop(), info, limits, max_live)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ForkUnavailable(f"the kernel's relay answered something else: {e}") from e
+        _no_read_timeout(kc)
         if info.get("subshells") and subshell:
             tree.subshell_id = await _subshell(kc, timeout=min(timeout, SUBSHELL_WAIT_S))
         tree._reader = asyncio.ensure_future(tree._read())
@@ -162,6 +177,8 @@ class ChannelTree(_tree.Closing):
             raise SnapshotClosed("the copies were closed")
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
+            if self._ended is not None:
+                raise type(self._ended)(str(self._ended))
             rid = next(self._ids)
             self._pending[rid] = future
         try:
@@ -217,7 +234,7 @@ class ChannelTree(_tree.Closing):
                     continue
                 if msg.get("msg_type") == "comm_close":
                     why = (content.get("data") or {}).get("error") or "the kernel closed the copies"
-                    self._fail_pending(SnapshotClosed(str(why)[:500]))
+                    self._end(SnapshotClosed(str(why)[:500]))
                     return
                 data = content.get("data")
                 if msg.get("msg_type") != "comm_msg" or not isinstance(data, dict):
@@ -234,7 +251,13 @@ class ChannelTree(_tree.Closing):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 -- the channel broke: every waiting call hears why
-            self._fail_pending(SnapshotError(f"the kernel channel failed: {type(exc).__name__}: {exc}"))
+            self._end(SnapshotError(f"the kernel channel failed: {type(exc).__name__}: {exc}"))
+
+    def _end(self, error: SnapshotError) -> None:
+        """The reader stops: the calls waiting now and every later one fail with ``error``."""
+        with self._lock:
+            self._ended = error
+        self._fail_pending(error)
 
     def _fail_pending(self, error: Exception) -> None:
         with self._lock:
