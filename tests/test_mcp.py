@@ -68,14 +68,15 @@ def url(app, port) -> str:
 
 
 def client(app, port, *, name: str = "claude-code", title: str = "Claude Code", token: str | None = None,
-           mode: str = "auto") -> Client:
+           mode: str = "auto", extensions=None) -> Client:
+    """The MCP SDK's client on the server's route; ``extensions``: the client's (e.g. MCP Tasks)."""
     import httpx2
 
     token = app.identity_provider.token if token is None else token
     http = httpx2.AsyncClient(headers={"Authorization": f"token {token}"},
                               timeout=httpx2.Timeout(60, read=300))
     return Client(streamable_http_client(url(app, port), http_client=http), mode=mode,  # type: ignore[arg-type]
-                  client_info=Implementation(name=name, title=title, version="1.0"))
+                  client_info=Implementation(name=name, title=title, version="1.0"), extensions=extensions)
 
 
 def data(result) -> dict:

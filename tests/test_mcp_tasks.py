@@ -19,15 +19,13 @@ from mcp_types import CallToolResult, Request, RequestParams, Result
 from pydantic import Field
 
 from tests import test_mcp
-from tests.test_mcp import NOTEBOOK, data, live_value, open_notebook
+from tests.test_mcp import NOTEBOOK, client, data, live_value, open_notebook
 from tests.test_server import on_server_loop
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 jp_server_config, server = test_mcp.jp_server_config, test_mcp.server  # the MCP tests' fixtures
 
-from mcp import Client  # noqa: E402
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 
@@ -101,15 +99,6 @@ class Tasks(ClientExtension):
                                       structured_content={"task": state.status, "error": state.error})
 
 
-def tasks_client(app, port, extension: ClientExtension | None, token: str | None = None) -> Client:
-    import httpx2
-
-    http = httpx2.AsyncClient(headers={"Authorization": f"token {token or app.identity_provider.token}"},
-                              timeout=httpx2.Timeout(60, read=300))
-    return Client(streamable_http_client(test_mcp.url(app, port), http_client=http),
-                  extensions=[extension] if extension else None)
-
-
 @pytest.mark.timeout(180)
 @on_server_loop
 async def test_a_long_try_as_a_task_answers_by_polling_and_says_what_it_does(server, jp_fetch):
@@ -117,7 +106,7 @@ async def test_a_long_try_as_a_task_answers_by_polling_and_says_what_it_does(ser
     km, kc = await open_notebook(jp_fetch, app, root)
     tasks = Tasks()
     try:
-        async with tasks_client(app, port, tasks) as c:
+        async with client(app, port, extensions=[tasks]) as c:
             t0 = time.monotonic()
             out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "timeout": 60,
                                                       "code": "import time\nin_task = 1\ntime.sleep(6)\n41 + 1"}))
@@ -152,7 +141,7 @@ async def test_a_cancelled_task_closes_its_copy(server, jp_fetch):
     km, kc = await open_notebook(jp_fetch, app, root)
     tasks = Tasks(cancel_after_s=3)
     try:
-        async with tasks_client(app, port, tasks) as c:
+        async with client(app, port, extensions=[tasks]) as c:
             t0 = time.monotonic()
             out = await c.call_tool("try_code", {"notebook": NOTEBOOK, "timeout": 120,
                                                  "code": "import time\ntime.sleep(100)"})
@@ -171,7 +160,7 @@ async def test_a_cancelled_task_closes_its_copy(server, jp_fetch):
             with pytest.raises(MCPError, match="never asks for input"):
                 await c.session.send_request(UpdateTask(params=TaskParams(task_id=task_id)), TaskState)
         # a task id that was never made names nothing
-        async with tasks_client(app, port, Tasks()) as again:
+        async with client(app, port, extensions=[Tasks()]) as again:
             with pytest.raises(MCPError, match="No task"):
                 await again.session.send_request(GetTask(params=TaskParams(task_id="task-" + "0" * 32)), TaskState)
     finally:
@@ -184,7 +173,7 @@ async def test_a_client_without_the_extension_gets_plain_results(server, jp_fetc
     app, port, root = server
     km, kc = await open_notebook(jp_fetch, app, root)
     try:
-        async with tasks_client(app, port, None) as c:
+        async with client(app, port) as c:
             out = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "import time\ntime.sleep(2)\n5"}))
             assert "5" in json.dumps(out["value"]) and out["handle"].startswith("h-")
             # the server says it has the extension (its discovery), so a client knows it may declare it

@@ -218,14 +218,14 @@ async def test_a_task_id_names_nothing_for_another_user(server, jp_fetch):
     """The Tasks extension: bob can neither read nor cancel alice's task by its id."""
     from mcp.shared.exceptions import MCPError
 
-    from tests.test_mcp_tasks import CancelTask, GetTask, TaskParams, Tasks, TaskState, tasks_client
+    from tests.test_mcp_tasks import CancelTask, GetTask, TaskParams, Tasks, TaskState
 
     app, port, root = server
     km, kc = await open_notebook(jp_fetch, app, root)
     hers = Tasks()
     try:
-        async with tasks_client(app, port, hers, token="alice-token") as a, \
-                tasks_client(app, port, Tasks(), token="bob-token") as b:
+        async with client(app, port, token="alice-token", extensions=[hers]) as a, \
+                client(app, port, token="bob-token", extensions=[Tasks()]) as b:
             call = asyncio.ensure_future(a.call_tool("try_code", {"notebook": NOTEBOOK, "timeout": 60,
                                                                   "code": "import time; time.sleep(4); 'hers'"}))
             deadline = time.monotonic() + 60

@@ -265,8 +265,9 @@ class DataAgentACP:
         await self._conn.session_update(session_id, acp.update_agent_thought_text(text + "\n"))
 
     def _scrub(self, text: str) -> str:
-        token = self._server.token if self._server else ""
-        return text.replace(token, "***") if token else text
+        from ..llm.scrub import Scrubber
+
+        return Scrubber([self._server.token if self._server else None]).text(text)
 
     async def _call(self, method: str, path: str, body: Any = None, *, notebook: str | None = None) -> Any:
         """The server's JSON reply; what fails is raised as ``Unusable`` in words (no token in them).

@@ -70,11 +70,16 @@ class Caller:
             raise ToolError(f"Could not read {path!r}: {exc}") from None
 
 
-def caller_of(ctx: Context) -> Caller:
-    """The caller the bridge put into this request's scope (a request that bypassed it has none)."""
-    request = ctx.request_context.request
+def caller_in(request: Any) -> Caller | None:
+    """The caller the bridge put into this request's ASGI scope; None for a request that bypassed it."""
     scope = getattr(request, "scope", None) or {}
     caller = scope.get(SCOPE_KEY)
-    if not isinstance(caller, Caller):
+    return caller if isinstance(caller, Caller) else None
+
+
+def caller_of(ctx: Context) -> Caller:
+    """A tool's caller (``caller_in``); a request that bypassed the bridge is refused in words."""
+    caller = caller_in(ctx.request_context.request)
+    if caller is None:
         raise ToolError("This MCP server answers only through the Jupyter server's authenticated route.")
     return caller

@@ -33,7 +33,7 @@ from mcp_types import CallToolRequestParams, RequestParams
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel
 
-from .caller import SCOPE_KEY, Caller
+from .caller import Caller, caller_in
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class ToolTasks(Extension):
 
     async def intercept_tool_call(self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any],
                                   call_next: CallNext) -> HandlerResult:
-        caller = _caller(ctx)
+        caller = caller_in(ctx.request)
         if params.name not in TASK_TOOLS or caller is None or not _declared(ctx):
             return await call_next(ctx)
         self._expire()
@@ -170,7 +170,7 @@ class ToolTasks(Extension):
 
     def _own(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> _Task:
         self._expire()
-        caller = _caller(ctx)
+        caller = caller_in(ctx.request)
         task = self._tasks.get(task_id)
         if caller is None or task is None or task.owner != caller.owner:
             raise MCPError(INVALID_PARAMS, f"No task {task_id!r}: it ended more than {TTL_S / 60:.0f} min ago, "
@@ -184,12 +184,6 @@ class ToolTasks(Extension):
                 task.caller.disconnected.set()
                 task.work.cancel()
             del self._tasks[task.id]
-
-
-def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller | None:
-    scope = getattr(ctx.request, "scope", None) or {}
-    caller = scope.get(SCOPE_KEY)
-    return caller if isinstance(caller, Caller) else None
 
 
 def _declared(ctx: ServerRequestContext[Any, Any]) -> bool:
