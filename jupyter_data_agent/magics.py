@@ -1,9 +1,11 @@
 """``%%agent``: ask for a cell from inside a notebook.
 
-Runs in the user's kernel: context comes from the kernel's own history
-(``In``/``Out``) and namespace, candidates run in forked copies of this very
-kernel, and the chosen code is put in a new cell below with
-``set_next_input`` — never executed here.
+Context comes from the kernel's own history (``In``/``Out``) and namespace,
+candidates run in forked copies of this very kernel, and the chosen code is
+put in a new cell below with ``set_next_input`` — never executed here. In a
+kernel started by a Jupyter server with this extension the server runs the
+turn (``remote_turn``: one model for every kernel, the turn in the sidebar's
+history); elsewhere (IPython, a plain ipykernel) the turn runs in the kernel.
 """
 
 from __future__ import annotations
@@ -153,9 +155,8 @@ class AgentMagics(Magics):
     # -- cell magic --------------------------------------------------------
     def _cell(self, args, cell: str) -> None:
         from .context.notebook import from_history
-        from .kernel.handle import NamespaceHandle
-        from .llm.factory import create_backend
-        from .turn import TurnAsk, prepare, resolve, run_turn, secrets_scrubber
+        from .llm.remote_backend import service_address
+        from .turn import TurnAsk, secrets_scrubber
 
         intent = cell.strip()
         if not intent:
@@ -173,91 +174,132 @@ class AgentMagics(Magics):
                           execute=not args.no_exec, no_exec_reason="--no-exec was given")
         except ValidationError as error:
             raise AgentError(short_errors(error, prefix="--")) from None
-        spec = resolve(settings, ask)
 
-        shell = self.shell
-        ns = shell.user_ns
+        ns = self.shell.user_ns
         context = from_history(ns.get("In", []), ns.get("Out", {}), -1, errors=CELL_ERRORS)
-
         status = display(_status("loading the model"), raw=True, display_id=True)
 
-        def progress(event) -> None:
-            if event.kind == "progress" and status is not None:
-                status.update(_status(str(event.message)), raw=True)
+        def say(message: str) -> None:
+            if status is not None:
+                status.update(_status(message), raw=True)
 
+        # A kernel of a Jupyter server with this extension: the server runs the turn (listed in
+        # the sidebar, one model for all) with copies of this kernel; else it runs here.
+        address = service_address() if settings.extra.get("model_service", True) and self.limits is None else None
+        if address is not None:
+            from . import remote_turn
+
+            report = remote_turn.run(
+                address, ask=ask, context=context, notebook_dir=os.getcwd(),
+                overrides={"model": args.model} if args.model else {},
+                evaluate=lambda code: self.shell.user_expressions({"r": code})["r"],
+                on_event=lambda e: say(str(e["message"])) if e["type"] == "progress" and e["message"] else None)
+            if report.status != "done":
+                raise AgentError(f"{report.message} No cell was inserted and your kernel state is unchanged.")
+        else:
+            report = self._in_process(settings, ask, context, say)
+        self._show(report, secrets_scrubber(settings.api_key), status)
+
+    def _in_process(self, settings, ask, context, say):
+        """The whole turn in this kernel: its model (or the server's), copies forked here."""
+        from .kernel.handle import NamespaceHandle
+        from .llm.factory import create_backend
+        from .turn import prepare, resolve, run_turn, secrets_scrubber
+        from .turn.report import TurnReport
+
+        spec = resolve(settings, ask)
         with quiet_loading():
             backend = create_backend(settings)
         scrub = secrets_scrubber(settings.api_key)
         # "@df" in the cell: df in full, first; copies forked from this kernel, the API key wiped.
-        handle = NamespaceHandle(ns, notebook_dir=os.getcwd(), wipe=[settings.api_key], limits=self.limits)
+        handle = NamespaceHandle(self.shell.user_ns, notebook_dir=os.getcwd(), wipe=[settings.api_key],
+                                 limits=self.limits)
         inputs = prepare(spec, context, handle, redact=scrub.json)
         copies = inputs.copies
         result = None
         try:
             result = run_turn(spec, inputs.context, backend, schema=inputs.schema,
-                              schema_cuts=inputs.schema_cuts, copies=copies, events=progress)
+                              schema_cuts=inputs.schema_cuts, copies=copies,
+                              events=lambda e: say(str(e.message)) if e.kind == "progress" else None)
         finally:
             if result is not None and result.chain is not None:
                 result.chain.close()  # no review here: the steps' copies end with the turn
             copies.close()
         result.stats.transport = inputs.transport
-        # Everything below is shown as escaped text: step explanations and the
-        # answer are model-written, like the candidate's code and output; and
-        # scrubbed like every event the server sends.
-        notes = [] if spec.strategy == "explain" else [copies.confinement.line()]
-        summary = scrub.json(text_bundle(self._summary(result), notes))
+        return TurnReport.of_result(result.to_json(), copies.confinement.to_json())
+
+    def _show(self, report, scrub, status) -> None:
+        """The turn's outcome under the cell, and its code in the next cell (never run here).
+
+        Everything is shown as escaped text: step explanations and the answer are
+        model-written, like the candidate's code and output; and scrubbed like every
+        event the server sends.
+        """
+        from .kernel.policy import Confinement
+
+        confinement = Confinement.from_json(report.confinement)
+        notes = [] if report.strategy == "explain" or confinement is None else [confinement.line()]
+        summary = scrub.json(text_bundle(self._summary(report), notes))
         if status is not None:
             status.update(summary, raw=True)
         else:
             display(summary, raw=True)
-        chosen = result.chosen
-        if chosen is not None and chosen.analysis:
+        chosen = report.chosen_candidate
+        if chosen is not None and chosen.get("analysis"):
             self._show_analysis(chosen, scrub)
-            if chosen.code:
-                shell.set_next_input(scrub.text(chosen.code), replace=False)
+            if chosen.get("code"):
+                self.shell.set_next_input(scrub.text(chosen["code"]), replace=False)
             return
         if chosen is not None:
-            plan = [f"{i}. {s.explanation}" for i, s in enumerate(chosen.steps, 1) if s.explanation]
+            plan = [f"{i}. {s['explanation']}" for i, s in enumerate(chosen.get("steps") or [], 1)
+                    if s.get("explanation")]
             display(scrub.json(text_bundle("Plan" if plan else "Suggested cell below.", plan)),
                     raw=True)
-        if result.answer:
-            display(scrub.json(text_bundle("Answer", [str(result.answer)])), raw=True)
+        if report.answer:
+            display(scrub.json(text_bundle("Answer", [str(report.answer)])), raw=True)
         if chosen is not None:
-            preview = preview_bundle(chosen.result)
+            preview = preview_bundle(report.run(report.chosen))
             if preview:
                 display(scrub.json(preview), raw=True)
-            shell.set_next_input(scrub.text(chosen.code), replace=False)
+            self.shell.set_next_input(scrub.text(chosen["code"]), replace=False)
 
     @staticmethod
-    def _show_analysis(chosen, scrub) -> None:
+    def _show_analysis(chosen: dict, scrub) -> None:
         """Each step: its title, explanation and status, then what it printed in its copy."""
-        for step in chosen.analysis:
-            where = f" (a new source for cell {step.cell_id}: not applied here)" if step.cell_id else ""
-            lines = [step.explanation] if step.explanation else []
-            if step.status != "ok":
-                lines.append(f"status: {step.status}")
-            if step.cell_id:
-                lines.append(step.code)
-            display(scrub.json(text_bundle(f"Step {step.number}: {step.title}{where}", lines)), raw=True)
-            preview = preview_bundle(step.result)
+        from .kernel.results import ExecResult
+
+        for step in chosen["analysis"]:
+            where = f" (a new source for cell {step['cell_id']}: not applied here)" if step.get("cell_id") else ""
+            lines = [step["explanation"]] if step.get("explanation") else []
+            if step.get("status") != "ok":
+                lines.append(f"status: {step.get('status')}")
+            if step.get("cell_id"):
+                lines.append(step["code"])
+            display(scrub.json(text_bundle(f"Step {step['number']}: {step['title']}{where}", lines)), raw=True)
+            preview = preview_bundle(ExecResult.from_json(step["result"]) if step.get("result") else None)
             if preview:
                 display(scrub.json(preview), raw=True)
 
     @staticmethod
-    def _summary(result) -> str:
-        s = result.stats
-        chosen = result.chosen
-        parts = [f"jupyter-data-agent ({result.strategy})"]
-        if len(result.candidates) > 1 and chosen is not None:
-            line = f"{len(result.candidates)} candidates, chosen with {chosen.support} vote(s)"
-            if len(s.classes) > 1:
-                line += f" (classes {', '.join(map(str, s.classes))})"
+    def _summary(report) -> str:
+        from pydantic import TypeAdapter
+
+        from .context.report import ContextReport
+
+        s = report.stats
+        chosen = report.chosen_candidate
+        parts = [f"jupyter-data-agent ({report.strategy})"]
+        if len(report.candidates) > 1 and chosen is not None:
+            line = f"{len(report.candidates)} candidates, chosen with {report.support_of(report.chosen)} vote(s)"
+            if len(report.classes) > 1:
+                line += f" (classes {', '.join(map(str, report.classes))})"
             parts.append(line)
-        parts.append(f"{s.model_calls} model call(s), {s.completion_tokens} tokens, {s.wall_time_s:.1f} s")
-        if chosen is not None and chosen.repaired:
+        parts.append(f"{s.get('model_calls', 0)} model call(s), {s.get('completion_tokens', 0)} tokens, "
+                     f"{float(s.get('wall_time_s') or 0):.1f} s")
+        if chosen is not None and chosen.get("repaired"):
             parts.append("repaired after an error")
-        if s.estimator:
-            parts.append(f"guided by {s.estimator}")
-        if s.context is not None:
-            parts.append(s.context.line())
+        if s.get("estimator"):
+            parts.append(f"guided by {s['estimator']}")
+        if s.get("context"):
+            parts.append(TypeAdapter(ContextReport).validate_python(s["context"]).line())
         return " · ".join(parts)

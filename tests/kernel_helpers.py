@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import queue
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
@@ -34,11 +37,23 @@ class CellRun:
         return "\n".join(parts)
 
 
-def run_cell(kc, code: str, timeout: float = 120.0) -> CellRun:
+def run_cell(kc, code: str, timeout: float = 120.0, *, pump: Callable[[], None] | None = None) -> CellRun:
+    """Run ``code`` and collect what it produced. ``pump``: called while no message has come, for a
+    cell that needs an event loop of this thread to run meanwhile (a Jupyter server's, in a test)."""
     msg_id = kc.execute(code)
     run = CellRun(status="unknown")
+    deadline = time.monotonic() + timeout
     while True:
-        msg = kc.get_iopub_msg(timeout=timeout)
+        if pump is None:
+            msg = kc.get_iopub_msg(timeout=timeout)
+        else:
+            try:
+                msg = kc.get_iopub_msg(timeout=0.01)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise
+                pump()
+                continue
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
         kind, content = msg["msg_type"], msg["content"]

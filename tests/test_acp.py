@@ -101,6 +101,10 @@ async def test_a_prompt_becomes_a_turn_and_a_pending_proposal(jp_fetch, jp_serve
         assert proposal["status"] == "pending" and proposal["kind"] == "cell"
         assert "len(big)" in proposal["code"] and proposal["agent"] == "Data Agent (ACP, test-ide)"
         assert proposal["id"] in said
+        # the turn is the notebook's, listed with the agent that asked (issue 36)
+        r = await jp_fetch("jupyter-data-agent", "turns", params={"notebook_path": NOTEBOOK})
+        assert [(t["source"], t["agent"], t["status"]) for t in json.loads(r.body)["turns"]] == [
+            ("acp", "Data Agent (ACP, test-ide)", "done")]
         # run in a copy before it was proposed, never in the live kernel
         assert proposal["result"] and proposal["result"]["status"] == "ok", proposal
         user = await kc.execute("", user_expressions={"r": "'big' in globals()"}, reply=True, timeout=30)

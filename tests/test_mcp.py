@@ -621,6 +621,15 @@ async def test_ask_data_agent_runs_a_whole_turn_and_inserts_nothing(server, jp_f
         steps = analysis["chosen"]["steps"]
         assert [(s["number"], s["status"]) for s in steps] == [(1, "ok"), (2, "ok")]
         assert "5" in steps[1]["output"] and analysis["strategy"] == "analysis"
+        # both are turns of the notebook, listed for its sidebar with where they came from (issue 36)
+        listed = json.loads((await jp_fetch("jupyter-data-agent", "turns",
+                                            params={"notebook_path": NOTEBOOK})).body)["turns"]
+        assert [(t["source"], t["agent"], t["strategy"], t["status"]) for t in listed] == [
+            ("mcp", "Claude Code", "analysis", "done"), ("mcp", "Claude Code", "vote", "done")], listed
+        assert listed[1]["turn_id"] == answer["turn_id"] and listed[1]["intent"] == "What is the sum of a?"
+        other = json.loads((await jp_fetch("jupyter-data-agent", "turns",
+                                           params={"notebook_path": "other.ipynb"})).body)
+        assert other == {"version": 1, "turns": []}
         # a turn, not an insertion: the notebook file and the live kernel are as they were
         assert (root / NOTEBOOK).read_text() == before
         assert await live_value(kc, "'big' in dir()") == "False"

@@ -276,17 +276,25 @@ def jp_server_config(model_server, monkeypatch):
     return agent_server_config(model_server, monkeypatch, key=KEY, clear=(ENV_SOCKET, ENV_TOKEN))
 
 
-def test_agent_in_a_server_kernel_uses_the_server_model(jp_serverapp, jp_asyncio_loop,
-                                                        model_server):
+def test_agent_in_a_server_kernel_is_a_turn_of_the_server(jp_serverapp, jp_asyncio_loop, jp_fetch,
+                                                           model_server):
+    """%%agent in a notebook's kernel: the server runs the turn with copies of that kernel (forked
+    through the cell's own connection while the cell runs), the cell shows the same outcome, and
+    ``GET turns`` lists the turn with source ``magic``; the kernel loads no model and no backend."""
     from tests.conftest import agent_extension
 
     service = agent_extension(jp_serverapp).service
     assert service is not None and os.environ[ENV_SOCKET] == service.socket_path
 
     async def start():
-        kid = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
-        km = jp_serverapp.kernel_manager.get_kernel(kid)
-        return kid, km
+        session = await jp_serverapp.session_manager.create_session(
+            path="work/rows.ipynb", name="rows.ipynb", type="notebook", kernel_name="python3")
+        kid = session["kernel"]["id"]
+        return kid, jp_serverapp.kernel_manager.get_kernel(kid)
+
+    def in_kernel(code: str, timeout: float = 60):  # the server's loop runs meanwhile
+        return run_cell(kc, code, timeout=timeout,
+                        pump=lambda: jp_asyncio_loop.run_until_complete(asyncio.sleep(0.05)))
 
     kid, km = jp_asyncio_loop.run_until_complete(start())
     kc = km.blocking_client()
@@ -294,31 +302,90 @@ def test_agent_in_a_server_kernel_uses_the_server_model(jp_serverapp, jp_asyncio
     try:
         kc.wait_for_ready(timeout=60)
         model_server.clear()
-        setup = run_cell(kc, "import os, pandas as pd\n"
-                             "df = pd.DataFrame({'a': [1, 2, 3]})\n"
-                             "%load_ext jupyter_data_agent")
+        setup = in_kernel("import os, pandas as pd\n"
+                          "df = pd.DataFrame({'a': [1, 2, 3]})\n"
+                          "%load_ext jupyter_data_agent")
         assert setup.status == "ok", setup
-        env = run_cell(kc, f"print(bool(os.environ.get('{ENV_TOKEN}')), "
-                           f"os.environ.get('OPENAI_API_KEY'))")
+        env = in_kernel(f"print(bool(os.environ.get('{ENV_TOKEN}')), os.environ.get('OPENAI_API_KEY'))")
         assert env.stdout.split() == ["True", "None"], env  # the kernel holds no API key
-        turn = run_cell(kc, "%%agent\nHow many rows does df have?", timeout=120)
+        turn = in_kernel("%%agent\nHow many rows does df have?", timeout=120)
         assert turn.status == "ok" and turn.error is None, turn
         assert turn.next_input() == "# Step 1: Count the rows.\nlen(df)", turn
-        assert service.requests >= 1 and len(model_server.requests) >= 1
-        # No model runtime in the kernel.
-        mods = run_cell(kc, "import sys\nprint(sorted(m for m in ('torch', "
-                            "'transformers', 'llama_cpp', 'openai', 'vllm') "
-                            "if m in sys.modules))")
+        shown = turn.display_text() + turn.stderr
+        assert "jupyter-data-agent (direct)" in shown and "1 model call(s)" in shown, shown
+        assert "Output preview (ran in a kernel copy" in shown and "3" in shown, shown  # ran in a copy
+        assert len(model_server.requests) >= 1
+        listed = jp_asyncio_loop.run_until_complete(jp_fetch(
+            "jupyter-data-agent", "turns", params={"notebook_path": "work/rows.ipynb"}))
+        turns = json.loads(listed.body)["turns"]
+        assert [(t["source"], t["status"], t["intent"]) for t in turns] == [
+            ("magic", "done", "How many rows does df have?")], turns
+        job = json.loads(jp_asyncio_loop.run_until_complete(jp_fetch(
+            "jupyter-data-agent", "jobs", turns[0]["job_id"])).body)
+        done = job["events"][-1]
+        assert done["type"] == "done" and done["data"]["result"]["chosen"] == 0, done
+        assert done["data"]["confinement"]["transport"] == "local", done  # copies of the kernel itself
+        # No model runtime and no backend in the kernel: the server's model answered.
+        mods = in_kernel("import sys\nprint(sorted(m for m in ('torch', "
+                         "'transformers', 'llama_cpp', 'openai', 'vllm') if m in sys.modules))")
         assert mods.stdout.strip() == "[]", mods
-        backend = run_cell(kc, "from jupyter_data_agent.llm.factory import _INSTANCES\n"
-                               "print([type(b).__name__ for b in _INSTANCES.values()])")
-        assert backend.stdout.strip() == "['RemoteBackend']", backend
+        backend = in_kernel("from jupyter_data_agent.llm.factory import _INSTANCES\nprint(len(_INSTANCES))")
+        assert backend.stdout.strip() == "0", backend
+        assert KEY not in shown
     finally:
         kc.stop_channels()
         jp_asyncio_loop.run_until_complete(jp_serverapp.kernel_manager.shutdown_kernel(kid))
     socket_path = service.socket_path
     jp_asyncio_loop.run_until_complete(ext_stop(jp_serverapp))
     assert not os.path.exists(socket_path) and ENV_SOCKET not in os.environ
+
+
+def test_an_interrupted_agent_cell_cancels_its_turn_and_its_copies(jp_serverapp, jp_asyncio_loop, jp_fetch,
+                                                                    model_server):
+    """Interrupting %%agent while its candidate runs 120 s in a copy: the cell says so at once, the
+    server cancels the turn (listed as cancelled) and no copy of the kernel is left running."""
+    import psutil
+
+    async def start():
+        session = await jp_serverapp.session_manager.create_session(
+            path="slow.ipynb", name="slow.ipynb", type="notebook", kernel_name="python3")
+        return session["kernel"]["id"]
+
+    kid = jp_asyncio_loop.run_until_complete(start())
+    km = jp_serverapp.kernel_manager.get_kernel(kid)
+    kc = km.blocking_client()
+    kc.start_channels()
+    pump = lambda: jp_asyncio_loop.run_until_complete(asyncio.sleep(0.05))  # noqa: E731
+    try:
+        kc.wait_for_ready(timeout=60)
+        assert run_cell(kc, "%load_ext jupyter_data_agent", pump=pump).status == "ok"
+        model_server.reply = "```python\nimport time\ntime.sleep(120)\n```"
+        kernel = psutil.Process(km.provisioner.process.pid)
+        started = time.monotonic()
+
+        def interrupt_when_a_copy_runs() -> None:
+            while time.monotonic() - started < 60 and len(kernel.children(recursive=True)) < 2:
+                time.sleep(0.2)
+            time.sleep(1.0)
+            jp_asyncio_loop.call_soon_threadsafe(lambda: asyncio.ensure_future(km.interrupt_kernel()))
+
+        timer = threading.Thread(target=interrupt_when_a_copy_runs, daemon=True)
+        timer.start()
+        turn = run_cell(kc, "%%agent\nWait for a long time.", timeout=90, pump=pump)
+        took = time.monotonic() - started
+        assert took < 60, took
+        assert "interrupted; no cell was inserted" in turn.stderr and turn.next_input() is None, turn
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and kernel.children(recursive=True):
+            pump()
+        assert kernel.children(recursive=True) == [], kernel.children(recursive=True)
+        listed = jp_asyncio_loop.run_until_complete(jp_fetch(
+            "jupyter-data-agent", "turns", params={"notebook_path": "slow.ipynb"}))
+        assert [(t["source"], t["status"]) for t in json.loads(listed.body)["turns"]] == [("magic", "cancelled")]
+    finally:
+        model_server.reply = STEP_REPLY
+        kc.stop_channels()
+        jp_asyncio_loop.run_until_complete(jp_serverapp.kernel_manager.shutdown_kernel(kid))
 
 
 async def ext_stop(serverapp) -> None:

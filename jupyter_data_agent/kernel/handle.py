@@ -249,13 +249,16 @@ class ChannelHandle(ClientHandle):
                                           max_live=max_live, timeout=self.fork_timeout_s)).result()
 
 
-class BlockingClientHandle(KernelHandle):
-    """A kernel a benchmark started, through its ``BlockingKernelClient``."""
+class EvalHandle(KernelHandle):
+    """A kernel reached by evaluating expressions in it (``kernel.rpc`` semantics): ``call(code,
+    timeout)`` returns the expression's value. A benchmark's blocking client, or the ``%%agent``
+    cell that holds its kernel while the server runs its turn (``server.magic_turns``)."""
 
     transport = "local"
 
-    def __init__(self, kc: Any, *, notebook_dir: str | None, timeout: float = 60.0) -> None:
-        self.kc = kc
+    def __init__(self, call: Callable[[str, float], Any], *, notebook_dir: str | None,
+                 timeout: float = 60.0) -> None:
+        self.call = call
         self.notebook_dir = notebook_dir
         self.timeout = timeout
 
@@ -264,9 +267,8 @@ class BlockingClientHandle(KernelHandle):
         from .schema import inspection_request_code
 
         try:
-            text = rpc.call(self.kc, inspection_request_code(ask.max_frames, ask.max_columns,
-                                                             time_limit=ask.time_limit_s, full=ask.full),
-                            timeout=self.timeout)
+            text = self.call(inspection_request_code(ask.max_frames, ask.max_columns,
+                                                     time_limit=ask.time_limit_s, full=ask.full), self.timeout)
             frames = tuple(FrameSchema.from_dict(d) for d in json.loads(text))
         except rpc.KernelTimeout as exc:
             return Inspection(status="no_answer", detail=str(exc))
@@ -275,8 +277,7 @@ class BlockingClientHandle(KernelHandle):
         found: Any = []
         if ask.plot_count:
             try:
-                found = rpc.call(self.kc, plots.request_code(ask.plot_source, ask.plot_count),
-                                 timeout=ask.time_limit_s + 3)
+                found = self.call(plots.request_code(ask.plot_source, ask.plot_count), ask.time_limit_s + 3)
             except rpc.KernelRPCError:
                 found = []
         return Inspection(frames=frames, plots=_texts(found))
@@ -284,5 +285,16 @@ class BlockingClientHandle(KernelHandle):
     def fork(self, limits: Limits, max_live: int) -> CopyTree:
         from .snapshot import SnapshotTree
 
-        return SnapshotTree.from_blocking_client(self.kc, notebook_dir=self.notebook_dir, limits=limits,
-                                                 max_live=max_live, timeout=self.timeout)
+        return SnapshotTree.from_call(self.call, notebook_dir=self.notebook_dir, limits=limits,
+                                      max_live=max_live, timeout=self.timeout)
+
+
+class BlockingClientHandle(EvalHandle):
+    """A kernel a benchmark started, through its ``BlockingKernelClient``."""
+
+    def __init__(self, kc: Any, *, notebook_dir: str | None, timeout: float = 60.0) -> None:
+        from . import rpc
+
+        super().__init__(lambda code, t: rpc.call(kc, code, timeout=t), notebook_dir=notebook_dir,
+                         timeout=timeout)
+        self.kc = kc

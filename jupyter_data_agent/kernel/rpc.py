@@ -52,7 +52,13 @@ def _timeout(timeout: float | None) -> KernelTimeout:
 
 def _decode(reply: dict) -> Any:
     content = reply.get("content", {})
-    ue = content.get("user_expressions", {}).get("r") if content.get("status") == "ok" else content
+    return decode_expression(content.get("user_expressions", {}).get("r") if content.get("status") == "ok"
+                             else content)
+
+
+def decode_expression(ue: dict | None) -> Any:
+    """One ``user_expressions`` entry (as IPython's ``InteractiveShell.user_expressions`` writes it)
+    as its value; ``KernelRPCError`` when it carries none or the expression raised."""
     if not ue:
         raise KernelRPCError("the kernel's reply carried no result (not an IPython kernel?)")
     if ue.get("status") != "ok":

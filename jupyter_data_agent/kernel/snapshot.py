@@ -206,9 +206,20 @@ class SnapshotTree(_tree.Closing):
                              max_live: int = 16, memory_budget: int | None = None,
                              timeout: float = 60.0) -> "SnapshotTree":
         """Same as ``from_kernel_client`` for a ``BlockingKernelClient``."""
+        return cls.from_call(lambda code, t: rpc.call(kc, code, timeout=t), notebook_dir=notebook_dir,
+                             scratch=scratch, limits=limits, max_live=max_live, memory_budget=memory_budget,
+                             timeout=timeout)
+
+    @classmethod
+    def from_call(cls, call, *, notebook_dir: str | None = None, scratch: str | None = None,
+                  limits: Limits | None = None, max_live: int = 16, memory_budget: int | None = None,
+                  timeout: float = 60.0) -> "SnapshotTree":
+        """Same as ``from_kernel_client`` through ``call(expression, timeout)``, which evaluates an
+        expression in the kernel (``kernel.rpc`` semantics): a blocking client, or the ``%%agent``
+        cell's own connection (``server.magic_turns``)."""
         limits = limits or Limits()
         with _fork_request(timeout):
-            info = rpc.call(kc, _root_expression(notebook_dir, scratch, limits), timeout=timeout)
+            info = call(_root_expression(notebook_dir, scratch, limits), timeout)
         return cls._connect(info, notebook_dir, scratch, limits, max_live, memory_budget)
 
     @classmethod

@@ -37,7 +37,9 @@ from urllib.parse import quote, unquote, urlparse
 import acp
 from acp import schema
 
-from .acp_updates import STRATEGY_WORDS, TurnView, answer_of, available_commands
+from ..server.models import JobPoll
+from ..turn.report import TurnReport
+from .acp_updates import STRATEGY_WORDS, TurnView, available_commands
 
 AGENT_NAME = "Data Agent (ACP)"
 StopReason = Literal["end_turn", "cancelled"]
@@ -191,7 +193,8 @@ class DataAgentACP:
         cells = notebook.get("cells", [])
         body: dict[str, Any] = {"version": 1, "notebook_path": path, "cells": cells, "intent": intent,
                                 "kernel_id": kernel_id, "active_index": max(0, len(cells) - 1) if cells else None,
-                                "metadata": notebook.get("metadata", {})}
+                                "metadata": notebook.get("metadata", {}), "source": "acp",
+                                "agent": _agent_label(self._client_name)}
         if strategy:
             body["strategy"] = strategy
         if session.cancelled:
@@ -200,34 +203,28 @@ class DataAgentACP:
         session.job_id = job_id = accepted["job_id"]
         if session.cancelled:  # cancelled while the turn was being asked for
             await self.cancel(session_id)
-        view, seen, chosen = TurnView(job_id), 0, None
+        view, report = TurnView(job_id), TurnReport()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TURN_TIMEOUT_S
         while loop.time() < deadline:
-            job = await self._call("GET", f"jupyter-data-agent/jobs/{job_id}?after={seen}")
-            for event in job.get("events", []):
-                seen = max(seen, int(event.get("seq", seen)))
+            poll = JobPoll.model_validate(await self._call(
+                "GET", f"jupyter-data-agent/jobs/{job_id}?after={report.seen}")).model_dump(mode="json")
+            for event in poll["events"]:
                 for update in view.updates(event):
                     await self._conn.session_update(session_id, update)
-                kind, data = event.get("type"), event.get("data") or {}
-                if kind == "done":
-                    chosen = data.get("result", {})
-                elif kind == "error":
-                    if data.get("state") == "cancelled" or session.cancelled:
-                        raise Cancelled()
-                    raise Unusable(f"The turn failed: {event.get('message', '')}")
-            if chosen is not None:
-                break
-            if job.get("status") in ("error", "cancelled"):
-                if job.get("status") == "cancelled" or session.cancelled:
+                report.read([event])
+            if report.status in ("error", "cancelled") or poll["status"] in ("error", "cancelled"):
+                if report.status == "cancelled" or poll["status"] == "cancelled" or session.cancelled:
                     raise Cancelled()
-                raise Unusable("The turn failed.")
+                raise Unusable(f"The turn failed: {report.message}")
+            if report.finished:
+                break
             await asyncio.sleep(POLL_S)
-        if chosen is None:
+        if not report.finished:
             await self._say(session_id, "The turn took too long; it goes on in JupyterLab's sidebar.")
             return "end_turn"
-        candidate = view.chosen(chosen)
-        best, answer = (candidate or {}).get("code", ""), answer_of(chosen, candidate)
+        candidate = report.chosen_candidate
+        best, answer = (candidate or {}).get("code", ""), report.answer_text or ""
         if not best:
             await self._say(session_id, answer or "No candidate came out of this turn.")
             return "end_turn"

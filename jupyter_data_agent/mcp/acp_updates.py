@@ -56,18 +56,6 @@ def run_summary(candidate: dict) -> str:
     return text.strip()[:OUTPUT_CHARS] or "(no output)"
 
 
-def answer_of(result: dict, candidate: dict | None) -> str:
-    """The turn's answer in words: the strategy's own, else the chosen run's value or printed output."""
-    if result.get("answer"):
-        return str(result["answer"])
-    if not candidate or not (candidate.get("result") or {}).get("status") == "ok":
-        return ""
-    run = candidate["result"]
-    if run.get("value"):
-        return _value_text(run["value"])
-    return "".join(_output_text(o) for o in run.get("outputs") or []).strip()[:OUTPUT_CHARS]
-
-
 def _output_text(output: dict) -> str:
     if output.get("output_type") == "stream":
         return str(output.get("text") or "")
@@ -91,7 +79,6 @@ class TurnView:
     """One turn's events turned into ACP session updates (``updates(event)``), and what the reply needs."""
 
     job_id: str
-    candidates: dict[int, dict] = field(default_factory=dict)
     #: Tool calls started and not yet ended: candidate index (or None: not known yet) → tool call id.
     open_calls: dict[int | None, str] = field(default_factory=dict)
     runs: int = 0
@@ -114,9 +101,7 @@ class TurnView:
         elif kind == "log" and message:
             out.append(acp.update_agent_thought_text(message + "\n"))
         elif kind == "candidate":
-            index, candidate = int(data.get("index", 0)), data.get("candidate") or {}
-            self.candidates[index] = candidate
-            out += self._end(index, candidate)
+            out += self._end(int(data.get("index", 0)), data.get("candidate") or {})
         return out
 
     def _start(self, index: int | None, message: str) -> Any:
@@ -142,6 +127,3 @@ class TurnView:
                                         kind="execute", status=status, content=content)]
         return [acp.update_tool_call(call_id, status=status, content=content)]
 
-    def chosen(self, result: dict) -> dict | None:
-        index = result.get("chosen")
-        return self.candidates.get(index) if isinstance(index, int) else None

@@ -491,46 +491,26 @@ async def _describe(caller: Caller, notebook: str, name: str) -> dict[str, Any]:
 
 async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
                strategy: Literal["direct", "vote", "search", "react", "analysis"]) -> dict[str, Any]:
-    from ..context.notebook import from_notebook
+    """A turn through the turn service (source ``mcp``), read back as its report."""
     from ..server.models import TurnRequestModel
 
     path = normalize(notebook)
     nb = await _load(caller, path)
-    kernel_id = await kernel_of(caller.session_manager, path)
     request = TurnRequestModel(version=1, notebook_path=path, cells=nb.get("cells") or [], intent=intent,
-                               strategy="mcts" if strategy == "search" else strategy, kernel_id=kernel_id)
-    jobs = caller.state["jobs"]
+                               metadata=nb.get("metadata") or {},
+                               strategy="mcts" if strategy == "search" else strategy,
+                               kernel_id=await kernel_of(caller.session_manager, path))
+    turns = caller.state["turns"]
     try:
-        job = jobs.start(caller.owner, request, from_notebook(nb, path=path))
-    except jobs.Rejected as exc:
+        job = turns.start(caller.owner, request, "mcp", agent=caller.agent(ctx))
+    except turns.Rejected as exc:
         raise ToolError(exc.message) from None
-    done = asyncio.Event()
     doing = ["the turn started"]
-
-    def listen(event: dict) -> None:
-        if event["type"] in ("done", "error"):
-            done.set()
-        elif event["type"] in ("progress", "candidate") and event.get("message"):
-            doing[0] = str(event["message"])[:200]
-
-    if not job.finished:
-        job.subscribe(listen)
-    try:
-        if not job.finished:
-            await asyncio.wait_for(with_progress(ctx, done.wait(), lambda: doing[0]), ASK_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        await jobs.cancel(job, "The turn took too long for ask_data_agent.")
-    finally:
-        job.unsubscribe(listen)
-    candidates = [e["data"] for e in job.events if e["type"] == "candidate"]
-    last = job.events[-1] if job.events else {}
-    if last.get("type") != "done":
-        raise ToolError(f"The turn did not complete: {last.get('message') or job.status}.")
-    result = last["data"]["result"]
-    chosen = result.get("chosen")
-
-    support = result.get("support") or []
-    classes = list((result.get("stats") or {}).get("classes") or [])
+    report = await with_progress(ctx, turns.wait(
+        job, timeout=ASK_TIMEOUT_S, doing=lambda line: doing.__setitem__(0, line[:200]),
+        timeout_message="The turn took too long for ask_data_agent."), lambda: doing[0])
+    if report.status != "done":
+        raise ToolError(f"The turn did not complete: {report.message or job.status}.")
 
     def ran(run: dict) -> dict:
         outs = "".join(str(o.get("text") or (o.get("data") or {}).get("text/plain") or "")
@@ -538,15 +518,11 @@ async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
         return {"status": run.get("status"), "output": cut(outs, 4_000),
                 "error": run.get("evalue") if run.get("status") not in (None, "ok") else None}
 
-    def brief(c: dict) -> dict:
-        cand = c["candidate"]
-        index = c["index"]
+    def brief(index: int, cand: dict) -> dict:
         run = cand.get("result") or {}
         value = run.get("value") if isinstance(run.get("value"), dict) else None
-        # The candidate event went out before the vote counted: the done event's ``support`` is the count.
-        agreeing = support[index] if isinstance(index, int) and 0 <= index < len(support) else cand.get("support")
         item = {"index": index, "code": cut(cand.get("code") or "", 10_000),
-                "explanation": cand.get("explanation", ""), "support": agreeing, **ran(run),
+                "explanation": cand.get("explanation", ""), "support": report.support_of(index), **ran(run),
                 "value": plain(value.get("value"), 4_000)[0] if value is not None else None}
         if cand.get("analysis"):
             item["steps"] = [{"number": s["number"], "title": s["title"], "explanation": s["explanation"],
@@ -554,28 +530,13 @@ async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
                               **ran(s.get("result") or {})} for s in cand["analysis"]]
         return item
 
-    shown = [brief(c) for c in candidates]
-    runs = {c["index"]: c["candidate"].get("result") or {} for c in candidates}
-    picked = next((c for c in shown if c["index"] == chosen), None)
+    shown = [brief(i, c) for i, c in sorted(report.candidates.items())]
+    picked = next((c for c in shown if c["index"] == report.chosen), None)
     agreement = None
-    if classes and picked is not None and picked["status"] == "ok":
-        agreement = {"agree": picked["support"] or 0, "of": sum(classes), "classes": classes}
-    return {"turn_id": last["data"].get("turn_id"), "strategy": result.get("strategy"),
-            "answer": result.get("answer") or _answer_of(picked, runs.get(chosen, {})), "agreement": agreement,
-            "chosen": picked,            "candidates": shown, "vote_classes": classes,
+    if report.classes and picked is not None and picked["status"] == "ok":
+        agreement = {"agree": picked["support"] or 0, "of": sum(report.classes), "classes": report.classes}
+    answer = report.answer_text
+    return {"turn_id": report.turn_id, "strategy": report.strategy,
+            "answer": cut(answer, 4_000) if answer is not None else None, "agreement": agreement,
+            "chosen": picked, "candidates": shown, "vote_classes": report.classes,
             "note": "Nothing was inserted: propose_cell puts the chosen code before the user."}
-
-
-def _answer_of(candidate: dict | None, run: dict) -> str | None:
-    """The chosen candidate's answer in words, as the vote reads it (``search.vote.answer_text``):
-    its last printed line, else its value (not the value's repr: ``6``, not ``np.int64(6)``)."""
-    if candidate is None or candidate["status"] != "ok":
-        return None
-    printed = "".join(str(o.get("text") or "") for o in run.get("outputs") or []
-                      if o.get("output_type") == "stream" and o.get("name") == "stdout").strip()
-    if printed:
-        return printed.splitlines()[-1][:4_000]
-    value = candidate["value"]
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)[:4_000]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from math import comb
 
+from ..kernel.results import ExecResult
 from ..prompts import UnparsableOutput
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .equivalence import exec_output, majority
@@ -162,7 +163,11 @@ class VoteStrategy:
 
 def answer_text(candidate: Candidate) -> str | None:
     """What the candidate answered in words: its printed output, else its value's sample."""
-    result = candidate.result
+    return run_answer(candidate.result)
+
+
+def run_answer(result: ExecResult | None) -> str | None:
+    """What a run answered in words: its last printed line, else its value's sample."""
     if result is None or not result.ok:
         return None
     printed = result.stream("stdout").strip()

@@ -8,6 +8,7 @@ lives here as ``c.DataAgentExtension.*``.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
@@ -32,6 +33,10 @@ from .handlers import (
     VariablesHandler,
 )
 from .jobs import JobLimits, JobManager
+from .turns import TurnService
+
+if TYPE_CHECKING:
+    from .magic_turns import MagicTurns
 from .model_service import ModelService
 from .models import MAX_INTENT_CHARS, ServerLimits
 from .notebook_handlers import NotebooksHandler
@@ -180,9 +185,11 @@ class DataAgentExtension(ExtensionApp):
             authorizer_log=self.log,
             secrets=[self._server_token()],
         )
+        self.turns = TurnService(self.jobs)
         self.settings["jupyter_data_agent"] = {
             "settings": self.agent_settings,
             "jobs": self.jobs,
+            "turns": self.turns,
             "owner_scope": self.job_owner_scope,
             "public_limits": ServerLimits(
                 max_samples=self.agent_settings.max_samples,
@@ -202,6 +209,8 @@ class DataAgentExtension(ExtensionApp):
                 self.log.warning("jupyter_data_agent: model service not started: %s", exc)
                 self.service = None
         self.settings["jupyter_data_agent"]["model_service"] = self.service
+        if self.service is not None:
+            self.service.turns = self._magic_turns(self.service)
         self.tries = TryManager(jobs=self.jobs, session_manager=self.serverapp.session_manager,
                                 redact=self.jobs.scrub.json,
                                 limits=TryLimits(ttl_s=self.try_handle_ttl_s,
@@ -221,6 +230,18 @@ class DataAgentExtension(ExtensionApp):
             self.agent_settings.backend,
             self.agent_settings.model or "(default)",
         )
+
+    def _magic_turns(self, service: ModelService) -> "MagicTurns":
+        """``%%agent`` turns of this server's kernels run here, through the turn service."""
+        from .handlers import one_principal
+        from .magic_turns import MagicTurns, kernel_owner
+
+        assert self.serverapp is not None
+        shared = one_principal(self.serverapp.identity_provider, self.job_owner_scope)
+        return MagicTurns(self.turns, self.serverapp.io_loop.asyncio_loop,  # type: ignore[attr-defined]
+                          session_manager=self.serverapp.session_manager,
+                          owner=lambda kernel_id: kernel_owner(shared, kernel_id),
+                          settings_for=service.settings_for, fork_timeout_s=self.snapshot_timeout_s)
 
     def _agent_tokens(self) -> None:
         """Agent tokens in front of the server's identity provider and authorizer (``agent_auth``)."""

@@ -22,10 +22,11 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..config import Settings
 from ..llm.scrub import MASK, redact_url
-from ..search.options import STRATEGIES, short_errors
+from ..search.options import short_errors
+from ..search.registry import available_strategies
 from ..turn.resolve import catalog
 from .agent_auth import unwrapped
-from .job import SERVER_OWNER
+from .job import KERNEL_OWNER, SERVER_OWNER
 from .models import (
     API_VERSION,
     AgentConfig,
@@ -45,19 +46,6 @@ AUTH_RESOURCE = "jupyter_data_agent"
 # Providers whose users are sessions of one person holding the server's token
 # or password: their anonymous names change per browser session or per request.
 _SINGLE_PRINCIPAL_PROVIDERS = (IdentityProvider, PasswordIdentityProvider, LegacyIdentityProvider)
-
-
-def available_strategies() -> list[str]:
-    from ..search import get_strategy
-
-    names = []
-    for name in STRATEGIES:
-        try:
-            get_strategy(name)
-        except (ValueError, ImportError):
-            continue
-        names.append(name)
-    return names
 
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
@@ -94,6 +82,15 @@ def public_settings(settings: Settings) -> dict:
     return data
 
 
+def one_principal(identity_provider: Any, scope: str) -> str | None:
+    """``SERVER_OWNER`` when every request is the same person's (``owner_scope`` "server", or
+    "auto" under the stock token/password providers); None when users are told apart."""
+    provider = type(unwrapped(identity_provider))
+    if scope == "server" or (scope == "auto" and provider in _SINGLE_PRINCIPAL_PROVIDERS):
+        return SERVER_OWNER
+    return None
+
+
 class _AgentMixin:
     """Shared access to the extension's state, for REST and websocket handlers."""
 
@@ -111,6 +108,11 @@ class _AgentMixin:
     def jobs(self):
         return self.agent_state["jobs"]
 
+    @property
+    def turns(self):
+        """The turn service (``server.turns``): the one place turns start and are read."""
+        return self.agent_state["turns"]
+
     def job_owner(self) -> str:
         """Who owns jobs started by this request.
 
@@ -119,11 +121,8 @@ class _AgentMixin:
         stock token/password providers, where every script request or browser
         session gets a fresh anonymous name.
         """
-        scope = self.agent_state.get("owner_scope", "auto")
-        provider = type(unwrapped(self.identity_provider))  # type: ignore[attr-defined]
-        if scope == "server" or (scope == "auto" and provider in _SINGLE_PRINCIPAL_PROVIDERS):
-            return SERVER_OWNER
-        return f"user:{self.current_user.username}"  # type: ignore[attr-defined]
+        shared = one_principal(self.identity_provider, self.agent_state.get("owner_scope", "auto"))  # type: ignore[attr-defined]
+        return shared or f"user:{self.current_user.username}"  # type: ignore[attr-defined]
 
     async def may(self, action: str, resource: str) -> bool:
         """The server's authorizer on this request's user."""
@@ -138,10 +137,14 @@ class _AgentMixin:
             raise web.HTTPError(403, "You may not run code in kernels on this server" + (
                 f"; {hint}" if hint else "."))
 
-    def owned_job(self, job_id: str):
+    async def owned_job(self, job_id: str):
+        """The job if this user started it, or it is a kernel's ``%%agent`` turn and the user may
+        run code in kernels; a 404 otherwise (as for a job that never existed)."""
         job = self.jobs.get(job_id, self.job_owner())
         if job is None:
-            raise web.HTTPError(404, "No such job (it may have expired).")
+            job = self.jobs.jobs.get(job_id)
+            if job is None or not job.owner.startswith(KERNEL_OWNER) or not await self.may("execute", "kernels"):
+                raise web.HTTPError(404, "No such job (it may have expired).")
         return job
 
 
@@ -192,40 +195,35 @@ class ConfigHandler(AgentAPIHandler):
 
 
 class TurnsHandler(AgentAPIHandler):
-    """``POST turns``: validate, start a job, answer 202 with its id."""
+    """``POST turns``: validate, start a job, answer 202 with its id. ``GET turns?notebook_path=``:
+    the user's turns on that notebook from every source (sidebar, ``%%agent``, MCP, ACP), newest first."""
 
-    agent_access = frozenset({"POST"})  # an outside agent's token may (server.agent_auth)
+    agent_access = frozenset({"GET", "POST"})  # an outside agent's token may (server.agent_auth)
 
     @tornado.web.authenticated
     @authorized
     async def post(self) -> None:
         request = self.parse_body(TurnRequestModel, "turn request")
-
-        available = available_strategies()
-        if request.strategy not in available:
-            raise web.HTTPError(
-                400, f"The {request.strategy!r} strategy is not available on this server; "
-                f"choose one of {', '.join(available)}."
-            )
         if request.kernel_id and request.options.use_live_state:
             await self.require_execute("send use_live_state: false to use the notebook text only.")
-
-        from ..context.notebook import from_notebook
-
         try:
-            context = from_notebook(request.notebook(), active_index=request.active_index,
-                                    path=request.notebook_path or None)
-        except Exception as exc:  # noqa: BLE001 -- cells from the browser: any failure to read them is a 400
-            raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
-
-        try:
-            job = self.jobs.start(self.job_owner(), request, context)
-        except self.jobs.Rejected as exc:
+            job = self.turns.start(self.job_owner(), request, request.source)
+        except self.turns.Rejected as exc:
             raise web.HTTPError(exc.status, exc.message) from None
-        self.log.info("jupyter_data_agent: turn %s started (strategy=%s, kernel=%s)",
-                      job.id, request.strategy, "yes" if request.kernel_id else "no")
+        self.log.info("jupyter_data_agent: turn %s started (strategy=%s, source=%s, kernel=%s)",
+                      job.id, job.spec.strategy, job.source, "yes" if request.kernel_id else "no")
         self.set_status(202)
         self.finish(TurnAccepted(job_id=job.id, turn_id=job.turn_id).model_dump_json())
+
+    @tornado.web.authenticated
+    @authorized
+    async def get(self) -> None:
+        path = self.get_argument("notebook_path", "")
+        # A kernel's own %%agent turns: seen by whoever may run code in kernels (as its cells are).
+        kernels = await self.may("execute", "kernels")
+        reply = self.turns.list(self.job_owner(), path,
+                                also=lambda job: kernels and job.owner.startswith(KERNEL_OWNER))
+        self.finish(reply.model_dump_json())
 
 
 class JobHandler(AgentAPIHandler):
@@ -235,8 +233,8 @@ class JobHandler(AgentAPIHandler):
 
     @tornado.web.authenticated
     @authorized
-    def get(self, job_id: str) -> None:
-        job = self.owned_job(job_id)
+    async def get(self, job_id: str) -> None:
+        job = await self.owned_job(job_id)
         try:
             after = int(self.get_argument("after", "0"))
         except ValueError:
@@ -253,7 +251,7 @@ class CancelHandler(AgentAPIHandler):
     @tornado.web.authenticated
     @authorized
     async def post(self, job_id: str) -> None:
-        job = self.owned_job(job_id)
+        job = await self.owned_job(job_id)
         await self.jobs.cancel(job)
         self.finish(CancelReply(job_id=job.id, status=job.status).model_dump_json())
 
@@ -267,7 +265,7 @@ class FinishHandler(AgentAPIHandler):
     @tornado.web.authenticated
     @authorized
     async def post(self, job_id: str) -> None:
-        job = self.owned_job(job_id)
+        job = await self.owned_job(job_id)
         await self.jobs.finish(job)
         self.set_status(202)
         self.finish(CancelReply(job_id=job.id, status=job.status).model_dump_json())
@@ -300,8 +298,8 @@ class NoKernelHandler(AgentAPIHandler):
 
     @tornado.web.authenticated
     @authorized
-    def post(self, job_id: str) -> None:
-        job = self.owned_job(job_id)
+    async def post(self, job_id: str) -> None:
+        job = await self.owned_job(job_id)
         if job.finished:
             raise web.HTTPError(409, f"The turn has already ended ({job.status}).")
         job.skip_kernel.set()
@@ -401,7 +399,7 @@ class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHan
     async def pre_get(self) -> None:
         if not await self.may("read", AUTH_RESOURCE):
             raise web.HTTPError(403)
-        self.job = self.owned_job(self.job_id)
+        self.job = await self.owned_job(self.job_id)
 
     @ws_authenticated
     async def get(self, job_id: str) -> None:

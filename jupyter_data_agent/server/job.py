@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 TERMINAL = ("done", "error", "cancelled")
 #: The one principal of the stock token/password providers (``handlers._AgentMixin.job_owner``).
 SERVER_OWNER = "<server-owner>"
+#: The owner prefix of a kernel's ``%%agent`` turns where users are told apart (``server.magic_turns``).
+KERNEL_OWNER = "kernel:"
 
 
 def question(request: TurnRequestModel) -> str:
@@ -78,6 +80,7 @@ class Job:
         self.skip_kernel = threading.Event()
         self.task: asyncio.Task | None = None
         self.handle: KernelHandle | None = None  # on the notebook's kernel, while the turn runs
+        self.given_handle: KernelHandle | None = None  # the caller's own (the magic's kernel)
         self.copies: Copies | None = None  # once turn.prepare has run
         self.tree: CopyTree | None = None  # the copies' tree while one is open
         self.close_task: asyncio.Future | None = None  # closing the tree, once started
@@ -87,6 +90,8 @@ class Job:
         self._streamed: list[Any] = []  # (index, Candidate) pairs already sent as events
         self._rendered: dict[int, dict] = {}  # id(Candidate) -> its event body, scrubbed off the loop
         self.created = time.time()
+        self.source = "sidebar"  # where it was asked (``TurnSource``), set by ``server.turns``
+        self.agent: str | None = None  # the MCP client's or ACP agent's name
         self.outcome: TurnOutcome | None = None  # once done: what a decision on this turn records
         self.model = ""  # the model that answered
         self.settings: Settings | None = None  # the server's, with the turn's model (JobManager.start)

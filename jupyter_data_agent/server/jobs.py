@@ -97,8 +97,15 @@ class JobManager:
         self.service: Any = None
 
     # -- public API ---------------------------------------------------------------
-    def start(self, owner: str, request: TurnRequestModel, context: NotebookContext) -> Job:
-        """Create the job and schedule it on the running loop."""
+    def start(self, owner: str, request: TurnRequestModel, context: NotebookContext, *,
+              ask: TurnAsk | None = None, settings: Settings | None = None,
+              handle: KernelHandle | None = None) -> Job:
+        """Create the job and schedule it on the running loop (``server.turns`` calls it).
+
+        ``ask``: the turn as asked, when the request's fields do not carry it all (the magic's
+        flags); ``settings``: the model settings the caller resolved (the magic's ``--model``);
+        ``handle``: the kernel, when the caller reaches it itself (the magic's connection).
+        """
         if self._closing:
             raise _Rejected(503, "The server is shutting down.")
         self.prune()
@@ -122,12 +129,12 @@ class JobManager:
             raise _Rejected(429, f"{stuck} cancelled turns are still waiting for the model "
                                  f"endpoint to answer; try again in a moment.")
         offered = self.settings.offered_models
-        if request.model and request.model not in offered:
+        if settings is None and request.model and request.model not in offered:
             raise _Rejected(400, f"The model {request.model!r} is not offered by this server; "
                                  f"choose one of: {', '.join(offered) or 'none configured'} "
                                  "(c.DataAgent.model and c.DataAgent.models).")
         try:
-            spec = resolve(self.settings, TurnAsk(
+            spec = resolve(settings or self.settings, ask or TurnAsk(
                 intent=model_intent(request), strategy=request.strategy, samples=request.options.samples,
                 budget=request.options.budget, temperature=request.options.temperature,
                 execute=request.options.use_live_state,
@@ -135,7 +142,10 @@ class JobManager:
         except ValueError as exc:
             raise _Rejected(400, str(exc)) from None
         job = Job(owner, request, spec, context, self.scrub)
-        if request.model and request.model != self.settings.model:
+        job.given_handle = handle
+        if settings is not None:
+            job.settings = settings
+        elif request.model and request.model != self.settings.model:
             job.settings = replace(self.settings, model=request.model)
         else:
             job.settings = self.settings
@@ -398,6 +408,8 @@ class JobManager:
         channels (``kernel.channel``).
         """
         request = job.request
+        if job.given_handle is not None:
+            return job.given_handle
         if not request.options.use_live_state:
             return NoKernel("live kernel state is off for this turn", kind="log", state="no_live_state",
                             message="Live kernel state is off for this turn: the model sees the notebook "

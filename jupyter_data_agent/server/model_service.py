@@ -185,6 +185,8 @@ class ModelService:
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._thread: threading.Thread | None = None
         self._env_set = False
+        #: The ``turn`` op: ``%%agent`` turns run by the server (``server.magic_turns.MagicTurns``).
+        self.turns: Callable[[dict, Callable[[dict], None], object], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
     def start(self, export_env: bool = True) -> str:
@@ -239,7 +241,7 @@ class ModelService:
             self._resident = None
 
     # -- backends ----------------------------------------------------------------
-    def _settings_for(self, overrides) -> Settings:
+    def settings_for(self, overrides) -> Settings:
         if overrides is None:
             overrides = {}
         if not isinstance(overrides, dict):
@@ -358,6 +360,12 @@ class ModelService:
                                                                       self.token.encode()):
                 send({"error": "model service: wrong or missing token; request refused."})
                 return
+            if req.get("op") == "turn":  # %%agent's whole turn, run by the server (server.magic_turns)
+                if self.turns is None:
+                    send({"error": "model service: this server does not run turns for kernels."})
+                else:
+                    self.turns(req, send, rfile)
+                return
             try:
                 self._serve(req, send, conn)
             except _HungUp:
@@ -376,7 +384,7 @@ class ModelService:
         from ..llm.remote_backend import decode_params, decode_prompt
 
         op = req.get("op")
-        settings = self._settings_for(req.get("settings_overrides"))
+        settings = self.settings_for(req.get("settings_overrides"))
         if op in ("info", "count_tokens"):
             backend = self._resident_backend(settings)
             if backend is not None:

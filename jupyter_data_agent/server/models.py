@@ -37,7 +37,8 @@ __all__ = ["API_VERSION", "AgentConfig", "AnalysisRevision", "AnalysisRevised", 
            "AgentActivityModel", "ProposalDecisionRequest", "ProposalModel", "ProposalReply", "ProposalRequest",
            "ProposalsReply",
            "JobPoll", "JobState", "ModelPrice",
-           "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnOptions",
+           "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnList", "TurnOptions",
+           "TurnSource", "TurnSummary",
            "TurnRequestModel", "ValueModelReply", "VariableInfo", "VariablesReply", "WarmReply", "WarmRequest",
            "wire_schema"]
 
@@ -127,6 +128,10 @@ class TurnRequestModel(BaseModel):
     # Fix or Improve a cell: the answer replaces that cell (shown as a diff); the
     # model is told to rewrite it in full (prompts/edit.py).
     edit: CellEdit | None = None
+    # Who asked over REST: the sidebar, or an ACP agent (the turn list shows it); ``agent``: the
+    # ACP client's name (Zed, ...). The magic's, MCP's and Jupyter AI's turns start in the server.
+    source: Literal["sidebar", "acp"] = "sidebar"
+    agent: str | None = Field(default=None, max_length=200)
 
     @field_validator("intent", mode="before")
     @classmethod
@@ -209,6 +214,31 @@ class _Versioned(_Reply):
     """A reply that names the API version first."""
 
     version: Literal[1] = API_VERSION
+
+
+#: Where a turn was asked: the sidebar, ``%%agent``, an MCP client, an ACP agent, Jupyter AI.
+TurnSource = Literal["sidebar", "magic", "mcp", "acp", "jupyter-ai"]
+
+
+class TurnSummary(_Reply):
+    """One turn in ``GET turns``: its events stay readable at ``GET jobs/<job_id>`` while kept."""
+
+    job_id: str
+    turn_id: str
+    source: TurnSource
+    agent: str | None  # the MCP client's or ACP agent's name, when known
+    strategy: StrategyName
+    status: JobState
+    intent: str
+    notebook_path: str
+    started: float  # seconds since the epoch
+    finished: float | None
+
+
+class TurnList(_Versioned):
+    """Reply of ``GET turns?notebook_path=<path>``: this user's turns on the notebook, newest first."""
+
+    turns: list[TurnSummary]
 
 
 class TurnAccepted(_Versioned):
@@ -562,6 +592,7 @@ class ProposalsReply(BaseModel):
 WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "TurnRequest": (TurnRequestModel, "validation"),
     "TurnAccepted": (TurnAccepted, "serialization"),
+    "TurnList": (TurnList, "serialization"),
     "JobEvent": (JobEvent, "serialization"),
     "JobPoll": (JobPoll, "serialization"),
     "CancelReply": (CancelReply, "serialization"),
