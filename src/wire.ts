@@ -13,6 +13,7 @@ export type JobEvent = ProgressEvent | CandidateEvent | LogEvent | DeltaEvent | 
 export interface Wire {
   TurnRequest: TurnRequest;
   TurnAccepted: TurnAccepted;
+  TurnList: TurnList;
   JobEvent: JobEvent;
   JobPoll: JobPoll;
   CancelReply: CancelReply;
@@ -52,6 +53,8 @@ export interface TurnRequest {
   };
   model?: string | null;
   edit?: CellEdit | null;
+  source?: 'sidebar' | 'acp';
+  agent?: string | null;
 }
 /**
  * An nbformat v4 cell; only what the server reads is checked.
@@ -111,6 +114,28 @@ export interface TurnAccepted {
   version: 1;
   job_id: string;
   turn_id: string;
+}
+/**
+ * Reply of ``GET turns?notebook_path=<path>``: this user's turns on the notebook, newest first.
+ */
+export interface TurnList {
+  version: 1;
+  turns: TurnSummary[];
+}
+/**
+ * One turn in ``GET turns``: its events stay readable at ``GET jobs/<job_id>`` while kept.
+ */
+export interface TurnSummary {
+  job_id: string;
+  turn_id: string;
+  source: 'sidebar' | 'magic' | 'mcp' | 'acp' | 'jupyter-ai';
+  agent: string | null;
+  strategy: 'direct' | 'vote' | 'react' | 'mcts' | 'analysis' | 'explain';
+  status: 'running' | 'done' | 'error' | 'cancelled';
+  intent: string;
+  notebook_path: string;
+  started: number;
+  finished: number | null;
 }
 export interface ProgressEvent {
   version: 1;
