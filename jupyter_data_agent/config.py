@@ -194,17 +194,40 @@ def declared(name: str) -> Any:
     return DataAgent.class_traits()[name].default_value
 
 
+@dataclass(frozen=True)
+class FromSetting:
+    """Marks a pydantic field whose server-wide default is ``Settings.<name>`` (``declared_field``)."""
+
+    name: str
+
+
 def declared_field(name: str, default: Any = ..., **extra: Any) -> Any:
-    """A pydantic field bounded as the trait ``name`` is (and defaulting to it, unless given)."""
+    """A pydantic field bounded as the trait ``name`` is (and defaulting to it, unless given).
+
+    The field carries ``FromSetting(name)``, so ``turn.resolve`` fills it from the
+    resolved settings: a configured value, not only the trait's default, reaches the turn.
+    """
     trait = DataAgent.class_traits()[name]
     bounds = {k: v for k, v in (("ge", getattr(trait, "min", None)), ("le", getattr(trait, "max", None)))
               if v is not None}
-    return Field(declared(name) if default is ... else default, **bounds, **extra)
+    info = Field(declared(name) if default is ... else default, **bounds, **extra)
+    info.metadata.append(FromSetting(name))
+    return info
+
+
+def setting_of(info: Any) -> str | None:
+    """The setting a pydantic field is declared from (``declared_field``), if any."""
+    return next((m.name for m in getattr(info, "metadata", ()) if isinstance(m, FromSetting)), None)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The resolved configuration one backend is built from; defaults are the traits'."""
+    """The resolved configuration one backend and its turns are built from; defaults are the traits'.
+
+    One field per ``DataAgent`` trait, written out so that mypy types each one; a trait
+    without its field (or a field without its trait) stops the import (below), so a new
+    trait cannot be forgotten on its way to a turn.
+    """
 
     backend: str
     model: str = declared("model")
@@ -236,6 +259,9 @@ class Settings:
     send_images: bool = declared("send_images")
     max_images: int = declared("max_images")
     max_image_bytes: int = declared("max_image_bytes")
+    probes: bool = declared("probes")
+    vote_adaptive: bool = declared("vote_adaptive")
+    vote_stop_posterior: float = declared("vote_stop_posterior")
 
     @property
     def inline_enabled(self) -> bool:
@@ -269,6 +295,16 @@ class Settings:
 
     def with_overrides(self, **changes) -> "Settings":
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _check_settings_fields() -> None:
+    traits, names = set(DataAgent.class_traits(config=True)), {f.name for f in fields(Settings)}
+    if traits != names:
+        raise TypeError(f"Settings and c.DataAgent disagree: traits without a field {sorted(traits - names)}, "
+                        f"fields without a trait {sorted(names - traits)}.")
+
+
+_check_settings_fields()
 
 
 def _config_dirs() -> list[str]:

@@ -23,15 +23,16 @@ from pydantic import ValidationError
 
 from .llm.base import BackendError
 from .render import escape, preview_bundle, text_bundle
-from .search.options import STRATEGIES, short_errors
+from .search.options import short_errors
+from .search.registry import names
 from .turn.resolve import load_settings
 
 if TYPE_CHECKING:
     from .kernel.results import Limits
 
-USAGE = """\
+USAGE = f"""\
 Usage:
-  %%agent [--strategy direct|vote|react|mcts|analysis|explain] [--analysis] [--samples N]
+  %%agent [--strategy {'|'.join(names("magic"))}] [--analysis] [--samples N]
          [--budget N] [--temperature T] [--model M] [--no-exemplars] [--no-exec]
   <what you want, in plain words>
 
@@ -119,7 +120,7 @@ class AgentMagics(Magics):
     @line_cell_magic
     @magic_arguments()
     @argument("--samples", "-n", type=int, default=None, help="Candidates to sample (>1: vote).")
-    @argument("--strategy", "-s", default=None, help=", ".join(STRATEGIES) + ".")
+    @argument("--strategy", "-s", default=None, help=", ".join(names("magic")) + ".")
     @argument("--analysis", action="store_true", help="A whole analysis: --strategy analysis.")
     @argument("--temperature", "-t", type=float, default=None, help="Sampling temperature.")
     @argument("--model", "-m", default=None, help="Model id, directory or GGUF file.")

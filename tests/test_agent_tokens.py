@@ -127,7 +127,8 @@ def _fill_named(pattern: str, values: dict[str, str]) -> str | None:
 
 AGENT_ROUTES = {  # (handler, method): what an agent's token is for
     ("MCPHandler", "POST"), ("MCPHandler", "GET"), ("MCPHandler", "HEAD"), ("MCPHandler", "DELETE"),
-    ("TurnsHandler", "POST"), ("JobHandler", "GET"), ("JobHandler", "HEAD"), ("JobEventsHandler", "WEBSOCKET"),
+    ("TurnsHandler", "POST"), ("TurnsHandler", "GET"), ("TurnsHandler", "HEAD"),
+    ("JobHandler", "GET"), ("JobHandler", "HEAD"), ("JobEventsHandler", "WEBSOCKET"),
     ("CancelHandler", "POST"), ("FinishHandler", "POST"), ("ConfigHandler", "GET"), ("ConfigHandler", "HEAD"),
     ("ProposalsHandler", "POST"), ("ProposalsHandler", "GET"), ("ProposalsHandler", "HEAD"),
     ("ProposalHandler", "GET"), ("ProposalHandler", "HEAD"), ("NotebooksHandler", "GET"),

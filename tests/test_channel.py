@@ -125,8 +125,8 @@ def test_the_same_answers_as_the_local_transport_and_the_kernel_untouched(kernel
     for kind in (ClientHandle, ChannelHandle):
         h = handle(kind, km, loop)
         try:
-            assert h.inspect(InspectAsk()).frames[0].name == "df"
-            tree = h.fork(Limits(), max_live=4)
+            assert loop.run(h.inspect(InspectAsk())).frames[0].name == "df"
+            tree = loop.run(h.fork(Limits(), max_live=4))
             try:
                 assert tree.protections.missing() == [], tree.protections  # every layer, as locally
                 child = tree.root.fork()
@@ -150,7 +150,7 @@ def test_results_are_bounded_and_scrubbed_on_the_servers_side(kernel, loop):
     km, _ = kernel
     h = handle(ChannelHandle, km, loop)
     try:
-        tree = h.fork(Limits(max_output_chars=1000), max_live=2)
+        tree = loop.run(h.fork(Limits(max_output_chars=1000), max_live=2))
         tree.redact = Scrubber(["sk-relay-secret-1234"]).json
         try:
             result = tree.root.fork().exec("print(SECRET)\nprint('y' * 50_000)")
@@ -170,7 +170,7 @@ def test_a_second_opener_of_the_relays_comm_is_refused(kernel, loop):
     km, _ = kernel
     h = handle(ChannelHandle, km, loop)
     try:
-        tree = h.fork(Limits(), max_live=2)
+        tree = loop.run(h.fork(Limits(), max_live=2))
         try:
             other = handle(ChannelHandle, km, loop)
             try:
@@ -216,7 +216,7 @@ def test_copies_work_while_the_users_cell_runs(kernel, loop):
     km, kc = kernel
     h = handle(ChannelHandle, km, loop)
     try:
-        tree = h.fork(Limits(), max_live=2)
+        tree = loop.run(h.fork(Limits(), max_live=2))
         try:
             assert tree.subshell_id, "this kernel offers subshells (ipykernel 7): the relay should use one"
             msg_id = kc.execute("import time; time.sleep(60)")  # the user's long cell
@@ -239,7 +239,7 @@ def test_a_closed_tree_refuses_more_work(kernel, loop):
     km, _ = kernel
     h = handle(ChannelHandle, km, loop)
     try:
-        tree = h.fork(Limits(), max_live=2)
+        tree = loop.run(h.fork(Limits(), max_live=2))
         child = tree.root.fork()
         tree.close()
         with pytest.raises(SnapshotError):

@@ -155,7 +155,7 @@ async def test_complete_streams_ghost_text_from_the_kernels_schema(jp_fetch, jp_
     kernel_id, km, kc = await start_kernel(jp_fetch, jp_serverapp, DF_CELL)
     # The schema read is bounded at 2 s for ghost text (a busy kernel is not waited for); on a
     # loaded CI machine a fresh kernel can take longer than that: this test is about the path.
-    jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"] = SchemaCache(timeout=60.0)
+    jp_serverapp.web_app.settings["jupyter_data_agent"].inline_schemas = SchemaCache(timeout=60.0)
     # Ghost text never waits behind a busy kernel: the server's view of the kernel (its iopub
     # status, which lags the execute reply on a loaded machine) must say idle first.
     async def server_sees_idle(since=None) -> None:
@@ -185,9 +185,9 @@ async def test_complete_streams_ghost_text_from_the_kernels_schema(jp_fetch, jp_
         assert DF_CELL.splitlines()[1] in prompt
 
         # The next keystroke reuses the cached schema: no second inspection of the kernel.
-        reads = jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads
+        reads = jp_serverapp.web_app.settings["jupyter_data_agent"].inline_schemas.reads
         await jp_fetch(NS, "complete", method="POST", body=body('df.groupby("ci', kernel_id))
-        assert jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads == reads == 1
+        assert jp_serverapp.web_app.settings["jupyter_data_agent"].inline_schemas.reads == reads == 1
 
         # A cell run since (its execution count changed) makes the schema stale: read again.
         since = km.last_activity
@@ -196,7 +196,7 @@ async def test_complete_streams_ghost_text_from_the_kernels_schema(jp_fetch, jp_
         await server_sees_idle(since)  # the server's view lags the reply (this failed once in CI)
         ran = cells(DF_CELL, "flights = df.rename(columns={'a': 'seats'})")
         await jp_fetch(NS, "complete", method="POST", body=body("flights.", kernel_id, above=ran))
-        assert jp_serverapp.web_app.settings["jupyter_data_agent"]["inline_schemas"].reads == 2
+        assert jp_serverapp.web_app.settings["jupyter_data_agent"].inline_schemas.reads == 2
         assert "# Columns in flights with example values:" in model_server.generation_requests[-1].prompt
     finally:
         kc.stop_channels()

@@ -229,3 +229,22 @@ def test_a_malformed_price_is_explained(tmp_path, price):
     cfg.DataAgent.prices = {"m": price}
     with pytest.raises(ValueError, match=r"c\.DataAgent\.prices\['m'\]"):
         resolve_settings(cfg, env={}, dirs=[str(tmp_path)])
+
+
+def test_every_number_of_the_extensions_is_bounded_by_its_trait():
+    """No hand clamping: each Int/Float trait of the server extension and the MCP extension point
+    has a minimum, so a bad value stops the server with the trait's own error."""
+    from traitlets import Float, Int, TraitError
+
+    from jupyter_data_agent.mcp.extension import MCPExtension
+    from jupyter_data_agent.server.app import DataAgentExtension
+
+    for cls in (DataAgentExtension, MCPExtension):
+        numbers = {name: t for name, t in cls.class_traits(config=True).items() if isinstance(t, (Int, Float))}
+        assert numbers
+        for name, trait in numbers.items():
+            assert trait.min is not None, f"{cls.__name__}.{name} has no min"
+            with pytest.raises(TraitError):
+                cls(**{name: trait.min - 1})
+    assert {"try_handle_ttl_s", "max_try_handles_per_user"} <= set(MCPExtension.class_traits(config=True))
+    assert not {"try_handle_ttl_s", "max_try_handles_per_user"} & set(DataAgentExtension.class_traits(config=True))

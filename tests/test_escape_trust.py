@@ -316,7 +316,7 @@ async def test_the_server_scrubs_copies_results_off_its_event_loop(
             "print('z' * 90000)\nraise ValueError(codecs.encode(t, 'rot13'))\n```")
     fixed = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
     model_server.reply = lambda request: fixed if "ValueError" in request.prompt else leak
-    jobs = jp_serverapp.web_app.settings["jupyter_data_agent"]["jobs"]
+    jobs = jp_serverapp.web_app.settings["jupyter_data_agent"].jobs
     loop_thread = threading.current_thread().name
     scrubbed_on: list[tuple[str, int]] = []
     real_json = jobs.scrub.json

@@ -59,7 +59,7 @@ def jp_server_config(monkeypatch, request):
         "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
         "DataAgent": {"backend": "openai", "base_url": model, "api_key": "sk-unused",
                       "model": "test-model", "max_retries": 0},
-        "DataAgentExtension": {"max_try_handles_per_user": 8},
+        "MCPExtension": {"max_try_handles_per_user": 8},
     }
 
 
@@ -506,7 +506,7 @@ async def test_a_copy_that_inflates_its_value_gets_an_answer_under_a_megabyte(se
             value = json.loads(text)["value"]
             assert len(value["type"]) <= 200 and value["shape"] is None
             assert value["preview_truncated"] and value["answer_form"] is None
-        tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+        tries = app.web_app.settings["jupyter_data_agent"].tries
         kept = [h.result.value for h in tries.handles.values() if h.result.value is not None]
         assert kept and all(len(json.dumps(v.to_json())) < 1_000_000 for v in kept)
     finally:
@@ -643,7 +643,7 @@ async def test_an_unexpected_failure_reaches_the_agent_with_its_reason_and_no_se
     try_code" and nothing else."""
     app, port, root = server
     km, kc = await open_notebook(jp_fetch, app, root)
-    tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+    tries = app.web_app.settings["jupyter_data_agent"].tries
     token = app.identity_provider.token
 
     async def broken(*args, **kwargs):
@@ -777,7 +777,7 @@ async def test_ten_concurrent_tries_from_two_clients(server, jp_fetch):
         listed = json.loads((await jp_fetch(NS, "proposals", params={"notebook_path": NOTEBOOK})).body)
         assert sorted((x["agent"], x["tries"]) for x in listed["activity"]) == [("Agent A", 5), ("Agent B", 5)]
         # the bound (8 handles per user) held: the least recently used were closed
-        assert len(app.web_app.settings["jupyter_data_agent"]["tries"].handles) == 8
+        assert len(app.web_app.settings["jupyter_data_agent"].tries.handles) == 8
     finally:
         kc.stop_channels()
 
@@ -810,7 +810,7 @@ async def test_a_client_killed_mid_call_leaves_no_copy_behind(server, jp_fetch, 
     proc = subprocess.Popen([sys.executable, str(script), url(app, port), app.identity_provider.token, NOTEBOOK],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+        tries = app.web_app.settings["jupyter_data_agent"].tries
         deadline = time.monotonic() + 120
         # the long call is running: two copies (the first try's, and the long one's, sleeping)
         while time.monotonic() < deadline and len(kernel_children(km)) < 2:

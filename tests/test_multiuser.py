@@ -119,7 +119,7 @@ async def test_a_user_refused_execute_cannot_run_code_through_a_proposal(server,
         # nor can her agent: a token never holds more than the user who made it
         from jupyter_data_agent.store.agent_tokens import AgentTokenStore
 
-        identity = app.web_app.settings["jupyter_data_agent"]["agent_identity"]
+        identity = app.web_app.settings["jupyter_data_agent"].agent_identity
         _, carols_agent = AgentTokenStore(identity.store.path).create("Carol's agent", "carol")
         async with client(app, port, token=carols_agent) as c:
             assert "may not run code" in error_text(await c.call_tool(
@@ -140,7 +140,7 @@ async def test_a_session_is_ended_only_by_its_owner(server, jp_fetch):
     """Finding H: bob's DELETE with alice's session id closed alice's copies."""
     app, port, root = server
     km, kc = await open_notebook(jp_fetch, app, root)
-    tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+    tries = app.web_app.settings["jupyter_data_agent"].tries
     try:
         # the handshake era (a session id), as Claude Code, Codex and Cursor connect today
         async with client(app, port, token="alice-token", mode="legacy") as c:
@@ -187,7 +187,7 @@ async def test_one_users_slow_tries_do_not_hold_up_anothers(server, jp_fetch):
     """Finding E: alice's 34 slow tries made bob's ``2+2`` wait 98.9 s (one shared pool)."""
     app, port, root = server
     km, kc = await open_notebook(jp_fetch, app, root)
-    tries = app.web_app.settings["jupyter_data_agent"]["tries"]
+    tries = app.web_app.settings["jupyter_data_agent"].tries
     try:
         async with client(app, port, token="alice-token") as a, client(app, port, token="bob-token") as b:
             slow = [asyncio.ensure_future(a.call_tool("try_code", {"notebook": NOTEBOOK, "timeout": 120,

@@ -489,7 +489,7 @@ async def test_jobs_are_private_to_their_user(two_users, jp_fetch, jp_ws_fetch):
 async def test_one_user_cannot_fill_the_server(two_users, jp_fetch, jp_serverapp, model_server):
     """Issue 22, finding 8: one user's turns gave everyone else 429. Each user has a
     quota of their own (``max_jobs_per_user``) inside the global one."""
-    jobs = jp_serverapp.web_app.settings["jupyter_data_agent"]["jobs"]
+    jobs = jp_serverapp.web_app.settings["jupyter_data_agent"].jobs
     jobs.limits.max_jobs_per_user = 2
     model_server.delay = 5.0  # the turns stay running while the quota is tried
     alice = {"Authorization": "token alice-token"}

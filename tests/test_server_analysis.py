@@ -95,7 +95,7 @@ async def test_an_analysis_streams_its_plan_and_revises_in_its_kept_copies(jp_fe
                 {"version": 1, "turn_id": turn_id, "decision": decision, "step": step,
                  "final_code": "double = total * 100" if step == 2 else ""}))
             assert json.loads(r.body)["recorded"] is True
-        store = jp_serverapp.web_app.settings["jupyter_data_agent"]["decisions"]
+        store = jp_serverapp.web_app.settings["jupyter_data_agent"].decisions
         records = [r for r in store.records() if r.turn_id == turn_id]
         assert [(r.step, r.decision) for r in records] == [(1, "accepted"), (2, "edited"), (3, "rejected")]
         assert records[1].code == "double = total * 100" and records[1].candidate["result"]["status"] == "ok"
@@ -110,7 +110,7 @@ async def test_an_analysis_streams_its_plan_and_revises_in_its_kept_copies(jp_fe
         assert error.value.code == 404
 
         # the kept copies close with the job: then a revision is refused in words
-        jobs = jp_serverapp.web_app.settings["jupyter_data_agent"]["jobs"]
+        jobs = jp_serverapp.web_app.settings["jupyter_data_agent"].jobs
         job = jobs.jobs[accepted["job_id"]]
         await jobs._close_tree(job)
         with pytest.raises(HTTPClientError) as error:

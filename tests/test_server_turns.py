@@ -51,8 +51,8 @@ FAILED_CELL = {
 async def test_fix_shows_the_model_the_active_cells_error(jp_fetch, jp_ws_fetch, model_server,
                                                           api_mode, jp_serverapp):
     """"Fix the error in this cell": the traceback reaches the prompt (chat and completion)."""
-    jp_serverapp.web_app.settings["jupyter_data_agent"]["jobs"].settings = \
-        jp_serverapp.web_app.settings["jupyter_data_agent"]["settings"].with_overrides(api_mode=api_mode)
+    jp_serverapp.web_app.settings["jupyter_data_agent"].jobs.settings = \
+        jp_serverapp.web_app.settings["jupyter_data_agent"].settings.with_overrides(api_mode=api_mode)
     from tests.test_server import notebook_cells
 
     accepted = await post_turn(jp_fetch, cells=[*notebook_cells(), FAILED_CELL], active_index=2,

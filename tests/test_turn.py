@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -62,7 +63,7 @@ def test_a_typo_in_a_dict_trait_fails_at_start(tmp_path, trait, value, word):
 def test_explain_runs_no_code_and_no_exec_says_why():
     assert resolve(SETTINGS, TurnAsk(intent="q", strategy="explain")).copies.mode == "none"
     spec = resolve(SETTINGS, TurnAsk(intent="q", execute=False, no_exec_reason="--no-exec"))
-    copies = open_copies(spec.copies, fork=lambda limits: pytest.fail("must not fork"))
+    copies = asyncio.run(open_copies(spec.copies, fork=lambda limits: pytest.fail("must not fork")))
     assert copies.tree is None and not copies.confinement.execute
     assert "--no-exec" in copies.confinement.message
 
@@ -78,11 +79,11 @@ def test_replay_cells_are_the_executed_code_in_order():
 def test_fork_refused_falls_back_to_a_replay_kernel(tmp_path):
     """Where fork is refused, candidates run in a kernel that re-ran the notebook."""
 
-    def refuse(limits):
+    async def refuse(limits):
         raise OSError("fork is not allowed here")
 
-    copies = open_copies(CopyPolicy(confinement="warn", max_live=2), fork=refuse,
-                         replay=["x = 41"], notebook_dir=str(tmp_path))
+    copies = asyncio.run(open_copies(CopyPolicy(confinement="warn", max_live=2), fork=refuse,
+                                     replay=["x = 41"], notebook_dir=str(tmp_path)))
     try:
         assert copies.tree is not None and copies.tree.kind == "replay"
         assert "fork is not allowed here" in copies.fallback
@@ -94,7 +95,7 @@ def test_fork_refused_falls_back_to_a_replay_kernel(tmp_path):
 
 
 def test_without_a_kernel_nothing_runs_and_the_reason_is_given():
-    copies = open_copies(CopyPolicy(), fork=None, unavailable="the notebook has no running kernel")
+    copies = asyncio.run(open_copies(CopyPolicy(), fork=None, unavailable="the notebook has no running kernel"))
     assert copies.tree is None and copies.executor is None
     assert "no running kernel" in copies.confinement.message
 

@@ -93,7 +93,7 @@ async def test_warm_fills_the_cache_the_next_turn_reuses(jp_fetch, jp_serverapp)
     from jupyter_data_agent.server.warm import PLACEHOLDER, turn_prefix, turn_prompt
 
     state = jp_serverapp.web_app.settings["jupyter_data_agent"]
-    settings = state["settings"]
+    settings = state.settings
     backend = create_backend(settings)
 
     def warm(kind: str):
@@ -129,7 +129,7 @@ async def test_warm_fills_the_cache_the_next_turn_reuses(jp_fetch, jp_serverapp)
 @on_server_loop
 async def test_warm_never_waits_for_a_turn(jp_fetch, jp_serverapp):
     state = jp_serverapp.web_app.settings["jupyter_data_agent"]
-    service, settings = state["model_service"], state["settings"]
+    service, settings = state.model_service, state.settings
     slot = service._slot(settings)
     slot.acquire(lambda _ahead: None)  # a turn holds the model
     try:
@@ -172,7 +172,7 @@ async def test_warms_never_queue_and_give_way_to_a_turn(jp_fetch, jp_serverapp):
     from jupyter_data_agent.llm.factory import create_backend
 
     state = jp_serverapp.web_app.settings["jupyter_data_agent"]
-    service, settings = state["model_service"], state["settings"]
+    service, settings = state.model_service, state.settings
     slot = service._slot(settings)
     seen = {"waiting": 0, "background": 0}
     stop = threading.Event()

@@ -92,7 +92,7 @@ def bench_size(size: int, repeats: int, log) -> dict:
             handle = _handle(kind, km, loop)
             handles.append(handle)
             t0 = time.perf_counter()
-            trees[kind.transport] = handle.fork(Limits(timeout_s=120), max_live=4)
+            trees[kind.transport] = loop.run(handle.fork(Limits(timeout_s=120), max_live=4))
             out[f"{kind.transport}: tree root ms"] = (time.perf_counter() - t0) * 1000
         times: dict[str, dict[str, list[float]]] = {t: {"fork": [], "exec": [], "fork+exec": []} for t in trees}
         for i in range(repeats):

@@ -222,7 +222,7 @@ class Workspace:
             shutil.copy2(f, os.path.join(self.dir, os.path.basename(os.fspath(f))))
 
     def start(self) -> "Workspace":
-        from jupyter_data_agent.kernel.handle import BlockingClientHandle
+        from jupyter_data_agent.kernel.handle import BlockingClientHandle, wait
         from jupyter_data_agent.kernel.launch import start_kernel
         from jupyter_data_agent.turn import open_copies
 
@@ -233,9 +233,9 @@ class Workspace:
             if reply["content"]["status"] != "ok":
                 raise RuntimeError(f"workspace setup failed: {reply['content']}")
             handle = BlockingClientHandle(kc, notebook_dir=self.dir)
-            self.copies = open_copies(
+            self.copies = wait(open_copies(
                 self.policy, fork=lambda limits: handle.fork(limits, self.policy.max_live),
-                replay=[self.setup], notebook_dir=self.dir)
+                replay=[self.setup], notebook_dir=self.dir))
         except BaseException:
             self.close()
             raise

@@ -47,7 +47,7 @@ class Server(JupyterServer):
         nbformat.write(nbformat.v4.new_notebook(), str(root / NOTEBOOK))
         super().__init__(root=root, data_dir=root / "data", model_url="", log_path=root / "server.log",
                          runtime_dir=root / "runtime", confinement="require",  # copies as users get them
-                         agent_args=["--DataAgentExtension.max_try_handles_per_user=16"])
+                         agent_args=["--MCPExtension.max_try_handles_per_user=16"])
         self.start()
 
     def kernel_client(self):

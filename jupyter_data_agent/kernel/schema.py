@@ -48,7 +48,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -472,9 +472,26 @@ async def inspect_kernel(
     """Schemas of the frames in a running kernel (an ``AsyncKernelClient`` nobody
     else reads from), via one silent request (``rpc.acall``): the execution
     count, ``In``, ``Out`` and ``_`` stay untouched. ``full``: the @mentioned names."""
+    return await read_frames(lambda code, t: rpc.acall(kernel_client, code, timeout=t), timeout,
+                             max_frames=max_frames, max_columns=max_columns, max_value_chars=max_value_chars,
+                             time_limit=time_limit, full=full)
+
+
+async def read_frames(
+    evaluate: Callable[[str, float], Awaitable[Any]],
+    timeout: float = 10.0,
+    *,
+    max_frames: int = 10,
+    max_columns: int = 20,
+    max_value_chars: int = 80,
+    time_limit: float | None = 2.0,
+    full: Sequence[str] = (),
+) -> list[FrameSchema]:
+    """``inspect_kernel`` through ``evaluate(expression, timeout)`` (``kernel.rpc`` semantics):
+    how every ``kernel.handle`` reads the frames, whatever reaches its kernel."""
     expression = inspection_request_code(max_frames, max_columns, max_value_chars, time_limit, full)
     try:
-        text = await rpc.acall(kernel_client, expression, timeout=timeout)
+        text = await evaluate(expression, timeout)
     except rpc.KernelExpressionError as exc:
         raise SchemaInspectionError(f"schema inspection failed inside the kernel: {exc}") from exc
     except rpc.KernelTimeout as exc:

@@ -5,7 +5,7 @@ an outside agent asking through MCP also wants the arrays, scalars, containers
 and fitted models around them, and per column the nulls, distinct values and
 basic statistics. Both are read the way ``schema.inspect_kernel`` reads frames:
 a self-contained function whose *source* travels in one silent
-``user_expressions`` request (``rpc.acall``), so nothing runs as a cell, no
+``user_expressions`` request (a ``kernel.handle``'s ``evaluate``), so nothing runs as a cell, no
 name is bound in the user namespace, and the kernel needs nothing installed.
 Both are bounded in time and size: a frame of millions of rows is counted
 exactly where that is one vectorized pass (nulls, min, max, mean, std) and
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import rpc
@@ -167,9 +167,14 @@ def _expression(fn: Callable[..., Any], *args: Any) -> str:
         src=repr(source), name=fn.__name__, args=", ".join(repr(a) for a in args))
 
 
-async def _ask(kc: Any, expression: str, timeout: float) -> Any:
+#: How a reader reaches the kernel: ``evaluate(expression, timeout)``, ``kernel.rpc`` semantics
+#: (a ``kernel.handle``'s ``evaluate``).
+Evaluate = Callable[[str, float], Awaitable[Any]]
+
+
+async def _ask(evaluate: Evaluate, expression: str, timeout: float) -> Any:
     try:
-        return json.loads(await rpc.acall(kc, expression, timeout=timeout))
+        return json.loads(await evaluate(expression, timeout))
     except rpc.KernelTimeout:
         raise SurveyError("The kernel is busy running a cell; try again when it is idle.") from None
     except rpc.KernelRPCError as exc:
@@ -178,16 +183,16 @@ async def _ask(kc: Any, expression: str, timeout: float) -> Any:
         raise SurveyError(f"Could not decode the kernel's answer: {exc}") from None
 
 
-async def kernel_objects(kc: Any, *, timeout: float = 3.0, max_items: int = 100,
+async def kernel_objects(evaluate: Evaluate, *, timeout: float = 3.0, max_items: int = 100,
                          max_value_chars: int = 200) -> list[dict[str, Any]]:
     """The kernel's arrays, scalars, containers and fitted models (``_jda_survey_objects``)."""
-    found = await _ask(kc, _expression(_jda_survey_objects, max_items, max_value_chars, 1.0), timeout)
+    found = await _ask(evaluate, _expression(_jda_survey_objects, max_items, max_value_chars, 1.0), timeout)
     return found if isinstance(found, list) else []
 
 
-async def frame_stats(kc: Any, name: str, *, timeout: float = 10.0, time_limit: float = 3.0,
+async def frame_stats(evaluate: Evaluate, name: str, *, timeout: float = 10.0, time_limit: float = 3.0,
                       max_columns: int = 200, sample_rows: int = 200_000) -> dict[str, Any] | None:
     """Column statistics of the frame ``name`` (``_jda_frame_stats``), None when there is none."""
-    found = await _ask(kc, _expression(_jda_frame_stats, name, max_columns, time_limit, sample_rows),
+    found = await _ask(evaluate, _expression(_jda_frame_stats, name, max_columns, time_limit, sample_rows),
                        timeout)
     return found if isinstance(found, dict) else None

@@ -2,9 +2,10 @@
 
 A plot a notebook shows is a base64 PNG of any size; a vision model bills by
 image tiles and its endpoint caps the request size. So images are resized
-(Pillow: it comes with matplotlib) to at most :data:`MAX_SIDE` pixels and
-re-encoded until they fit ``max_bytes``; without Pillow an image over the cap
-is left out (the prompt's text still says a plot is there).
+(Pillow, when installed: matplotlib brings it; not a dependency of this
+package) to at most :data:`MAX_SIDE` pixels and re-encoded until they fit
+``max_bytes``; without Pillow an image over the cap is left out (the
+prompt's text still says a plot is there).
 """
 
 from __future__ import annotations

@@ -18,17 +18,14 @@ from typing import Any, Literal
 import acp
 from acp import schema
 
-#: The slash commands, as ``available_commands_update`` offers them (word → (strategy, what it does)).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "vote": ("vote", "Sample several candidates, run each in a kernel copy, keep the answer most agree on"),
-    "search": ("mcts", "Tree search over step-by-step code, each step run in a kernel copy"),
-    "analysis": ("analysis", "A multi-step analysis: a plan, then one verified cell per step"),
-    "react": ("react", "Think, run a step in a kernel copy, look at its output, repeat"),
-    "quick": ("direct", "One candidate, run once in a kernel copy: the fastest answer"),
-}
-#: Every word a prompt may start with to pick a strategy (the commands and their older aliases).
-STRATEGY_WORDS = {f"/{word}": strategy for word, (strategy, _) in COMMANDS.items()} | {
-    "/direct": "direct", "/mcts": "mcts"}
+from ..search.registry import ALIASES, BY_NAME, offered, words
+
+#: The slash commands, as ``available_commands_update`` offers them (word → (strategy, what it does)):
+#: the registry's for ACP (``search.registry`` says why Explain is not one).
+COMMANDS: dict[str, tuple[str, str]] = {word: (entry.name, entry.for_agents)
+                                        for word, entry in zip(words("acp"), offered("acp"), strict=True)}
+#: Every word a prompt may start with to pick a strategy (the commands and the registry's other words).
+STRATEGY_WORDS = {f"/{word}": name for word, name in ALIASES.items() if BY_NAME[name].offered_on("acp")}
 #: Characters of a run's output in its tool call card.
 OUTPUT_CHARS = 2000
 

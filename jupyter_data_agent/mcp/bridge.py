@@ -60,10 +60,10 @@ class MCPService:
         # Jupyter checks the Host and Origin (allow_remote_access, allow_origin): not a second list here.
         self.server.streamable_http_app(
             max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=session_idle_timeout,
-            max_sessions=max(1, max_sessions),
+            max_sessions=max_sessions,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         self.manager = self.server.session_manager
-        self.max_sessions_per_user = max(1, max_sessions_per_user)
+        self.max_sessions_per_user = max_sessions_per_user
         self.sessions: dict[str, dict[str, float]] = {}  # owner -> session id -> last used (monotonic)
         self.ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # session id -> (owner, why it ended)
         self.idle_timeout = session_idle_timeout
@@ -207,7 +207,7 @@ class MCPHandler(_AgentMixin, JupyterHandler):
         await self._serve()
         session = self.request.headers.get(SESSION_HEADER)
         if session:
-            await self.agent_state["tries"].close_session(self.job_owner(), session)
+            await self.agent_state.tries.close_session(self.job_owner(), session)
             if self.get_status() < 400:
                 self.settings[SERVICE_KEY].end(self.job_owner(), session, "the client ended it (DELETE)")
 
@@ -217,7 +217,7 @@ class MCPHandler(_AgentMixin, JupyterHandler):
             return
         caller.disconnected.set()
         if self.request.method == "POST" and caller.session:
-            asyncio.ensure_future(self.agent_state["tries"].close_session(caller.owner, caller.session))
+            asyncio.ensure_future(self.agent_state.tries.close_session(caller.owner, caller.session))
 
     async def _caller(self) -> Caller:
         return Caller(owner=self.job_owner(), state=self.agent_state, session_manager=self.session_manager,
@@ -241,7 +241,7 @@ class MCPHandler(_AgentMixin, JupyterHandler):
         if caller.session:
             service.touch(caller.owner, caller.session)
         elif self.request.method == "POST":  # may open a session: within this user's bound
-            await service.make_room(caller.owner, self.agent_state["tries"])
+            await service.make_room(caller.owner, self.agent_state.tries)
         await service.manager.handle_request(self._scope(caller), self._receive(caller), self._send)
         if not caller.session and self._opened:
             service.opened(caller.owner, self._opened)

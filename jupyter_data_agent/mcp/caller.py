@@ -15,6 +15,8 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..server.state import AgentState
+
 SCOPE_KEY = "jupyter_data_agent.caller"
 DEFAULT_AGENT = "MCP client"
 
@@ -22,7 +24,7 @@ DEFAULT_AGENT = "MCP client"
 @dataclass
 class Caller:
     owner: str  # whose proposals and copies (``handlers._AgentMixin.job_owner``)
-    state: dict  # the extension's shared state (settings["jupyter_data_agent"])
+    state: AgentState  # the extension's shared state (``server.state``)
     session_manager: Any
     kernel_manager: Any
     contents_manager: Any
@@ -35,11 +37,16 @@ class Caller:
 
     @property
     def tries(self) -> Any:
-        return self.state["tries"]
+        return self.state.tries
+
+    @property
+    def kernels(self) -> Any:
+        """Handles on the server's kernels by id (``server.kernels``): how tools read a kernel."""
+        return self.state.jobs.kernels
 
     @property
     def proposals(self) -> Any:
-        return self.state["proposals"]
+        return self.state.proposals
 
     def require_execute(self) -> None:
         if not self.can_execute:

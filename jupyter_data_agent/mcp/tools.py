@@ -17,7 +17,6 @@ import json
 import logging
 import time
 import typing
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -27,6 +26,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..kernel.results import ExecResult
+from ..search.registry import ALIASES, agent_help, words
 from ..server.models import MAX_EXPLANATION_CHARS, MAX_PROPOSAL_CODE_CHARS, ProposalRequest
 from ..server.notebooks import kernel_of, normalize, open_notebooks
 from ..server.proposal_handlers import file_proposal
@@ -68,11 +68,14 @@ CELL_OUTPUT_CHARS = 12_000
 #: nothing behind: no resources, no prompts (every read goes through a tool, with its caller's rights).
 UNSERVED_METHODS = ("resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
                     "resources/unsubscribe", "prompts/list", "prompts/get")
-#: Where the (owner, session) pairs already told the confinement layers are kept, and how many.
-TOLD_KEY = "mcp_confinement_told"
+#: How many (owner, session) pairs already told the confinement layers are remembered (``AgentState``).
 MAX_TOLD = 10_000
 #: Seconds ask_data_agent waits for the turn.
 ASK_TIMEOUT_S = 600.0
+if typing.TYPE_CHECKING:
+    AgentStrategy = str
+else:  # ask_data_agent's choices: the registry's words for MCP (search.registry says why not explain)
+    AgentStrategy = Literal[words("mcp")]
 
 Notebook = Annotated[str, Field(description="The notebook's path relative to the server root, as "
                                            "list_notebooks shows it (e.g. 'analysis/flights.ipynb').",
@@ -200,7 +203,7 @@ def build_server() -> MCPServer:
         caller = caller_of(ctx)
         caller.require_execute()
         kernel_id = await _kernel(caller, notebook)
-        return tool_result(await kernel_variables_all(caller.kernel_manager.get_kernel(kernel_id), kernel_id))
+        return tool_result(await kernel_variables_all(caller.kernels, kernel_id))
 
     @server.tool(annotations=READ_ONLY)
     @_tool
@@ -322,11 +325,7 @@ def build_server() -> MCPServer:
     async def ask_data_agent(
         ctx: Context, notebook: Notebook,
         intent: Annotated[str, Field(min_length=1, max_length=20_000, description="The question.")],
-        strategy: Annotated[Literal["direct", "vote", "search", "react", "analysis"], Field(
-            description="direct: one answer; vote: several, the majority answer; search: a value-guided "
-                        "tree search over kernel copies; react: an agent loop; analysis: a plan of "
-                        "steps, each a cell verified in a copy chained on the previous step's "
-                        "(the reply lists the steps with their outputs).")] = "vote",
+        strategy: Annotated[AgentStrategy, Field(description=agent_help("mcp"))] = "vote",
     ) -> Annotated[CallToolResult, TurnAnswer]:
         """A whole Data Agent turn on the notebook (its model, its search over kernel copies): the
         chosen answer, how many candidates agree with it, the chosen candidate and its outputs, and
@@ -435,7 +434,7 @@ def _tell_confinement(caller: Caller, ctx: Context, asked: bool) -> bool:
     """Whether this try's answer carries the confinement layers: the first of its MCP session (a
     sessionless client: of its user and agent name), or when asked. The same list on every answer
     was half of each one."""
-    told: OrderedDict[tuple[str, str], bool] = caller.state.setdefault(TOLD_KEY, OrderedDict())
+    told = caller.state.mcp_confinement_told
     key = (caller.owner, caller.session or f"agent:{caller.agent(ctx)}")
     first = key not in told
     told[key] = True
@@ -446,26 +445,25 @@ def _tell_confinement(caller: Caller, ctx: Context, asked: bool) -> bool:
 
 
 async def _describe(caller: Caller, notebook: str, name: str) -> dict[str, Any]:
-    """The frame's schema (``inspect_kernel``, in full) with each column's statistics
-    (``survey.frame_stats``), both read silently through one client."""
-    from ..kernel.client import open_client
-    from ..kernel.schema import KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
-    from ..kernel.survey import SurveyError, frame_stats
+    """The frame's schema (``frames``, in full) with each column's statistics (``frame_stats``),
+    both read silently through one kernel handle."""
+    from ..kernel.handle import NoKernel
+    from ..kernel.schema import KernelDidNotAnswer, SchemaInspectionError
+    from ..kernel.survey import SurveyError
 
     caller.require_execute()
     kernel_id = await _kernel(caller, notebook)
-    kc = await open_client(caller.kernel_manager.get_kernel(kernel_id))
-    try:
-        frames = await inspect_kernel(kc, timeout=3.0, full=(name,), max_frames=1, max_columns=1,
-                                      time_limit=2.0)
-        frame = next((f for f in frames if f.name == name), None)
-        stats = await frame_stats(kc, name) if frame is not None else None
-    except KernelDidNotAnswer:
-        raise ToolError("The kernel is busy running a cell; try again when it is idle.") from None
-    except (SchemaInspectionError, SurveyError) as exc:
-        raise ToolError(f"Could not read the kernel's variables: {exc}") from None
-    finally:
-        kc.stop_channels()
+    async with caller.kernels.reading(kernel_id) as handle:
+        if isinstance(handle, NoKernel):
+            raise ToolError(f"Could not read the kernel's variables: {handle.reason}.")
+        try:
+            frames = await handle.frames(3.0, full=(name,), max_frames=1, max_columns=1, time_limit=2.0)
+            frame = next((f for f in frames if f.name == name), None)
+            stats = await handle.frame_stats(name) if frame is not None else None
+        except KernelDidNotAnswer:
+            raise ToolError("The kernel is busy running a cell; try again when it is idle.") from None
+        except (SchemaInspectionError, SurveyError) as exc:
+            raise ToolError(f"Could not read the kernel's variables: {exc}") from None
     if frame is None:
         raise ToolError(f"No DataFrame or Series named {name!r} in the kernel of {notebook!r}; "
                         "list_variables shows the ones there are.")
@@ -490,7 +488,7 @@ async def _describe(caller: Caller, notebook: str, name: str) -> dict[str, Any]:
 
 
 async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
-               strategy: Literal["direct", "vote", "search", "react", "analysis"]) -> dict[str, Any]:
+               strategy: AgentStrategy) -> dict[str, Any]:
     """A turn through the turn service (source ``mcp``), read back as its report."""
     from ..server.models import TurnRequestModel
 
@@ -498,9 +496,9 @@ async def _ask(ctx: Context, caller: Caller, notebook: str, intent: str,
     nb = await _load(caller, path)
     request = TurnRequestModel(version=1, notebook_path=path, cells=nb.get("cells") or [], intent=intent,
                                metadata=nb.get("metadata") or {},
-                               strategy="mcts" if strategy == "search" else strategy,
+                               strategy=ALIASES[strategy],
                                kernel_id=await kernel_of(caller.session_manager, path))
-    turns = caller.state["turns"]
+    turns = caller.state.turns
     try:
         job = turns.start(caller.owner, request, "mcp", agent=caller.agent(ctx))
     except turns.Rejected as exc:

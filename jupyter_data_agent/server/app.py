@@ -18,7 +18,7 @@ from ..config import DataAgent, Settings
 from ..search.estimators import default_estimator
 from ..store.value_models import value_model_label, with_newest_value_model
 from ..turn.resolve import load_settings
-from .complete import CompleteHandler
+from .complete import CompleteHandler, SchemaCache
 from .handlers import (
     AnalysisHandler,
     CancelHandler,
@@ -36,12 +36,14 @@ from .jobs import JobLimits, JobManager
 from .turns import TurnService
 
 if TYPE_CHECKING:
+    from .agent_auth import AgentIdentity
     from .magic_turns import MagicTurns
 from .model_service import ModelService
 from .models import MAX_INTENT_CHARS, ServerLimits
 from .notebook_handlers import NotebooksHandler
 from .proposal_handlers import ProposalDecisionHandler, ProposalHandler, ProposalsHandler
 from .proposals import ProposalStore
+from .state import STATE_KEY, AgentState
 from .token_handlers import AgentTokensHandler
 from .tries import TryLimits, TryManager
 from .warm import WarmHandler
@@ -63,42 +65,43 @@ class DataAgentExtension(ExtensionApp):
     configured_settings = Instance(Settings, allow_none=True)  # before the trained value model
     jobs = Instance(JobManager, allow_none=True)
     tries = Instance(TryManager, allow_none=True)
+    state = Instance(AgentState, allow_none=True)  # what the handlers read (server.state)
 
     max_concurrent_jobs = Int(
-        2, help="Turns whose search runs at the same time; later ones wait (queued)."
+        2, min=1, help="Turns whose search runs at the same time; later ones wait (queued)."
     ).tag(config=True)
     max_pending_jobs = Int(
-        16, help="Turns that may wait for a slot; beyond this POST turns answers 429."
+        16, min=0, help="Turns that may wait for a slot; beyond this POST turns answers 429."
     ).tag(config=True)
     max_jobs_per_user = Int(
-        4, help="Turns one user may have running or queued (and cancelled turns still waiting "
+        4, min=1, help="Turns one user may have running or queued (and cancelled turns still waiting "
         "for the model endpoint); beyond this POST turns answers 429 to that user only."
     ).tag(config=True)
     max_running_jobs_per_user = Int(
-        0, help="Turns of one user whose search runs at the same time; 0: one less than "
+        0, min=0, help="Turns of one user whose search runs at the same time; 0: one less than "
         "max_concurrent_jobs (at least 1), so one user's turns never hold every slot and another "
         "user's turn starts when a slot frees before theirs. Under the stock token/password "
         "providers (one principal) the server-wide bound alone applies."
     ).tag(config=True)
     max_snapshot_processes = Int(
-        16, help="Live kernel-copy processes per turn (idle leaves are evicted beyond it)."
+        16, min=1, help="Live kernel-copy processes per turn (idle leaves are evicted beyond it)."
     ).tag(config=True)
     max_total_snapshot_processes = Int(
-        64, help="Live kernel-copy processes of all turns together in this server."
+        64, min=1, help="Live kernel-copy processes of all turns together in this server."
     ).tag(config=True)
     job_retention_s = Float(
-        900.0, help="Seconds a finished turn's events stay available to late subscribers."
+        900.0, min=0.0, help="Seconds a finished turn's events stay available to late subscribers."
     ).tag(config=True)
-    max_retained_jobs = Int(200, help="Finished turns kept at most (oldest dropped first).").tag(
+    max_retained_jobs = Int(200, min=1, help="Finished turns kept at most (oldest dropped first).").tag(
         config=True
     )
     kernel_wait_notice_s = Float(
-        1.0, help="Seconds without a kernel answer before the turn says it waits for the kernel."
+        1.0, min=0.0, help="Seconds without a kernel answer before the turn says it waits for the kernel."
     ).tag(config=True)
     kernel_wait_timeout_s = Float(
-        600.0, help="Seconds a turn waits for a busy kernel before going on without live state."
+        600.0, min=0.0, help="Seconds a turn waits for a busy kernel before going on without live state."
     ).tag(config=True)
-    snapshot_timeout_s = Float(60.0, help="Seconds allowed to fork the kernel into a copy.").tag(
+    snapshot_timeout_s = Float(60.0, min=0.1, help="Seconds allowed to fork the kernel into a copy.").tag(
         config=True
     )
     job_owner_scope = Enum(
@@ -114,32 +117,25 @@ class DataAgentExtension(ExtensionApp):
         "per server, no weights in kernels. False: each kernel loads its own."
     ).tag(config=True)
     model_queue = Int(
-        8, help="Model requests from kernels that may wait for the model; beyond: 'model busy'."
+        8, min=0, help="Model requests from kernels that may wait for the model; beyond: 'model busy'."
     ).tag(config=True)
     model_endpoint_concurrency = Int(
-        8, help="Requests the model service sends to an endpoint (the openai backend) at the same "
+        8, min=1, help="Requests the model service sends to an endpoint (the openai backend) at the same "
         "time, from all kernels; a local model (llama.cpp, transformers, vLLM) serves one at a time."
     ).tag(config=True)
     service = Any(None, allow_none=True)
 
-    try_handle_ttl_s = Float(
-        600.0, help="Seconds an outside agent's kernel copy (a try_code handle) is kept unused before "
-        "it is closed."
-    ).tag(config=True)
-    max_try_handles_per_user = Int(
-        16, help="Kernel copies (try_code handles) one user's outside agents may hold; beyond it the "
-        "least recently used is closed."
-    ).tag(config=True)
+    # The try_code handles' own limits (ttl, handles per user) are MCP-only: c.MCPExtension.*.
     max_concurrent_tries = Int(
-        32, help="Outside agents' try_code runs (and proposals' runs) forking or running at the "
+        32, min=1, help="Outside agents' try_code runs (and proposals' runs) forking or running at the "
         "same time, all users together."
     ).tag(config=True)
     max_concurrent_tries_per_user = Int(
-        4, help="Of those, one user's at most; that user's further tries wait in a line of their own "
+        4, min=1, help="Of those, one user's at most; that user's further tries wait in a line of their own "
         "(another user's try starts at once while slots are free)."
     ).tag(config=True)
     max_proposals_per_user = Int(
-        200, help="Proposals from outside agents kept per user (decided ones are dropped first)."
+        200, min=1, help="Proposals from outside agents kept per user (decided ones are dropped first)."
     ).tag(config=True)
 
     record_decisions = Bool(
@@ -163,15 +159,15 @@ class DataAgentExtension(ExtensionApp):
 
         self.configured_settings = load_settings(self.config)
         self.agent_settings = with_newest_value_model(self.configured_settings)
-        SnapshotTree.max_processes = max(1, self.max_total_snapshot_processes)
+        SnapshotTree.max_processes = self.max_total_snapshot_processes
         limits = JobLimits(
-            max_concurrent_jobs=max(1, self.max_concurrent_jobs),
-            max_pending_jobs=max(0, self.max_pending_jobs),
-            max_jobs_per_user=max(1, self.max_jobs_per_user),
+            max_concurrent_jobs=self.max_concurrent_jobs,
+            max_pending_jobs=self.max_pending_jobs,
+            max_jobs_per_user=self.max_jobs_per_user,
             max_running_jobs_per_user=self.max_running_jobs_per_user or None,
-            max_snapshot_processes=max(1, self.max_snapshot_processes),
+            max_snapshot_processes=self.max_snapshot_processes,
             job_retention_s=self.job_retention_s,
-            max_retained_jobs=max(1, self.max_retained_jobs),
+            max_retained_jobs=self.max_retained_jobs,
             kernel_wait_notice_s=self.kernel_wait_notice_s,
             kernel_wait_timeout_s=self.kernel_wait_timeout_s,
             snapshot_timeout_s=self.snapshot_timeout_s,
@@ -186,21 +182,9 @@ class DataAgentExtension(ExtensionApp):
             secrets=[self._server_token()],
         )
         self.turns = TurnService(self.jobs)
-        self.settings["jupyter_data_agent"] = {
-            "settings": self.agent_settings,
-            "jobs": self.jobs,
-            "turns": self.turns,
-            "owner_scope": self.job_owner_scope,
-            "public_limits": ServerLimits(
-                max_samples=self.agent_settings.max_samples,
-                max_budget=self.agent_settings.max_budget,
-                max_intent_chars=MAX_INTENT_CHARS,
-                max_concurrent_jobs=limits.max_concurrent_jobs,
-            ),
-        }
         if self.model_service and self.service is None:
-            self.service = ModelService(self.agent_settings, max_waiting=max(0, self.model_queue),
-                                        endpoint_concurrency=max(1, self.model_endpoint_concurrency),
+            self.service = ModelService(self.agent_settings, max_waiting=self.model_queue,
+                                        endpoint_concurrency=self.model_endpoint_concurrency,
                                         log_=self.log)
             try:
                 path = self.service.start()
@@ -208,20 +192,33 @@ class DataAgentExtension(ExtensionApp):
             except OSError as exc:  # no Unix sockets here: kernels load their own model
                 self.log.warning("jupyter_data_agent: model service not started: %s", exc)
                 self.service = None
-        self.settings["jupyter_data_agent"]["model_service"] = self.service
         if self.service is not None:
             self.service.turns = self._magic_turns(self.service)
+        # ttl_s and max_handles_per_user: c.MCPExtension's (mcp.extension), set when it loads.
         self.tries = TryManager(jobs=self.jobs, session_manager=self.serverapp.session_manager,
                                 redact=self.jobs.scrub.json,
-                                limits=TryLimits(ttl_s=self.try_handle_ttl_s,
-                                                 max_handles_per_user=max(1, self.max_try_handles_per_user),
-                                                 max_concurrent=max(1, self.max_concurrent_tries),
-                                                 max_concurrent_per_user=max(1, self.max_concurrent_tries_per_user)))
-        self.settings["jupyter_data_agent"]["tries"] = self.tries
-        self.settings["jupyter_data_agent"]["proposals"] = ProposalStore(max(1, self.max_proposals_per_user))
-        self.settings["jupyter_data_agent"]["decisions"] = self._decision_store()
-        self.settings["jupyter_data_agent"]["reload_value_model"] = self.reload_value_model
-        self._agent_tokens()
+                                limits=TryLimits(max_concurrent=self.max_concurrent_tries,
+                                                 max_concurrent_per_user=self.max_concurrent_tries_per_user))
+        self.state = AgentState(
+            settings=self.agent_settings,
+            jobs=self.jobs,
+            turns=self.turns,
+            tries=self.tries,
+            proposals=ProposalStore(self.max_proposals_per_user),
+            public_limits=ServerLimits(
+                max_samples=self.agent_settings.max_samples,
+                max_budget=self.agent_settings.max_budget,
+                max_intent_chars=MAX_INTENT_CHARS,
+                max_concurrent_jobs=limits.max_concurrent_jobs,
+            ),
+            owner_scope=self.job_owner_scope,
+            reload_value_model=self.reload_value_model,
+            inline_schemas=SchemaCache(),
+            decisions=self._decision_store(),
+            model_service=self.service,
+            agent_identity=self._agent_tokens(),
+        )
+        self.settings[STATE_KEY] = self.state
         self.log.info("jupyter_data_agent: Search turns are guided by %s",
                       value_model_label(self.agent_settings, default_estimator()))
         self.jobs.service = self.service
@@ -243,7 +240,7 @@ class DataAgentExtension(ExtensionApp):
                           owner=lambda kernel_id: kernel_owner(shared, kernel_id),
                           settings_for=service.settings_for, fork_timeout_s=self.snapshot_timeout_s)
 
-    def _agent_tokens(self) -> None:
+    def _agent_tokens(self) -> "AgentIdentity":
         """Agent tokens in front of the server's identity provider and authorizer (``agent_auth``)."""
         from ..store.agent_tokens import AgentTokenStore
         from .agent_auth import AgentAuthorizer, AgentIdentity
@@ -255,13 +252,13 @@ class DataAgentExtension(ExtensionApp):
             self.settings["identity_provider"] = identity
             self.settings["authorizer"] = AgentAuthorizer(self.settings.get("authorizer")
                                                           or self.serverapp.authorizer)
-        self.settings["jupyter_data_agent"]["agent_identity"] = identity
+        return identity
 
     def reload_value_model(self) -> str:
         """Search turns from now on use the newest trained value model; returns what guides them."""
-        assert self.configured_settings is not None and self.jobs is not None
+        assert self.configured_settings is not None and self.jobs is not None and self.state is not None
         self.agent_settings = with_newest_value_model(self.configured_settings)
-        self.settings["jupyter_data_agent"]["settings"] = self.agent_settings
+        self.state.settings = self.agent_settings
         self.jobs.settings = self.agent_settings
         label = value_model_label(self.agent_settings, default_estimator())
         self.log.info("jupyter_data_agent: Search turns are guided by %s", label)

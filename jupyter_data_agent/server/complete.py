@@ -5,7 +5,7 @@ path is built for many short, often abandoned requests:
 
 * the prompt is the ARCADE linearization of the cells above plus the live
   kernel's schema block (:mod:`jupyter_data_agent.prompts.inline`); the
-  schema is read with the turn pipeline's ``inspect_kernel`` and cached per
+  schema is read through the kernel's handle (``server.kernels``) and cached per
   kernel for :data:`SCHEMA_TTL_S`, so typing does not re-inspect (running a
   cell above, which changes the execution counts the request carries, does); a busy
   kernel is never waited for (the last schema, or none, is used);
@@ -40,6 +40,7 @@ from ..context.model import NotebookContext
 from ..llm.base import Backend, BackendError, Completion, SamplingParams, Streamed, use_chat
 from ..prompts.inline import MAX_TOKENS, InlinePrompt, InlineText, build_inline_prompt
 from .handlers import AgentAPIHandler
+from .kernels import KernelHandles
 from .models import InlineCompletionChunk, InlineCompletionRequest
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,11 @@ class SchemaCache:
     reads: int = 0  # inspections sent to kernels (tests and the benchmark read it)
     _pending: dict[str, asyncio.Future] = field(default_factory=dict)
 
-    async def get(self, kernel_id: str, km: Any, stamp: tuple[int | None, ...] = ()) -> tuple[str, list[str]]:
+    async def get(self, kernels: KernelHandles, kernel_id: str,
+                  stamp: tuple[int | None, ...] = ()) -> tuple[str, list[str]]:
+        km = kernels.manager(kernel_id)
+        if km is None:
+            return "", []
         entry = self.entries.get(kernel_id)
         fresh = entry is not None and entry.stamp == stamp and time.monotonic() - entry.at < self.ttl
         if entry is not None and (fresh or getattr(km, "execution_state", "") == "busy"):
@@ -78,26 +83,24 @@ class SchemaCache:
             return "", []
         pending = self._pending.get(kernel_id)
         if pending is None:
-            pending = self._pending[kernel_id] = asyncio.ensure_future(self._read(kernel_id, km, stamp))
+            pending = self._pending[kernel_id] = asyncio.ensure_future(self._read(kernels, kernel_id, stamp))
             pending.add_done_callback(lambda _f: self._pending.pop(kernel_id, None))
         return await asyncio.shield(pending)
 
-    async def _read(self, kernel_id: str, km: Any, stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
-        from ..kernel.client import open_client
-        from ..kernel.schema import SchemaInspectionError, inspect_kernel, schema_block
+    async def _read(self, kernels: KernelHandles, kernel_id: str,
+                    stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
+        from ..kernel.handle import NoKernel
+        from ..kernel.schema import SchemaInspectionError, schema_block
 
         self.reads += 1
-        try:
-            kc = await open_client(km)
-        except Exception:  # noqa: BLE001 -- a kernel that cannot be reached (a gateway's handshake): no schema
-            log.debug("could not open a client on kernel %s", kernel_id, exc_info=True)
-            return self._last(kernel_id)
-        try:
-            frames = await inspect_kernel(kc, timeout=self.timeout, time_limit=1.0)
-        except SchemaInspectionError:
-            return self._last(kernel_id)
-        finally:
-            kc.stop_channels()
+        async with kernels.reading(kernel_id) as handle:
+            if isinstance(handle, NoKernel):  # not running, not reached (a gateway's handshake): no schema
+                log.debug("no schema from kernel %s: %s", kernel_id, handle.reason)
+                return self._last(kernel_id)
+            try:
+                frames = await handle.frames(self.timeout, time_limit=1.0)
+            except SchemaInspectionError:
+                return self._last(kernel_id)
         entry = _Entry(time.monotonic(), schema_block(frames) if frames else "", [f.name for f in frames], stamp)
         self.entries[kernel_id] = entry
         return entry.block, entry.frames
@@ -198,7 +201,7 @@ class CompleteHandler(AgentAPIHandler):
 
     @property
     def schemas(self) -> SchemaCache:
-        return self.agent_state.setdefault("inline_schemas", SchemaCache())
+        return self.agent_state.inline_schemas
 
     async def _schema(self, kernel_id: str | None, stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
         if not kernel_id:
@@ -206,11 +209,7 @@ class CompleteHandler(AgentAPIHandler):
         # Reading the schema runs code in the kernel: the same permission as a kernel websocket.
         if not await self.may("execute", "kernels"):
             return "", []
-        try:
-            km = self.kernel_manager.get_kernel(kernel_id)
-        except (KeyError, web.HTTPError):
-            return "", []
-        return await self.schemas.get(kernel_id, km, stamp)
+        return await self.schemas.get(self.jobs.kernels, kernel_id, stamp)
 
     def _write(self, chunk: InlineCompletionChunk) -> None:
         self.write(chunk.model_dump_json() + "\n")
@@ -235,7 +234,7 @@ class CompleteHandler(AgentAPIHandler):
         from ..llm.factory import create_backend
 
         backend = await asyncio.to_thread(create_backend, settings)
-        service = self.agent_state.get("model_service")
+        service = self.agent_state.model_service
         queued = service.queued(settings, backend, lambda _ahead: None, cancel) if service else backend
         prompt = inline_prompt(settings, backend, context, request.prefix, request.suffix, schema)
 

@@ -40,6 +40,7 @@ from .models import (
     TurnRequestModel,
     ValueModelReply,
 )
+from .state import AgentState, agent_state
 
 AUTH_RESOURCE = "jupyter_data_agent"
 
@@ -97,21 +98,21 @@ class _AgentMixin:
     auth_resource = AUTH_RESOURCE
 
     @property
-    def agent_state(self) -> dict:
-        return self.settings["jupyter_data_agent"]  # type: ignore[attr-defined]
+    def agent_state(self) -> AgentState:
+        return agent_state(self.settings)  # type: ignore[attr-defined]
 
     @property
     def agent_settings(self) -> Settings:
-        return self.agent_state["settings"]
+        return self.agent_state.settings
 
     @property
     def jobs(self):
-        return self.agent_state["jobs"]
+        return self.agent_state.jobs
 
     @property
     def turns(self):
         """The turn service (``server.turns``): the one place turns start and are read."""
-        return self.agent_state["turns"]
+        return self.agent_state.turns
 
     def job_owner(self) -> str:
         """Who owns jobs started by this request.
@@ -121,7 +122,7 @@ class _AgentMixin:
         stock token/password providers, where every script request or browser
         session gets a fresh anonymous name.
         """
-        shared = one_principal(self.identity_provider, self.agent_state.get("owner_scope", "auto"))  # type: ignore[attr-defined]
+        shared = one_principal(self.identity_provider, self.agent_state.owner_scope)  # type: ignore[attr-defined]
         return shared or f"user:{self.current_user.username}"  # type: ignore[attr-defined]
 
     async def may(self, action: str, resource: str) -> bool:
@@ -187,7 +188,7 @@ class ConfigHandler(AgentAPIHandler):
                         "live_state": True, "events": "websocket",
                         "inline_completion": settings.inline_enabled}
         body = {**public_settings(settings), "strategies": catalog(settings), "capabilities": capabilities,
-                "limits": self.agent_state["public_limits"].model_dump(), "price": settings.price,
+                "limits": self.agent_state.public_limits.model_dump(), "price": settings.price,
                 "prices": {m: settings.prices[m] for m in settings.offered_models if m in settings.prices}}
         # The configured secrets, wherever they hide (extra options, a URL path).
         reply = AgentConfig.model_validate(self.jobs.scrub.json(body))
@@ -318,7 +319,7 @@ class DecisionsHandler(AgentAPIHandler):
     @authorized
     async def post(self) -> None:
         request = self.parse_body(DecisionRequest, "decision")
-        store = self.agent_state.get("decisions")
+        store = self.agent_state.decisions
         if store is None:  # recording is off (c.DataAgentExtension.record_decisions)
             self.finish(DecisionRecorded(recorded=False).model_dump_json())
             return
@@ -348,7 +349,7 @@ class ValueModelReloadHandler(AgentAPIHandler):
     @tornado.web.authenticated
     @authorized
     def post(self) -> None:
-        label = self.agent_state["reload_value_model"]()
+        label = self.agent_state.reload_value_model()
         self.finish(ValueModelReply(value_model=label).model_dump_json())
 
 
@@ -366,15 +367,12 @@ class VariablesHandler(AgentAPIHandler):
         if not kernel_id:
             raise web.HTTPError(400, "Give the notebook's kernel: variables?kernel_id=<id>.")
         await self.require_execute()
-        try:
-            km = self.kernel_manager.get_kernel(kernel_id)
-        except (KeyError, web.HTTPError):
-            km = None
-        if km is None:
+        kernels = self.jobs.kernels
+        if kernels.manager(kernel_id) is None:
             raise web.HTTPError(404, f"No running kernel {kernel_id!r}.")
         from .variables import kernel_variables
 
-        reply = await kernel_variables(km, kernel_id)
+        reply = await kernel_variables(kernels, kernel_id)
         self.finish(reply.model_dump_json())
 
 

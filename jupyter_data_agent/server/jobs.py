@@ -1,9 +1,9 @@
 """Scheduling turn jobs: one search per ``POST turns``, run off the event loop.
 
 The manager admits a job (per-user and server-wide limits), picks the
-handle on the notebook's kernel (``kernel.handle``: local, or over the
-kernel channel for a gateway's kernel), and runs ``turn.prepare`` and the
-turn in worker threads; the job (``server/job.py``) holds its event log. Cancelling (or stopping the
+handle on the notebook's kernel (``server.kernels``: local, or over the
+kernel channel for a gateway's kernel), awaits ``turn.aprepare`` on the
+loop and runs the turn in a worker thread; the job (``server/job.py``) holds its event log. Cancelling (or stopping the
 server) ends every snapshot process the job started before it answers.
 The worker reaches the loop through ``loop.call_soon_threadsafe``, which
 keeps the strategy's events in order ahead of the final ``done``.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 import time
 import traceback
@@ -22,17 +21,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tornado import web
-
 from ..config import Settings
 from ..context.model import NotebookContext
-from ..kernel.client import first_line, kernel_alive, on_another_host, open_client
-from ..kernel.handle import ChannelHandle, ClientHandle, KernelHandle, NoKernel
+from ..kernel.handle import KernelHandle, NoKernel
 from ..llm.base import BackendError
 from ..store.decisions import TurnOutcome
 from ..turn import TurnAsk, resolve, secrets_scrubber
 from .fair import FairSlots
 from .job import SERVER_OWNER, Job, model_intent
+from .kernels import KernelHandles
 from .models import TurnRequestModel
 
 log = logging.getLogger(__name__)
@@ -310,7 +307,7 @@ class JobManager:
 
     async def _run_in_slot(self, job: Job) -> None:
         from ..llm.factory import create_backend
-        from ..turn import prepare, run_turn
+        from ..turn import aprepare, run_turn
 
         spec = job.spec
         settings = job.settings or self.settings  # with the model the turn picked
@@ -324,22 +321,26 @@ class JobManager:
             await asyncio.to_thread(backend.load)
         job.model = backend.model
         loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
 
         def sink(event: Any) -> None:
             if job.finished:
                 return
-            rendered = job.render(event.kind, event.message, event.data)  # here, not on the loop
+            if threading.get_ident() == loop_thread:  # the preparation, awaited here: in order, now
+                job.strategy_event(event)
+                return
+            rendered = job.render(event.kind, event.message, event.data)  # in the worker, not on the loop
             with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
                 loop.call_soon_threadsafe(job.strategy_event, event, rendered)
 
-        # The kernel's state and copies: one call, in a worker (it may wait for a busy kernel).
+        # The kernel's state and copies: awaited here, on the loop (it may wait for a busy kernel).
         job.phase = "preparing"
         job.prepared.clear()
         try:
             job.handle = handle = await self._kernel_handle(job)
-            inputs = await self._in_worker(job, lambda: prepare(
+            inputs = await aprepare(
                 spec, job.context, handle, events=sink, cancel=job.cancel_event, give_up=job.skip_kernel,
-                max_live=self.limits.max_snapshot_processes, redact=self.scrub.json))
+                max_live=self.limits.max_snapshot_processes, redact=self.scrub.json)
             job.copies = inputs.copies
             job.tree = inputs.copies.tree
         finally:
@@ -401,12 +402,7 @@ class JobManager:
 
     # -- the kernel ------------------------------------------------------------------
     async def _kernel_handle(self, job: Job) -> KernelHandle:
-        """The handle ``turn.prepare`` reads the notebook's kernel through.
-
-        The transport is probed, not configured: a kernel of this machine is
-        copied over Unix sockets; one behind a kernel gateway over its own
-        channels (``kernel.channel``).
-        """
+        """The handle ``turn.aprepare`` reads the notebook's kernel through (``server.kernels``)."""
         request = job.request
         if job.given_handle is not None:
             return job.given_handle
@@ -414,35 +410,15 @@ class JobManager:
             return NoKernel("live kernel state is off for this turn", kind="log", state="no_live_state",
                             message="Live kernel state is off for this turn: the model sees the notebook "
                                     "text only and candidates are not run before you see them.")
-        return await self.kernel_handle(request.kernel_id, request.notebook_path)
+        return await self.kernels.open(request.kernel_id, request.notebook_path)
 
-    async def kernel_handle(self, kernel_id: str | None, notebook_path: str) -> KernelHandle:
-        """A handle on the kernel ``kernel_id`` (``NoKernel`` with the reason when there is none to use);
-        also the outside agents' copies' (``server.tries``)."""
-        if not kernel_id:
-            return NoKernel("the notebook has no running kernel")
-        try:
-            km = self.kernel_manager.get_kernel(kernel_id)
-        except (KeyError, web.HTTPError):  # jupyter_server answers an unknown id with a 404
-            km = None
-        if km is None or not await kernel_alive(km):
-            return NoKernel("the notebook's kernel is not running", message=(
-                "The notebook's kernel is not running (it may have died or been shut down): the turn "
-                "uses the notebook text alone (no DataFrame schemas, no output previews)."))
-        remote = on_another_host(km)
-        try:
-            kc = await open_client(km, iopub=remote, control=remote)
-        except Exception as exc:  # noqa: BLE001 -- whatever the client raised (a gateway's websocket handshake), said
-            return NoKernel("the notebook's kernel could not be reached", message=(
-                f"Could not reach the notebook's kernel ({type(exc).__name__}: {first_line(exc)}): the "
-                "turn uses the notebook text alone (no DataFrame schemas, no output previews)."))
-        kind = ChannelHandle if remote else ClientHandle
+    @property
+    def kernels(self) -> KernelHandles:
+        """Handles on this server's kernels by id (``server.kernels``), with these limits' waits:
+        turns', tries', and the variables', inline completion's and MCP's readers'."""
         limits = self.limits
-        return kind(kc, asyncio.get_running_loop(),
-                    # A gateway kernel's files are its host's: its own working directory.
-                    notebook_dir=None if remote else self._notebook_dir(notebook_path),
-                    alive=lambda: kernel_alive(km), wait_notice_s=limits.kernel_wait_notice_s,
-                    wait_timeout_s=limits.kernel_wait_timeout_s, fork_timeout_s=limits.snapshot_timeout_s)
+        return KernelHandles(self.kernel_manager, self.root_dir, wait_notice_s=limits.kernel_wait_notice_s,
+                             wait_timeout_s=limits.kernel_wait_timeout_s, fork_timeout_s=limits.snapshot_timeout_s)
 
     async def _close_tree(self, job: Job) -> None:
         """Close the job's tree, then its kernel handle; every caller waits for the same close."""
@@ -458,15 +434,6 @@ class JobManager:
         except Exception:
             self.log.warning("jupyter_data_agent: closing the kernel copies of job %s failed",
                              job.id, exc_info=True)
-
-    def _notebook_dir(self, notebook_path: str) -> str | None:
-        """The notebook's folder on disk, only if it lies inside the server's root."""
-        if not self.root_dir:
-            return None
-        root = os.path.realpath(self.root_dir)
-        folder = os.path.realpath(os.path.join(root, os.path.dirname(notebook_path.lstrip("/"))))
-        inside = os.path.commonpath([root, folder]) == root and os.path.isdir(folder)
-        return folder if inside else root
 
     def _error_message(self, exc: BaseException) -> str:
         """What the user sees: actionable (``Job.emit`` scrubs the secrets)."""

@@ -172,7 +172,7 @@ class ModelService:
                  log_: logging.Logger | None = None) -> None:
         self.settings = settings
         self.max_waiting = max_waiting
-        self.endpoint_concurrency = max(1, endpoint_concurrency)
+        self.endpoint_concurrency = endpoint_concurrency  # at least 1: the trait's bound
         self._create = create
         self.log = log_ or log
         self.token = secrets.token_urlsafe(32)

@@ -51,11 +51,11 @@ def reply(proposal: Proposal) -> str:
 class _ProposalAPI(AgentAPIHandler):
     @property
     def proposals(self) -> ProposalStore:
-        return self.agent_state["proposals"]
+        return self.agent_state.proposals
 
     @property
     def tries(self) -> TryManager:
-        return self.agent_state["tries"]
+        return self.agent_state.tries
 
     def owned(self, proposal_id: str) -> Proposal:
         try:

@@ -76,7 +76,7 @@ class ProposalStore:
     """Every user's proposals and agent activity; event-loop only (no locking)."""
 
     def __init__(self, max_per_user: int = MAX_PROPOSALS_PER_USER) -> None:
-        self.max_per_user = max(1, max_per_user)
+        self.max_per_user = max_per_user  # at least 1: the trait's bound
         self._by_owner: dict[str, dict[str, Proposal]] = {}  # insertion order = oldest first
         self._activity: dict[str, dict[tuple[str, str], AgentActivity]] = {}
 

@@ -22,7 +22,7 @@ class AgentTokensHandler(AgentAPIHandler):
     the token, shown this once), ``DELETE agent-tokens/<id>``."""
 
     def _identity(self) -> AgentIdentity:
-        return self.agent_state["agent_identity"]
+        return self.agent_state.agent_identity
 
     def _listing(self) -> str:
         identity = self._identity()

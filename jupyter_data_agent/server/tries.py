@@ -1,7 +1,7 @@
 """Outside agents' code, run in confined copies of a notebook's live kernel, kept as handles.
 
 ``try_code`` forks the notebook's kernel (the same handle and copy policy a
-turn uses: ``JobManager.kernel_handle``, ``turn.open_copies``) and runs the
+turn uses: ``server.kernels``, ``turn.open_copies``) and runs the
 code in the copy; the copy, in its new state, is kept under a handle. Code
 run ``from`` a handle runs in a child of that copy, so an agent explores in
 several steps and branches without touching the user's kernel. Around each
@@ -18,7 +18,7 @@ never ends a copy in use.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -113,7 +113,7 @@ class TryOutcome:
 
 
 class TryManager:
-    """Every user's handles on kernel copies; event-loop API, blocking work in its own threads."""
+    """Every user's handles on kernel copies; event-loop API, a run in a copy in a thread of its own."""
 
     def __init__(self, *, jobs: Any, session_manager: Any, limits: TryLimits | None = None,
                  redact: Any = None) -> None:
@@ -124,7 +124,6 @@ class TryManager:
         self.handles: dict[str, Handle] = {}
         self._slots = FairSlots(self.limits.max_concurrent, self.limits.max_concurrent_per_user,
                                 exempt=frozenset({SERVER_OWNER}))
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self._slots.total, thread_name_prefix="jda-try")
         self._reaper: asyncio.Task | None = None
         self._closing = False
         self._running: set[_Tree] = set()  # trees of the tries running now
@@ -182,8 +181,7 @@ class TryManager:
                       abandoned: asyncio.Event | None) -> TryOutcome:
         work: dict[str, Any] = {}
         cancel = threading.Event()
-        future: asyncio.Future[Any] = asyncio.wrap_future(
-            self._pool.submit(self._run, tree, base, code, timeout, work, cancel))
+        future = _in_thread(self._run, tree, base, code, timeout, work, cancel)
         try:
             if abandoned is None:
                 node, result, diff = await future
@@ -259,7 +257,6 @@ class TryManager:
         trees.update({id(t): t for t in self._running})  # tries in flight: their copies end now
         self.handles.clear()
         await asyncio.gather(*(self._close_tree(t) for t in trees.values()), return_exceptions=True)
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- internals -------------------------------------------------------------------
     def _timeout(self, timeout: float | None) -> float:
@@ -289,16 +286,13 @@ class TryManager:
                            "kernel (list_notebooks shows the open ones).", 409)
         say("waiting for the notebook's kernel: a cell is running in it, the copy is made when it ends"
             if _busy(self.jobs.kernel_manager, kernel_id) else "copying the notebook's live kernel")
-        kernel = await self.jobs.kernel_handle(kernel_id, notebook_path)
+        kernel = await self.jobs.kernels.open(kernel_id, notebook_path)
         if isinstance(kernel, NoKernel):
             raise TryError(f"Cannot copy the kernel of {notebook_path!r}: {kernel.reason}.", 409)
         settings = self.jobs.settings
         policy = CopyPolicy(mode="fork", confinement=settings.confinement, limits=settings.snapshot_limits,
                             max_live=self.limits.max_handles_per_user + 1)
-        # In this manager's own threads: the fork waits for the loop, which itself hands work to the
-        # default executor (a few threads); blocking those with forks would deadlock concurrent tries.
-        copies = await asyncio.wrap_future(self._pool.submit(
-            open_copies, policy, redact=self.redact, fork=lambda limits: kernel.fork(limits, policy.max_live)))
+        copies = await open_copies(policy, redact=self.redact, fork=lambda limits: kernel.fork(limits, policy.max_live))
         if copies.tree is None:
             await asyncio.to_thread(kernel.close)
             raise TryError(f"The code was not run: {copies.confinement.message}", 409)
@@ -372,6 +366,29 @@ class TryManager:
 
 def _silent(_what: str) -> None:
     """A try nobody follows."""
+
+
+def _in_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+    """``fn`` in a daemon thread of its own; cancelling the future abandons it. A run may take
+    minutes: not in the default executor, whose few threads the server's short blocking calls
+    share (a token's check, a copy's handshake). The try slots bound how many run."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():  # else abandoned: the try was cancelled meanwhile
+            (future.set_result if ok else future.set_exception)(value)
+
+    def work() -> None:
+        try:
+            outcome = (True, fn(*args))
+        except BaseException as exc:  # noqa: BLE001 -- handed to the awaiting task
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=work, name="jda-try", daemon=True).start()
+    return future
 
 
 def _busy(kernel_manager: Any, kernel_id: str) -> bool:

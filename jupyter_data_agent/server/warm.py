@@ -108,7 +108,7 @@ class WarmHandler(CompleteHandler):
                                         path=request.notebook_path or None)
         except Exception as exc:  # noqa: BLE001 -- cells from the browser: any failure to read them is a 400
             raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
-        service = self.agent_state.get("model_service")
+        service = self.agent_state.model_service
         if service is not None and service.busy(settings):
             return self._reply(WarmReply(warmed=False, reason="the model is busy with a turn"))
         stamp = tuple(c.execution_count for c in request.cells if c.cell_type == "code")

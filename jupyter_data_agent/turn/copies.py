@@ -2,16 +2,18 @@
 
 Entry points differ only in how they fork (the magic forks its own kernel,
 the server a kernel it holds a client of, a benchmark a kernel it started):
-they pass that as ``fork``. Everything after is the same: the replay
+they pass that as ``fork``, their handle's (``kernel.handle``, async). Everything after is the same: the replay
 fallback where fork is refused, and the policy that decides whether
 candidates may run in what was made.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: How an entry point forks its kernel: limits in, a tree of copies out (or an error).
-Fork = Callable[[Limits], "CopyTree"]
+Fork = Callable[[Limits], Awaitable["CopyTree"]]
+#: How blocking work (a replay kernel, closing copies) is run: ``asyncio.to_thread``'s signature.
+OffLoop = Callable[..., Awaitable[Any]]
 
 
 @dataclass
@@ -76,15 +80,16 @@ def secrets_scrubber(*known: str | None) -> Scrubber:
     return Scrubber([*known, *(os.environ.get(name) for name in secret_env_names())])
 
 
-def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] | None = None,
-                notebook_dir: str | None = None, unavailable: str = "",
-                redact: Redact | None = None) -> Copies:
+async def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] | None = None,
+                      notebook_dir: str | None = None, unavailable: str = "",
+                      redact: Redact | None = None, off_loop: OffLoop = asyncio.to_thread) -> Copies:
     """Copies per ``policy``: ``fork``, else a replay kernel running ``replay``, else none.
 
     ``unavailable`` says why the caller has no way to fork (no kernel). The
     confinement policy then decides: under ``require`` a tree missing a layer
     is closed here, and candidates are generated but not run. ``redact``
     scrubs every result the tree returns (``kernel.tree.received``).
+    ``off_loop`` runs the blocking steps (the handle's ``off_loop``).
     """
     limits = policy.kernel_limits()
     reasons: list[str] = []
@@ -96,7 +101,7 @@ def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] 
             reasons.append(unavailable or "no kernel to copy")
         else:
             try:
-                tree = fork(limits)
+                tree = await fork(limits)
             except Exception as error:  # fork refused, not POSIX, no snapshot server...
                 log.debug("fork failed", exc_info=True)
                 reasons.append(f"no kernel copy could be made ({error})")
@@ -104,8 +109,9 @@ def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] 
         from ..kernel.replay import ReplayTree
 
         try:
-            replayed = ReplayTree.start(list(replay), notebook_dir=notebook_dir, limits=limits,
-                                        max_live=min(policy.max_live, policy.max_replay_kernels))
+            replayed = await off_loop(functools.partial(
+                ReplayTree.start, list(replay), notebook_dir=notebook_dir, limits=limits,
+                max_live=min(policy.max_live, policy.max_replay_kernels)))
             replayed.fallback_reason = "; ".join(reasons) or "replay asked for"
             tree = replayed
         except Exception as error:  # a cell that fails to replay, a kernel that does not start
@@ -115,7 +121,7 @@ def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence[str] 
     confinement = decide(tree.protections if tree is not None else None, policy.confinement,
                          "" if tree is not None else why or "no kernel copy could be made")
     if tree is not None and not confinement.execute:
-        tree.close()
+        await off_loop(tree.close)
         tree = None
     if tree is not None:
         tree.redact = redact  # type: ignore[attr-defined]

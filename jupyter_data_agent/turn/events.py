@@ -38,15 +38,10 @@ from ..context import report
 from ..kernel import policy, probes, results
 from ..prompts import parse
 from ..search import base
-from ..search.options import STRATEGIES
+from ..search.registry import StrategyName  # every strategy (the registry's, checked there)
 
 API_VERSION: Literal[1] = 1
 
-#: Every strategy the server knows (``search.options.STRATEGIES``, checked below).
-StrategyName = Literal["direct", "vote", "react", "mcts", "analysis", "explain"]
-if set(get_args(StrategyName)) != set(STRATEGIES):  # pragma: no cover - a contract check
-    raise ImportError(f"turn.events.StrategyName {get_args(StrategyName)} differs from "
-                      f"search.options.STRATEGIES {STRATEGIES}")
 
 #: ``state`` of a progress event: where the turn stands.
 ProgressState = Literal[

@@ -1,11 +1,15 @@
-"""Everything a turn reads from its kernel, gathered once: ``prepare(spec, notebook, handle)``.
+"""Everything a turn reads from its kernel, gathered once: ``aprepare(spec, notebook, handle)``.
 
 The magic, the server and the benchmarks each hold a ``kernel.handle`` on
-their kernel; ``prepare`` asks it for the DataFrame schemas and the active
+their kernel; ``aprepare`` asks it for the DataFrame schemas and the active
 cell's plots, then for copies (fork, else the replay fallback, else none,
 under the confinement policy), and says each step in events the sidebar and
 the magic show. What it returns is immutable: the context it was given is
 never changed (plots are described in a new one).
+
+The server awaits ``aprepare`` on its loop; ``prepare`` is the same for
+synchronous callers (the standalone magic, benchmarks), through
+``kernel.handle.wait``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from ..context.model import NotebookContext
 from ..context.report import SchemaCuts
-from ..kernel.handle import InspectAsk, Inspection, KernelHandle, NoKernel
+from ..kernel.handle import InspectAsk, Inspection, KernelHandle, NoKernel, wait
 from ..kernel.plots import PLOT_MARKER
 from ..kernel.schema import mentions, schema_block, schema_cuts
 from ..search import Cancelled
@@ -42,6 +46,15 @@ def prepare(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, *,
             events: EventSink = ignore_events, cancel: threading.Event | None = None,
             give_up: threading.Event | None = None, max_live: int | None = None,
             redact=None) -> TurnInputs:
+    """``aprepare``, blocking (``kernel.handle.wait``): the standalone magic, benchmarks."""
+    return wait(aprepare(spec, notebook, handle, events=events, cancel=cancel, give_up=give_up,
+                         max_live=max_live, redact=redact))
+
+
+async def aprepare(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, *,
+                   events: EventSink = ignore_events, cancel: threading.Event | None = None,
+                   give_up: threading.Event | None = None, max_live: int | None = None,
+                   redact=None) -> TurnInputs:
     """Read ``handle``'s kernel and open its copies for ``spec``.
 
     ``give_up`` (set by the user): stop waiting for a busy kernel and answer
@@ -55,7 +68,7 @@ def prepare(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, *,
     def say(kind: str, message: str, **data) -> None:
         events(Event(kind, message, data))  # type: ignore[arg-type]
 
-    inspection = _inspect(spec, notebook, handle, say, cancel, give_up)
+    inspection = await _inspect(spec, notebook, handle, say, cancel, give_up)
     if cancel.is_set():
         raise Cancelled("the turn was cancelled")
     frames = list(inspection.frames)
@@ -66,10 +79,10 @@ def prepare(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, *,
     live = min(spec.copies.max_live, max_live) if max_live else spec.copies.max_live
     can_fork = inspection.answered and not handle.why_no_copies()
     unavailable = handle.why_no_copies() or _unanswered(inspection)
-    copies = open_copies(
+    copies = await open_copies(
         spec.copies, fork=(lambda limits: handle.fork(limits, live)) if can_fork else None,
         replay=replay_cells(notebook) if inspection.answered and handle.replay_allowed else None,
-        notebook_dir=handle.notebook_dir, unavailable=unavailable, redact=redact)
+        notebook_dir=handle.notebook_dir, unavailable=unavailable, redact=redact, off_loop=handle.off_loop)
     transport = _transport(copies, handle)
     copies.confinement.transport = transport
     _say_copies(spec, copies, transport, say)
@@ -78,8 +91,8 @@ def prepare(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, *,
                       transport=transport)
 
 
-def _inspect(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, say, cancel: threading.Event,
-             give_up: threading.Event | None) -> Inspection:
+async def _inspect(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, say,
+                   cancel: threading.Event, give_up: threading.Event | None) -> Inspection:
     active = notebook.active_cell()
     plotted = [o for o in active.cell.outputs if o.text == PLOT_MARKER] if active is not None else []
     ask = InspectAsk(full=tuple(mentions(spec.intent)), plot_source=active.source if active and plotted else "",
@@ -87,7 +100,7 @@ def _inspect(spec: TurnSpec, notebook: NotebookContext, handle: KernelHandle, sa
     def stop() -> bool:
         return cancel.is_set() or (give_up is not None and give_up.is_set())
 
-    inspection = handle.inspect(ask, give_up=stop, waiting=lambda: say(
+    inspection = await handle.inspect(ask, give_up=stop, waiting=lambda: say(
         "progress", "Waiting for the kernel: it is busy running a cell.", state="waiting_for_kernel"))
     if cancel.is_set():
         return inspection

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config import Settings, resolve_settings
+from ..config import Settings, resolve_settings, setting_of
 from ..search.options import (
     KNOBS,
     OPTIONS_BY_STRATEGY,
@@ -31,11 +31,18 @@ def strategy_name(ask: TurnAsk) -> str:
 KNOB_LIMITS = {"samples": "max_samples", "budget": "max_budget"}
 
 
+def configured(name: str, settings: Settings) -> dict[str, Any]:
+    """The options of strategy ``name`` declared from a setting (``config.declared_field``), as set here."""
+    return {option: getattr(settings, setting) for option, info in OPTIONS_BY_STRATEGY[name].model_fields.items()
+            if (setting := setting_of(info)) is not None}
+
+
 def _options(name: str, settings: Settings, ask: TurnAsk):
     knobs = {option: getattr(ask, knob) for knob, option in KNOBS.get(name, {}).items()
              if getattr(ask, knob) is not None}
-    fields: dict[str, Any] = {**settings.strategy_defaults.get(name, {}), **knobs, **ask.options,
-                              "strategy": name}
+    # The settings, then the strategy's defaults (c.DataAgent.strategy_defaults), then the ask.
+    fields: dict[str, Any] = {**configured(name, settings), **settings.strategy_defaults.get(name, {}),
+                              **knobs, **ask.options, "strategy": name}
     try:
         options = strategy_options(fields)
     except ValidationError as error:
