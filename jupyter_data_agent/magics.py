@@ -153,7 +153,7 @@ class AgentMagics(Magics):
     # -- cell magic --------------------------------------------------------
     def _cell(self, args, cell: str) -> None:
         from .context.notebook import from_history
-        from .kernel.handle import NamespaceHandle
+        from .kernel.host.handle import NamespaceHandle
         from .llm.factory import create_backend
         from .turn import TurnAsk, prepare, resolve, run_turn, secrets_scrubber
 

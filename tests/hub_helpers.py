@@ -83,7 +83,7 @@ def hub_unavailable() -> str | None:
     for tool in ("useradd", "userdel"):
         if shutil.which(tool) is None:
             return f"{tool} (passwd) is not installed"
-    from jupyter_data_agent.kernel import confine
+    from jupyter_data_agent.kernel.copy import confine
 
     if confine.landlock_abi() < 6:  # as tests/test_escape.py: the default policy runs nothing otherwise
         return "the users' kernel copies need Landlock ABI >= 6 to be confined"

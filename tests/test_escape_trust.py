@@ -20,8 +20,8 @@ import time
 import psutil
 import pytest
 
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotError, _trusted_cgroup
 from jupyter_data_agent.kernel.protocol import ProtocolError
-from jupyter_data_agent.kernel.snapshot import SnapshotError, _trusted_cgroup
 from jupyter_data_agent.llm.scrub import Scrubber
 from tests.conftest import agent_server_config
 from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
@@ -66,7 +66,7 @@ def _lie_about_pid(pid: int) -> str:
     """The next copy forked from this one says it is ``pid``."""
     return textwrap.dedent(f"""
         import sys
-        fs = sys.modules['_jda_kernel.copy_server']
+        fs = sys.modules['_jda_kernel.copy.copy_server']
         honest = fs._hello_reply
         fs._hello_reply = lambda rid, state, kind='hello': {{**honest(rid, state, kind), 'pid': {pid}}}
     """)
@@ -351,9 +351,9 @@ def test_an_unreachable_root_is_ended_only_if_it_is_the_kernels_child(tmp_path):
     child of the kernel's pid (an unrelated process with that number is left alone)."""
     import json as _json
 
+    from jupyter_data_agent.kernel.forktree.snapshot import ForkUnavailable, SnapshotTree
     from jupyter_data_agent.kernel.protocol import PROTOCOL_VERSION
     from jupyter_data_agent.kernel.results import Limits
-    from jupyter_data_agent.kernel.snapshot import ForkUnavailable, SnapshotTree
 
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

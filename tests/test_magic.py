@@ -295,7 +295,7 @@ def _expected_line(kc) -> str:
         "def _probe():\n"
         "    from jupyter_data_agent.config import resolve_settings\n"
         "    from jupyter_data_agent.context.model import NotebookContext\n"
-        "    from jupyter_data_agent.kernel.handle import NamespaceHandle\n"
+        "    from jupyter_data_agent.kernel.host.handle import NamespaceHandle\n"
         "    from jupyter_data_agent.turn import TurnAsk, prepare, resolve\n"
         "    settings = resolve_settings()\n"
         "    magics = get_ipython().magics_manager.registry['AgentMagics']\n"

@@ -15,7 +15,7 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_data_agent.context.model import Cell, NotebookContext, Output
 from jupyter_data_agent.context.report import FrameCut
-from jupyter_data_agent.kernel.schema import inspect_namespace, mentions, schema_block, schema_cuts
+from jupyter_data_agent.kernel.inkernel.schema import inspect_namespace, mentions, schema_block, schema_cuts
 from jupyter_data_agent.prompts.arcade import build_prompt
 from tests.conftest import agent_server_config
 from tests.kernel_helpers import run_cell, stop_kernel

@@ -337,7 +337,7 @@ def test_copy_runs_torch_after_the_kernel_used_it(tmp_path):
                             "%load_ext jupyter_data_agent")
         assert warm.status == "ok", warm
         code = (
-            "from jupyter_data_agent.kernel.snapshot import SnapshotTree\n"
+            "from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree\n"
             "from jupyter_data_agent.kernel.results import Limits\n"
             "tree = SnapshotTree.from_current_kernel(limits=Limits(timeout_s=60), "
             "notebook_dir=os.getcwd())\n"
@@ -364,7 +364,7 @@ def test_stop_is_idempotent():
 
 
 def test_kernel_copies_lose_the_service_address_and_token():
-    from jupyter_data_agent.kernel.harden import secret_env_names
+    from jupyter_data_agent.kernel.copy.harden import secret_env_names
 
     env = {ENV_SOCKET: "/tmp/jda-model-x/model.sock", ENV_TOKEN: "t" * 40, "PATH": "/bin"}
     assert sorted(secret_env_names(env)) == sorted([ENV_SOCKET, ENV_TOKEN])
@@ -449,7 +449,7 @@ def test_folders_of_killed_servers_are_removed(monkeypatch):
     import sys
     import tempfile
 
-    from jupyter_data_agent.kernel import procs
+    from jupyter_data_agent.kernel.copy import procs
 
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="jms-", dir="/tmp"))  # short: a socket lives here
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -758,7 +758,7 @@ def exec_ok():
 
 
 def verdict():
-    from jupyter_data_agent.kernel.policy import decide
+    from jupyter_data_agent.kernel.host.policy import decide
 
     return decide(None, "require", unavailable="no kernel copy in this test")
 

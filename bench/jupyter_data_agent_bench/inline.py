@@ -148,7 +148,7 @@ def _cells_json(cells) -> list[dict]:
 
 
 def _schema(ns: dict) -> str:
-    from jupyter_data_agent.kernel.schema import inspect_namespace, schema_block
+    from jupyter_data_agent.kernel.inkernel.schema import inspect_namespace, schema_block
 
     frames = inspect_namespace(ns)
     return schema_block(frames) if frames else ""

@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 
 from jupyter_data_agent.kernel import rpc
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
-from jupyter_data_agent.kernel.replay import ReplayTree
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree, _uss
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.host.replay import ReplayTree
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import SnapshotTree, _uss
 
 BASE_ROWS = 100_000
 TRIVIAL = "1 + 1"

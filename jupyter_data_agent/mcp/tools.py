@@ -448,9 +448,9 @@ def _tell_confinement(caller: Caller, ctx: Context, asked: bool) -> bool:
 async def _describe(caller: Caller, notebook: str, name: str) -> dict[str, Any]:
     """The frame's schema (``inspect_kernel``, in full) with each column's statistics
     (``survey.frame_stats``), both read silently through one client."""
-    from ..kernel.client import open_client
-    from ..kernel.schema import KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
-    from ..kernel.survey import SurveyError, frame_stats
+    from ..kernel.host.client import open_client
+    from ..kernel.inkernel.schema import KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
+    from ..kernel.inkernel.survey import SurveyError, frame_stats
 
     caller.require_execute()
     kernel_id = await _kernel(caller, notebook)

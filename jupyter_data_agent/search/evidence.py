@@ -26,8 +26,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..kernel import probes
-from ..kernel.probes import Check, Finding
+from ..kernel.inkernel import probes
+from ..kernel.inkernel.probes import Check, Finding
 from ..prompts.answers import expected_tags, extract_answers
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernel.probes import Finding
+from ..kernel.inkernel.probes import Finding
 from ..kernel.results import ExecResult
 from ..prompts.answers import same_text_answer
 from .base import TraceStep

@@ -83,8 +83,8 @@ class SchemaCache:
         return await asyncio.shield(pending)
 
     async def _read(self, kernel_id: str, km: Any, stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
-        from ..kernel.client import open_client
-        from ..kernel.schema import SchemaInspectionError, inspect_kernel, schema_block
+        from ..kernel.host.client import open_client
+        from ..kernel.inkernel.schema import SchemaInspectionError, inspect_kernel, schema_block
 
         self.reads += 1
         try:

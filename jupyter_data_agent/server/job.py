@@ -20,8 +20,8 @@ from typing import Any
 from ..config import Settings
 from ..context.model import NotebookContext
 from ..context.turns import new_turn_id
-from ..kernel.handle import KernelHandle
-from ..kernel.policy import Confinement
+from ..kernel.host.handle import KernelHandle
+from ..kernel.host.policy import Confinement
 from ..kernel.tree import CopyTree
 from ..llm.scrub import Scrubber
 from ..prompts.edit import edit_intent, edit_question

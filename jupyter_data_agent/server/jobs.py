@@ -26,8 +26,8 @@ from tornado import web
 
 from ..config import Settings
 from ..context.model import NotebookContext
-from ..kernel.client import first_line, kernel_alive, on_another_host, open_client
-from ..kernel.handle import ChannelHandle, ClientHandle, KernelHandle, NoKernel
+from ..kernel.host.client import first_line, kernel_alive, on_another_host, open_client
+from ..kernel.host.handle import ChannelHandle, ClientHandle, KernelHandle, NoKernel
 from ..llm.base import BackendError
 from ..store.decisions import TurnOutcome
 from ..turn import TurnAsk, resolve, secrets_scrubber

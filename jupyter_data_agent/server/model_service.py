@@ -188,7 +188,7 @@ class ModelService:
 
     # -- lifecycle -------------------------------------------------------------
     def start(self, export_env: bool = True) -> str:
-        from ..kernel import procs
+        from ..kernel.copy import procs
 
         procs.sweep()  # the folders of services whose server was killed
         tag = procs.owner_tag(os.getpid(), os.getpid())

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernel import namespace_diff
-from ..kernel.handle import KernelHandle, NoKernel
-from ..kernel.namespace_diff import NamespaceDiff
-from ..kernel.policy import Confinement
+from ..kernel.host.handle import KernelHandle, NoKernel
+from ..kernel.host.policy import Confinement
+from ..kernel.inkernel import namespace_diff
+from ..kernel.inkernel.namespace_diff import NamespaceDiff
 from ..kernel.results import ExecResult
 from ..search.equivalence import exec_output, majority
 from ..turn import CopyPolicy, open_copies

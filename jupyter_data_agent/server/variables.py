@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernel.client import first_line, open_client
-from ..kernel.schema import FrameSchema, KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
+from ..kernel.host.client import first_line, open_client
+from ..kernel.inkernel.schema import FrameSchema, KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
 from .models import VariableInfo, VariablesReply
 
 #: Frames listed, and column names per frame (the popup shows a few).
@@ -45,7 +45,7 @@ async def kernel_variables_all(km: Any, kernel_id: str, timeout: float = REPLY_T
 
 
 async def _read(km: Any, kernel_id: str, timeout: float, *, others: bool) -> tuple[VariablesReply, list[dict]]:
-    from ..kernel.survey import SurveyError, kernel_objects
+    from ..kernel.inkernel.survey import SurveyError, kernel_objects
 
     try:
         kc = await open_client(km)

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from . import rpc
+from .. import rpc
 
 __all__ = ["frame_stats", "kernel_objects", "SurveyError"]
 

@@ -21,11 +21,11 @@ import tempfile
 import time
 import traceback
 
+from .. import plots as _plots
+from ..results import ExecResult, Limits, Protections, describe_value
 from . import confine as _confine
 from . import harden as _harden
-from . import plots as _plots
 from .capture import NOVALUE, Sink, drain_fd_capture, fresh_fd_capture, scratch_over_cap
-from .results import ExecResult, Limits, Protections, describe_value
 
 
 class CPUTimeLimitExceeded(BaseException):

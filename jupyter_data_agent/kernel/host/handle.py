@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .results import Limits
-from .schema import FrameSchema
-from .tree import CopyTree
+from ..inkernel.schema import FrameSchema
+from ..results import Limits
+from ..tree import CopyTree
 
 #: How an inspection ended: read; the schema step failed though the kernel
 #: answered; the kernel did not answer in time; the user chose not to wait;
@@ -134,8 +134,8 @@ class NamespaceHandle(KernelHandle):
         self.limits = limits  # the magic's own (tests), else the turn's
 
     def inspect(self, ask: InspectAsk, *, waiting=None, give_up=None) -> Inspection:
-        from . import plots
-        from .schema import inspect_namespace
+        from .. import plots
+        from ..inkernel.schema import inspect_namespace
 
         frames = inspect_namespace(self.namespace, max_frames=ask.max_frames,
                                    max_columns=ask.max_columns, full=ask.full)
@@ -146,7 +146,7 @@ class NamespaceHandle(KernelHandle):
         return Inspection(frames=tuple(frames), plots=_texts(found))
 
     def fork(self, limits: Limits, max_live: int) -> CopyTree:
-        from .snapshot import SnapshotTree
+        from ..forktree.snapshot import SnapshotTree
 
         return SnapshotTree.from_current_kernel(notebook_dir=self.notebook_dir,
                                                 limits=self.limits or limits, max_live=max_live,
@@ -180,8 +180,8 @@ class ClientHandle(KernelHandle):
                 give_up: Callable[[], bool] | None = None) -> Inspection:
         import concurrent.futures
 
-        from . import plots, rpc
-        from .schema import KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
+        from .. import plots, rpc
+        from ..inkernel.schema import KernelDidNotAnswer, SchemaInspectionError, inspect_kernel
 
         task = self._run(inspect_kernel(self.kc, timeout=self.wait_timeout_s, time_limit=ask.time_limit_s,
                                         max_frames=ask.max_frames, max_columns=ask.max_columns,
@@ -218,7 +218,7 @@ class ClientHandle(KernelHandle):
         return Inspection(frames=tuple(frames), plots=_texts(found), waited=waited)
 
     def fork(self, limits: Limits, max_live: int) -> CopyTree:
-        from .snapshot import SnapshotTree
+        from ..forktree.snapshot import SnapshotTree
 
         return self._run(SnapshotTree.from_kernel_client(
             self.kc, notebook_dir=self.notebook_dir, limits=limits, max_live=max_live,
@@ -260,8 +260,8 @@ class BlockingClientHandle(KernelHandle):
         self.timeout = timeout
 
     def inspect(self, ask: InspectAsk, *, waiting=None, give_up=None) -> Inspection:
-        from . import plots, rpc
-        from .schema import inspection_request_code
+        from .. import plots, rpc
+        from ..inkernel.schema import inspection_request_code
 
         try:
             text = rpc.call(self.kc, inspection_request_code(ask.max_frames, ask.max_columns,
@@ -282,7 +282,7 @@ class BlockingClientHandle(KernelHandle):
         return Inspection(frames=frames, plots=_texts(found))
 
     def fork(self, limits: Limits, max_live: int) -> CopyTree:
-        from .snapshot import SnapshotTree
+        from ..forktree.snapshot import SnapshotTree
 
         return SnapshotTree.from_blocking_client(self.kc, notebook_dir=self.notebook_dir, limits=limits,
                                                  max_live=max_live, timeout=self.timeout)
