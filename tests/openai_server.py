@@ -11,7 +11,7 @@ try:
 except ModuleNotFoundError:  # the checkout's bench/, as tests/conftest.py does for the tests
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from jupyter_data_agent_bench.openai_server import OpenAITestServer, RecordedRequest, main, tokenize  # noqa: E402
+from jupyter_data_agent_bench.openai_server import OpenAITestServer, RecordedRequest, main, tokenize
 
 __all__ = ["OpenAITestServer", "RecordedRequest", "main", "tokenize"]
 

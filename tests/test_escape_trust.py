@@ -20,7 +20,8 @@ import time
 import psutil
 import pytest
 
-from jupyter_data_agent.kernel.forktree.snapshot import SnapshotError, _trusted_cgroup
+from jupyter_data_agent.kernel.forktree.copy_process import trusted_cgroup
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotError
 from jupyter_data_agent.kernel.protocol import ProtocolError
 from jupyter_data_agent.llm.scrub import Scrubber
 from tests.conftest import agent_server_config
@@ -194,10 +195,10 @@ def test_a_cgroup_the_root_copy_is_not_in_is_refused(tree):  # noqa: F811
     """``close`` kills every process of the tree's cgroup: it must be the root's own."""
     root = tree.root
     own = tree.protections.cgroup
-    assert own and _trusted_cgroup(own, root.pid, tree.kernel_pid) == own
+    assert own and trusted_cgroup(own, root.pid, tree.kernel_pid) == own
     for claim in ("/sys/fs/cgroup", os.path.dirname(own), own + "/../jda-k1-c1-00000000"):
         with pytest.raises(ProtocolError, match="not its own"):
-            _trusted_cgroup(claim, root.pid, tree.kernel_pid)
+            trusted_cgroup(claim, root.pid, tree.kernel_pid)
 
 
 def test_results_are_scrubbed_where_they_are_received(tree, lab):  # noqa: F811

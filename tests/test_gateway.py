@@ -439,7 +439,7 @@ def test_a_turn_while_the_users_cell_runs_5_s_ends_done_and_the_cell_keeps_its_o
     Before: the turn failed."""
     mode, _, server = deployment
     kernel_id, channel = kernel
-    names, count = eval(live_state(channel))  # noqa: S307 - the repr of (names, the next cell's count)
+    names, count = eval(live_state(channel))  # the repr of (names, the next cell's count)
     msg_id = channel.send("shell", "execute_request", {
         "code": "import time\nprint('user cell started', flush=True)\ntime.sleep(5)\nuser_cell = 'ran'\n"
                 "print('user cell done')",
@@ -463,7 +463,7 @@ def test_a_turn_while_the_users_cell_runs_5_s_ends_done_and_the_cell_keeps_its_o
     out = "".join(m["content"]["text"] for m in mine if m.get("msg_type") == "stream")
     assert out == "user cell started\nuser cell done\n", out  # nothing of the turn's in the user's output
     assert not [m for m in mine if m.get("msg_type") in ("error", "execute_result", "display_data")]
-    assert eval(live_state(channel)) == (sorted([*names, "time", "user_cell"]), count + 1)  # noqa: S307
+    assert eval(live_state(channel)) == (sorted([*names, "time", "user_cell"]), count + 1)
 
 
 @pytest.mark.timeout(300)
@@ -486,7 +486,7 @@ def test_a_30_s_candidate_and_a_30_s_try_complete_and_its_handle_outlives_a_30_s
         try:
             turn["events"], turn["status"] = server.turn(turn_body(kernel_id, LONG_INTENT, "vote", samples=1),
                                                          timeout=200)[1:]
-        except BaseException as exc:  # noqa: BLE001 -- reported by the test's thread
+        except BaseException as exc:  # reported by the test's thread
             turn["error"] = exc
         turn["took"] = time.monotonic() - t0
 

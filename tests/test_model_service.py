@@ -212,7 +212,7 @@ def test_the_servers_own_turns_wait_in_the_same_line(service):
     def waiting_then_cancelled() -> None:
         try:
             cancelled.generate(Prompt(text="c"), SamplingParams())
-        except BaseException as exc:  # noqa: BLE001 - what the turn would see
+        except BaseException as exc:  # what the turn would see
             errors.append(exc)
 
     max_waiting = service.max_waiting
@@ -389,7 +389,7 @@ def _timed_calls(svc: ModelService, n: int) -> tuple[float, list]:
     def call() -> None:
         try:
             results.append(client(svc).generate(Prompt(text="hi"), SamplingParams(max_tokens=8))[0].text)
-        except Exception as exc:  # noqa: BLE001 -- collected, asserted on below
+        except Exception as exc:  # collected, asserted on below
             results.append(exc)
 
     threads = [threading.Thread(target=call) for _ in range(n)]

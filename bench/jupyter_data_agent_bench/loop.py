@@ -157,7 +157,7 @@ class JupyterServer:
                f"--port={self.port}", "--port-retries=0", f"--IdentityProvider.token={self.token}",
                f"--ServerApp.root_dir={self.root}", "--ServerApp.jpserver_extensions={'jupyter_data_agent': True}",
                *agent]
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - open while the server runs
+        self.log = open(self.log_path, "ab")  # open while the server runs
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ DEFAULT_AGENT = "MCP client"
 
 @dataclass
 class Caller:
-    owner: str  # whose proposals and copies (``handlers._AgentMixin.job_owner``)
+    owner: str  # whose proposals and copies (``handlers.AgentMixin.job_owner``)
     state: dict  # the extension's shared state (settings["jupyter_data_agent"])
     session_manager: Any
     kernel_manager: Any

@@ -27,9 +27,9 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..kernel.results import ExecResult
-from ..server.models import MAX_EXPLANATION_CHARS, MAX_PROPOSAL_CODE_CHARS, ProposalRequest
 from ..server.notebooks import kernel_of, normalize, open_notebooks
 from ..server.proposal_handlers import file_proposal
+from ..server.proposal_models import MAX_EXPLANATION_CHARS, MAX_PROPOSAL_CODE_CHARS, ProposalRequest
 from ..server.tries import TryError
 from .caller import Caller, caller_of
 from .errors import reasoned
@@ -117,7 +117,7 @@ def _unadvertise(server: MCPServer) -> None:
     """Stop advertising resources and prompts: the SDK derives capabilities from registered handlers
     (it has no switch), and an empty list behind an advertised capability (with subscribe and
     listChanged on top) tells a client to look for what is not there."""
-    handlers = server._lowlevel_server._request_handlers  # noqa: SLF001 -- no public way to unregister
+    handlers = server._lowlevel_server._request_handlers  # no public way to unregister
     for method in UNSERVED_METHODS:
         handlers.pop(method, None)
 
@@ -357,7 +357,7 @@ async def with_progress(ctx: Context, work: Awaitable[T], doing: Callable[[], st
             report_status(f"{doing()} ({elapsed:.0f} s)")  # a task's status line, when the call is one
             try:
                 await ctx.report_progress(round(elapsed, 1), None, f"{doing()} ({elapsed:.0f} s)")
-            except Exception:  # noqa: BLE001 -- a client gone or a notification refused: the work goes on
+            except Exception:  # a client gone or a notification refused: the work goes on
                 log.debug("progress notification not sent", exc_info=True)
             done, _ = await asyncio.wait({task}, timeout=every)
             if done:

@@ -89,7 +89,7 @@ class SchemaCache:
         self.reads += 1
         try:
             kc = await open_client(km)
-        except Exception:  # noqa: BLE001 -- a kernel that cannot be reached (a gateway's handshake): no schema
+        except Exception:  # a kernel that cannot be reached (a gateway's handshake): no schema
             log.debug("could not open a client on kernel %s", kernel_id, exc_info=True)
             return self._last(kernel_id)
         try:
@@ -174,7 +174,7 @@ def generate_inline(backend: Backend, prompt: InlinePrompt, emit: Callable[[str]
                         (time.perf_counter() - started) * 1000, cancelled)
 
 
-def _context(request: InlineCompletionRequest) -> NotebookContext:
+def request_context(request: InlineCompletionRequest) -> NotebookContext:
     from ..context.notebook import from_notebook
 
     cells: list[dict[str, Any]] = [c.model_dump() for c in request.cells]
@@ -225,7 +225,7 @@ class CompleteHandler(AgentAPIHandler):
             raise web.HTTPError(409, "Inline completion is off on this server "
                                      "(c.DataAgent.inline_completion).")
         try:
-            context = _context(request)
+            context = request_context(request)
         except Exception as exc:  # noqa: BLE001 -- cells from the browser: any failure to read them is a 400
             raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
         self.cancel = cancel = threading.Event()

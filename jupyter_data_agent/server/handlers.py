@@ -94,7 +94,7 @@ def public_settings(settings: Settings) -> dict:
     return data
 
 
-class _AgentMixin:
+class AgentMixin:
     """Shared access to the extension's state, for REST and websocket handlers."""
 
     auth_resource = AUTH_RESOURCE
@@ -154,7 +154,7 @@ def _readable(error: ValidationError) -> str:
     return " ".join(sentences)
 
 
-class AgentAPIHandler(_AgentMixin, APIHandler):
+class AgentAPIHandler(AgentMixin, APIHandler):
     def parse_body(self, model: Any, what: str) -> Any:
         """The JSON body as ``model``; a 400 that says what is wrong otherwise."""
         body = self.get_json_body()
@@ -380,7 +380,7 @@ class VariablesHandler(AgentAPIHandler):
         self.finish(reply.model_dump_json())
 
 
-class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):
+class JobEventsHandler(AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):
     """``jobs/<id>/events``: every event of the job, earlier ones replayed first.
 
     Authentication and authorization happen before the upgrade, like

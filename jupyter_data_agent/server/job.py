@@ -32,7 +32,7 @@ from .models import API_VERSION, TurnRequestModel
 log = logging.getLogger(__name__)
 
 TERMINAL = ("done", "error", "cancelled")
-#: The one principal of the stock token/password providers (``handlers._AgentMixin.job_owner``).
+#: The one principal of the stock token/password providers (``handlers.AgentMixin.job_owner``).
 SERVER_OWNER = "<server-owner>"
 
 

@@ -476,7 +476,7 @@ def _close_everything(tree: Any, handle: KernelHandle | None, chain: Any = None)
             for node in list(tree.live()):
                 try:
                     node.close()
-                except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running
+                except Exception:  # one copy's failure must not leave the others running
                     log.warning("closing a kernel copy failed", exc_info=True)
     finally:
         if handle is not None:

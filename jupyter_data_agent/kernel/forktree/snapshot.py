@@ -50,13 +50,8 @@ from ..results import Limits, Protections
 from ..tree import CapacityError, ForkUnavailable
 from ..tree import SnapshotClosed as SnapshotClosed
 from ..tree import SnapshotError as SnapshotError
-from .copy_process import Channel, gone, open_verified, sender, trusted_cgroup, uss
-from .snapshot_node import Snapshot, exec_failure
-
-# Names other modules and tests import from here.
-_uss = uss
-_failure = exec_failure
-_trusted_cgroup = trusted_cgroup
+from .copy_process import Channel, gone, open_verified, sender, trusted_cgroup
+from .snapshot_node import Snapshot
 
 log = logging.getLogger(__name__)
 
