@@ -15,6 +15,7 @@ written anew from its new place. Idempotent.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 from pathlib import Path
@@ -35,6 +36,14 @@ def load_moves(path: Path) -> dict[str, str]:
         if len(parts) == 2 and not line.lstrip().startswith("#"):
             moves[parts[0]] = parts[1]
     return moves
+
+
+def root_of(path: Path) -> Path | None:
+    """The directory that holds the root package, above ``path``."""
+    parts = path.resolve().parts
+    if ROOT_PACKAGE not in parts:
+        return None
+    return Path(*parts[: len(parts) - 1 - parts[::-1].index(ROOT_PACKAGE)])
 
 
 def module_of(path: Path) -> tuple[str | None, bool]:
@@ -82,7 +91,33 @@ def split_names(names: str) -> list[str]:
     return [n.strip() for n in inner.replace("\n", " ").split(",") if n.strip()]
 
 
-def rewrite_imports(text: str, moves: dict[str, str], module: str | None, is_pkg: bool) -> str:
+def resolves(module: str, names: list[str], root: Path | None) -> bool:
+    """Whether ``from module import names`` names files of the tree under ``root``."""
+    def exists(dotted: str) -> bool:
+        base = root / dotted.replace(".", "/") if root else None
+        return bool(base) and (base.with_suffix(".py").is_file() or base.is_dir())
+
+    if not exists(module):
+        return False
+    package = root / module.replace(".", "/") if root else None
+    if package is None or not package.is_dir():
+        return True  # names from a module: its own attributes
+    init = package / "__init__.py"
+    defined = set()
+    if init.is_file():
+        for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return all(exists(f"{module}.{n.split(' as ')[0].strip()}") or n.split(" as ")[0].strip() in defined
+               for n in names)
+
+
+def rewrite_imports(text: str, moves: dict[str, str], module: str | None, is_pkg: bool,
+                    root: Path | None = None) -> str:
     inverse = {new: old for old, new in moves.items()}
     here = package_of(module, is_pkg) if module else None
     origin = package_of(inverse.get(module, module), is_pkg) if module else None
@@ -95,8 +130,10 @@ def rewrite_imports(text: str, moves: dict[str, str], module: str | None, is_pkg
         was_relative = mod.startswith(".")
         if was_relative and not origin:
             return m[0]
-        absolute = resolve(mod, origin) if was_relative else mod
         moved_file = origin != here
+        if was_relative and moved_file and here and resolves(resolve(mod, here), split_names(m["names"]), root):
+            return m[0]  # already written for the file's new place
+        absolute = resolve(mod, origin) if was_relative else mod
         if absolute in moves:
             return f"{m['indent']}from {write(moves[absolute], was_relative)} import {m['names']}{m['trail']}"
         names = split_names(m["names"])
@@ -142,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         except (UnicodeDecodeError, IsADirectoryError):
             continue  # not a text file
         module, is_pkg = module_of(path)
-        new = rewrite_names(rewrite_imports(text, moves, module, is_pkg), moves)
+        new = rewrite_names(rewrite_imports(text, moves, module, is_pkg, root_of(path)), moves)
         if new != text:
             path.write_text(new, encoding="utf-8")
             changed += 1
