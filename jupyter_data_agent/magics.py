@@ -203,7 +203,7 @@ class AgentMagics(Magics):
 
     def _in_process(self, settings, ask, context, say):
         """The whole turn in this kernel: its model (or the server's), copies forked here."""
-        from .kernel.handle import NamespaceHandle
+        from .kernel.host.handle import NamespaceHandle
         from .llm.factory import create_backend
         from .turn import prepare, resolve, run_turn, secrets_scrubber
         from .turn.report import TurnReport
@@ -236,7 +236,7 @@ class AgentMagics(Magics):
         model-written, like the candidate's code and output; and scrubbed like every
         event the server sends.
         """
-        from .kernel.policy import Confinement
+        from .kernel.host.policy import Confinement
 
         confinement = Confinement.from_json(report.confinement)
         notes = [] if report.strategy == "explain" or confinement is None else [confinement.line()]

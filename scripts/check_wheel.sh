@@ -67,7 +67,7 @@ import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 notebooks = [n for n in names if n.startswith("jupyter_data_agent_bench/notebooks/") and n.endswith(".ipynb")]
 assert len(notebooks) >= 6, f"the ARCADE notebooks are missing from the bench wheel: {notebooks}"
-for need in ("jupyter_data_agent_bench/cli.py", "jupyter_data_agent_bench/openai_server/__init__.py",
+for need in ("jupyter_data_agent_bench/cli.py", "jupyter_data_agent_bench/model_server.py",
              "jupyter_data_agent_bench/equivalence/__init__.py",
              "jupyter_data_agent_bench/equivalence_cases/__init__.py"):
     assert need in names, f"missing from the bench wheel: {need}"

@@ -1,18 +1,38 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules: the Jupyter server's (pytest_jupyter), the model
+server's (the OpenAI-protocol server in tests/openai_server/), a tiny transformers model."""
 
+import contextlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-# The benchmarks are a distribution of their own (bench/, `pip install -e ./bench`). Where it
-# is not installed, the tests use the checkout's, and so do their kernels and subprocesses.
+# jp_fetch, jp_serverapp, jp_server_config...: declared once, here (pytest reads
+# pytest_plugins only from the root conftest).
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+# The benchmarks are a distribution of their own (bench/, `pip install -e ./bench`), which only
+# the bench's own tests import (tests/test_fixtures_layout.py). Where it is not installed, those
+# tests use the checkout's, and so do their kernels and subprocesses.
 if importlib.util.find_spec("jupyter_data_agent_bench") is None:
     _BENCH = str(Path(__file__).resolve().parents[1] / "bench")
     sys.path.insert(0, _BENCH)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_BENCH, os.environ.get("PYTHONPATH")) if p)
+
+
+@pytest.fixture(scope="module")
+def model_server_factory() -> Iterator[Callable[..., Any]]:
+    """Starts the tests' OpenAI-protocol model servers: ``model_server_factory(reply=..., **options)``
+    takes :class:`tests.openai_server.OpenAITestServer`'s arguments and returns the running server;
+    each stops when the module's tests are done. A module's ``model_server`` fixture is one call."""
+    from tests.openai_server import OpenAITestServer
+
+    with contextlib.ExitStack() as servers:
+        yield lambda **options: servers.enter_context(OpenAITestServer(**options))
 
 
 @pytest.fixture(scope="module")

@@ -256,7 +256,7 @@ class GatewayServer(JupyterServer):
                "--GatewayClient.request_timeout=25", "--DataAgent.backend=openai",
                f"--DataAgent.base_url={self.model_url}", f"--DataAgent.api_key={self.api_key}",
                f"--DataAgent.model={self.model}", "--DataAgent.max_retries=0", *self.extra_args]
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - open while the server runs
+        self.log = open(self.log_path, "ab")  # open while the server runs
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root,
                                      start_new_session=True)
         _wait_http(f"{self.url}/api/status", self.proc, self.log_path, timeout,

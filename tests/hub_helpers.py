@@ -83,7 +83,7 @@ def hub_unavailable() -> str | None:
     for tool in ("useradd", "userdel"):
         if shutil.which(tool) is None:
             return f"{tool} (passwd) is not installed"
-    from jupyter_data_agent.kernel import confine
+    from jupyter_data_agent.kernel.copy import confine
 
     if confine.landlock_abi() < 6:  # as tests/test_escape.py: the default policy runs nothing otherwise
         return "the users' kernel copies need Landlock ABI >= 6 to be confined"
@@ -420,7 +420,7 @@ c.JupyterHub.load_roles = [{{
     def start(self, config: Path, timeout: float = 90.0) -> None:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("JUPYTER_DATA_AGENT_", "OPENAI_", "JUPYTERHUB_", "JUPYTER_"))}
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - open while the hub runs
+        self.log = open(self.log_path, "ab")  # open while the hub runs
         self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(config)], env=env,
                                      cwd=self.workdir, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True, preexec_fn=_terminate_with_parent)

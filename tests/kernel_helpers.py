@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 
 __all__ = ["CellRun", "run_cell", "start_kernel", "stop_kernel"]
 

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import SnapshotTree
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 
 _THOUGHT_RE = re.compile(r"^Thought:\s*(.*)$", re.M)

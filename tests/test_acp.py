@@ -29,8 +29,6 @@ from tests.test_server import (  # noqa: F401 -- pytest fixtures, used by name
     on_server_loop,
 )
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -23,13 +23,12 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.routing import PathMatches
 
 from jupyter_data_agent.store.agent_tokens import AgentTokenStore
-from tests.test_handler_auth import Route, _rules, fill_path, status_of
+from tests.test_handler_auth import Route, fill_path, route_rules, status_of
 from tests.test_server import NS, on_server_loop
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 pytest.importorskip("mcp")
 
-from tests.test_mcp import NOTEBOOK, SETUP, client, data, error_text, open_notebook, url  # noqa: E402
+from tests.test_mcp import NOTEBOOK, SETUP, client, data, error_text, open_notebook, url
 
 # -- the store -------------------------------------------------------------------------------
 
@@ -84,7 +83,7 @@ def every_route(web_app) -> list[Route]:
     found: dict[tuple[str, type], Route] = {}
     values = {"path": "/work/flights.ipynb", "kernel_id": "00000000-0000-0000-0000-000000000000",
               "session_id": "x", "checkpoint_id": "x", "section_name": "x"}
-    for matcher, handler in _rules(web_app.default_router):
+    for matcher, handler in route_rules(web_app.default_router):
         if not isinstance(matcher, PathMatches):
             continue
         pattern = matcher.regex.pattern

@@ -1,4 +1,4 @@
-"""``bench.runtime``'s contention table and the inline bench's warm variant (issue 28)."""
+"""``bench.runtime``'s contention table, the inline bench's warm variant (issue 28), the copy transports' bench."""
 
 from __future__ import annotations
 
@@ -144,3 +144,16 @@ def test_agent_turn_from_kernel_start():
     result = first_token.agent_turn("idle", QUICK)
     assert not result.error, result.error
     assert 0 < result.kernel_s < result.total_s and result.turn_s > 0
+
+
+@pytest.mark.timeout(180)
+def test_the_transport_benchmark_checks_each_copys_answer():
+    """``python -m jupyter_data_agent_bench.copy_transport`` at a tiny size: both transports, figures."""
+    from jupyter_data_agent_bench.copy_transport import bench_size
+
+    said: list[str] = []
+    row = bench_size(1 << 20, 2, said.append)
+    assert row["state_bytes"] == (1 << 20) // 8 * 8
+    for name in ("local", "kernel channel"):
+        assert 0 < row[f"{name}: fork+exec p50 ms"] <= row[f"{name}: fork+exec p90 ms"]
+    assert row["channel/local fork+exec p50"] > 0 and said

@@ -16,7 +16,6 @@ from jupyter_data_agent.prompts.arcade import linearize
 from jupyter_data_agent.prompts.edit import EDIT_CELL_NOTE, edit_intent, edit_question
 from jupyter_data_agent.server.models import TurnRequestModel
 from tests.conftest import agent_server_config
-from tests.openai_server import OpenAITestServer
 from tests.test_server import (
     notebook_cells,
     on_server_loop,
@@ -25,8 +24,6 @@ from tests.test_server import (
     stream_events,
     turn_body,
 )
-
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 BROKEN = {
     "cell_type": "code", "id": "c2", "source": "total = 1\ndf['colum'].sum()", "metadata": {},
@@ -37,9 +34,8 @@ BROKEN = {
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies)
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import pytest
 from jupyter_client import AsyncKernelClient
 
 from jupyter_data_agent.kernel import rpc
-from jupyter_data_agent.kernel.handle import ChannelHandle, ClientHandle, InspectAsk
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.host.handle import ChannelHandle, ClientHandle, InspectAsk
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import Limits
 from jupyter_data_agent.kernel.tree import SnapshotError
 from jupyter_data_agent.llm.scrub import Scrubber
@@ -197,7 +197,7 @@ def test_a_second_opener_of_the_relays_comm_is_refused(kernel, loop):
 @pytest.mark.timeout(120)
 def test_copies_end_when_the_server_goes_away(kernel, loop):
     """No close ever arrives (the server died): the relay's idle timer ends the copies."""
-    from jupyter_data_agent.kernel.channel import ChannelTree
+    from jupyter_data_agent.kernel.host.channel import ChannelTree
 
     km, _ = kernel
     kc = async_client(km, loop, iopub=True)
@@ -249,16 +249,3 @@ def test_a_closed_tree_refuses_more_work(kernel, loop):
     finally:
         h.close()
     assert wait_no_copies(km) == []
-
-
-@pytest.mark.timeout(180)
-def test_the_transport_benchmark_checks_each_copys_answer():
-    """``python -m jupyter_data_agent_bench.copy_transport`` at a tiny size: both transports, figures."""
-    from jupyter_data_agent_bench.copy_transport import bench_size
-
-    said: list[str] = []
-    row = bench_size(1 << 20, 2, said.append)
-    assert row["state_bytes"] == (1 << 20) // 8 * 8
-    for name in ("local", "kernel channel"):
-        assert 0 < row[f"{name}: fork+exec p50 ms"] <= row[f"{name}: fork+exec p90 ms"]
-    assert row["channel/local fork+exec p50"] > 0 and said

@@ -16,10 +16,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_data_agent.context.notebook import from_notebook
 from jupyter_data_agent.prompts.inline import CURSOR, STOP, InlineText, build_inline_prompt
 from tests.conftest import agent_server_config
-from tests.openai_server import OpenAITestServer
 from tests.test_server import NS, on_server_loop, start_kernel
-
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 INLINE_REPLY = '```python\ndf.groupby("city")["a"].mean()\n```'
 SLOW_REPLY = "df.groupby('city')" + "".join(f" .pipe(f{i})" for i in range(200))
@@ -34,9 +31,8 @@ def inline_replies(request) -> str:
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=inline_replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=inline_replies)
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import psutil
 import pytest
 from jupyter_client import KernelManager
 
-from jupyter_data_agent.kernel import confine
+from jupyter_data_agent.kernel.copy import confine
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
 from jupyter_data_agent.kernel.results import Limits, Protections
-from jupyter_data_agent.kernel.snapshot import SnapshotTree
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -104,7 +104,7 @@ def test_the_verdict_says_nothing_ran_before_anything_did():
     """Sent before the first candidate runs: present tense, not "every candidate ran"."""
     from dataclasses import fields, replace
 
-    from jupyter_data_agent.kernel.policy import decide
+    from jupyter_data_agent.kernel.host.policy import decide
 
     every = Protections(processes="subreaper", **{f.name: True for f in fields(Protections)
                                                    if f.type in (bool, "bool")})
@@ -282,7 +282,7 @@ def test_user_interrupt_does_not_reach_copies(tree, kernel):
 def test_environment_allow_list():
     """What a copy's environment keeps: listed names and prefixes, unless the name
     looks secret or the value carries credentials; everything else goes."""
-    from jupyter_data_agent.kernel import harden
+    from jupyter_data_agent.kernel.copy import harden
 
     env = {"PATH": "/usr/bin", "LC_ALL": "C", "NLTK_DATA": "/data/nltk", "CONDA_PREFIX": "/c",
            "DB_PWD": "x", "GITHUB_PAT": "x", "API_PASS": "x", "SLACK_WEBHOOK_URL": "x",

@@ -190,18 +190,14 @@ def test_a_crash_mid_write_loses_nothing_already_committed(tmp_path):
 
 # -- through the Jupyter server ---------------------------------------------------------
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 NS = "jupyter-data-agent"
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    from tests.openai_server import OpenAITestServer
+def model_server(model_server_factory):
     from tests.test_server import replies
 
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+    return model_server_factory(reply=replies)
 
 
 @pytest.fixture

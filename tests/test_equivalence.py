@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from jupyter_data_agent.kernel.answer_form import answer_form
-from jupyter_data_agent.search.equivalence import answer_key, as_form, covers, majority, same_answer
+from jupyter_data_agent.search.equivalence import answer_key, as_form, covers, same_answer
+from jupyter_data_agent.search.majority import majority
 
 SALES = pd.DataFrame({
     "city": ["Lima", "Oslo", "Pune", "Lima", "Oslo", "Pune", "Lima"],

@@ -30,10 +30,10 @@ import urllib.request
 import psutil
 import pytest
 
-from jupyter_data_agent.kernel import confine, procs, syscall_filter
-from jupyter_data_agent.kernel.policy import decide
+from jupyter_data_agent.kernel.copy import confine, procs, syscall_filter
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+from jupyter_data_agent.kernel.host.policy import decide
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import SnapshotTree
 from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
 
 pytestmark = [pytest.mark.timeout(300),
@@ -499,7 +499,7 @@ def test_processes_end_after_the_client_is_killed(lab, tmp_path, unchanged):
     script.write_text(textwrap.dedent(f"""
         import json, sys
         from jupyter_client import BlockingKernelClient
-        from jupyter_data_agent.kernel.snapshot import SnapshotTree
+        from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
         kc = BlockingKernelClient(); kc.load_connection_info(json.loads({info!r}))
         kc.session.key = kc.session.key if isinstance(kc.session.key, bytes) else kc.session.key.encode()
         kc.start_channels()
@@ -936,7 +936,7 @@ def test_no_removed_variable_left_in_memory(tree, lab, unchanged):
     secret-looking values everywhere, every other removed value from the
     environment block at the top of the stack, where a copy could read it
     with ctypes."""
-    from jupyter_data_agent.kernel.harden import secret_env_names
+    from jupyter_data_agent.kernel.copy.harden import secret_env_names
 
     secret = set(secret_env_names(UNNAMED_SECRETS))
     assert secret and set(UNNAMED_SECRETS) - secret  # both kinds are tried

@@ -20,8 +20,9 @@ import time
 import psutil
 import pytest
 
+from jupyter_data_agent.kernel.forktree.copy_process import trusted_cgroup
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotError
 from jupyter_data_agent.kernel.protocol import ProtocolError
-from jupyter_data_agent.kernel.snapshot import SnapshotError, _trusted_cgroup
 from jupyter_data_agent.llm.scrub import Scrubber
 from tests.conftest import agent_server_config
 from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
@@ -66,7 +67,7 @@ def _lie_about_pid(pid: int) -> str:
     """The next copy forked from this one says it is ``pid``."""
     return textwrap.dedent(f"""
         import sys
-        fs = sys.modules['_jda_kernel.copy_server']
+        fs = sys.modules['_jda_kernel.copy.copy_server']
         honest = fs._hello_reply
         fs._hello_reply = lambda rid, state, kind='hello': {{**honest(rid, state, kind), 'pid': {pid}}}
     """)
@@ -194,10 +195,10 @@ def test_a_cgroup_the_root_copy_is_not_in_is_refused(tree):  # noqa: F811
     """``close`` kills every process of the tree's cgroup: it must be the root's own."""
     root = tree.root
     own = tree.protections.cgroup
-    assert own and _trusted_cgroup(own, root.pid, tree.kernel_pid) == own
+    assert own and trusted_cgroup(own, root.pid, tree.kernel_pid) == own
     for claim in ("/sys/fs/cgroup", os.path.dirname(own), own + "/../jda-k1-c1-00000000"):
         with pytest.raises(ProtocolError, match="not its own"):
-            _trusted_cgroup(claim, root.pid, tree.kernel_pid)
+            trusted_cgroup(claim, root.pid, tree.kernel_pid)
 
 
 def test_results_are_scrubbed_where_they_are_received(tree, lab):  # noqa: F811
@@ -280,13 +281,10 @@ def test_the_magic_scrubs_a_key_set_only_in_its_config_file(config_only_kernel):
 
 # ------------------------------------------------------------------ the server's path
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=lambda request: "") as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=lambda request: "")
 
 
 @pytest.fixture
@@ -351,9 +349,9 @@ def test_an_unreachable_root_is_ended_only_if_it_is_the_kernels_child(tmp_path):
     child of the kernel's pid (an unrelated process with that number is left alone)."""
     import json as _json
 
+    from jupyter_data_agent.kernel.forktree.snapshot import ForkUnavailable, SnapshotTree
     from jupyter_data_agent.kernel.protocol import PROTOCOL_VERSION
     from jupyter_data_agent.kernel.results import Limits
-    from jupyter_data_agent.kernel.snapshot import ForkUnavailable, SnapshotTree
 
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

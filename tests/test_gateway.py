@@ -48,7 +48,6 @@ import uuid
 import pytest
 
 from tests.gateway_helpers import KernelChannel, gateway_server, gateway_unavailable, kernel_gateway
-from tests.openai_server import OpenAITestServer
 from tests.test_escape import ZMQ_ATTACK
 
 pytestmark = pytest.mark.gateway
@@ -108,9 +107,8 @@ ATTACKS: dict[str, str] = {}  # intent -> the candidate's code (set by the attac
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies)
 
 
 #: (gateway, whether it asks for a token): every test runs on each (module scope: each started once).
@@ -439,7 +437,7 @@ def test_a_turn_while_the_users_cell_runs_5_s_ends_done_and_the_cell_keeps_its_o
     Before: the turn failed."""
     mode, _, server = deployment
     kernel_id, channel = kernel
-    names, count = eval(live_state(channel))  # noqa: S307 - the repr of (names, the next cell's count)
+    names, count = eval(live_state(channel))  # the repr of (names, the next cell's count)
     msg_id = channel.send("shell", "execute_request", {
         "code": "import time\nprint('user cell started', flush=True)\ntime.sleep(5)\nuser_cell = 'ran'\n"
                 "print('user cell done')",
@@ -463,7 +461,7 @@ def test_a_turn_while_the_users_cell_runs_5_s_ends_done_and_the_cell_keeps_its_o
     out = "".join(m["content"]["text"] for m in mine if m.get("msg_type") == "stream")
     assert out == "user cell started\nuser cell done\n", out  # nothing of the turn's in the user's output
     assert not [m for m in mine if m.get("msg_type") in ("error", "execute_result", "display_data")]
-    assert eval(live_state(channel)) == (sorted([*names, "time", "user_cell"]), count + 1)  # noqa: S307
+    assert eval(live_state(channel)) == (sorted([*names, "time", "user_cell"]), count + 1)
 
 
 @pytest.mark.timeout(300)
@@ -486,7 +484,7 @@ def test_a_30_s_candidate_and_a_30_s_try_complete_and_its_handle_outlives_a_30_s
         try:
             turn["events"], turn["status"] = server.turn(turn_body(kernel_id, LONG_INTENT, "vote", samples=1),
                                                          timeout=200)[1:]
-        except BaseException as exc:  # noqa: BLE001 -- reported by the test's thread
+        except BaseException as exc:  # reported by the test's thread
             turn["error"] = exc
         turn["took"] = time.monotonic() - t0
 

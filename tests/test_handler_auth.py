@@ -27,8 +27,6 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.routing import PathMatches
 from tornado.util import re_unescape
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 PACKAGE = "jupyter_data_agent"
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")  # OPTIONS: CORS preflight, open by design
 WITH_BODY = {"POST", "PUT", "PATCH"}
@@ -84,14 +82,14 @@ def _implements(handler: type[tornado.web.RequestHandler], method: str) -> bool:
     return getattr(handler, method.lower()) is not getattr(tornado.web.RequestHandler, method.lower())
 
 
-def _rules(router):
+def route_rules(router):
     """(matcher, target) of every rule, nested routers (host rules, extensions) included."""
     for rule in getattr(router, "rules", ()):
         target = rule.target
         if isinstance(target, type) and issubclass(target, tornado.web.RequestHandler):
             yield rule.matcher, target
         elif hasattr(target, "rules"):
-            yield from _rules(target)
+            yield from route_rules(target)
 
 
 def fill_path(pattern: str) -> str:
@@ -108,7 +106,7 @@ def fill_path(pattern: str) -> str:
 def package_routes(web_app, package: str = PACKAGE) -> list[Route]:
     """Every route of the running app whose handler class is defined in ``package``."""
     seen: dict[tuple[str, type], Route] = {}
-    for matcher, handler in _rules(web_app.default_router):
+    for matcher, handler in route_rules(web_app.default_router):
         if not isinstance(matcher, PathMatches):
             continue
         if handler.__module__ != package and not handler.__module__.startswith(package + "."):

@@ -55,7 +55,6 @@ from tests.hub_helpers import (
     kernel_channel,
     user_names,
 )
-from tests.openai_server import OpenAITestServer
 
 pytestmark = [pytest.mark.hub, pytest.mark.timeout(300)]
 
@@ -158,9 +157,8 @@ def replies(request) -> str:
 # ------------------------------------------------------------------ fixtures
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies, api_key=API_KEY) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies, api_key=API_KEY)
 
 
 @pytest.fixture(scope="module")

@@ -80,16 +80,12 @@ def test_the_decisions_command_exports_and_summarizes(tmp_path, capsys):
 
 # -- the loop through a real server -------------------------------------------------------
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 
 @pytest.fixture(scope="module")
-def model_server():
-    from tests.openai_server import OpenAITestServer
+def model_server(model_server_factory):
     from tests.test_server import search_replies
 
-    with OpenAITestServer(reply=search_replies) as srv:
-        yield srv
+    return model_server_factory(reply=search_replies)
 
 
 @pytest.fixture

@@ -13,19 +13,19 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from jupyter_data_agent import config  # noqa: E402
-from jupyter_data_agent.config import Settings, resolve_settings  # noqa: E402
-from jupyter_data_agent.llm.base import (  # noqa: E402
+from jupyter_data_agent import config
+from jupyter_data_agent.config import Settings, resolve_settings
+from jupyter_data_agent.llm.base import (
     BackendError,
     ChatMessage,
     Prompt,
     SamplingParams,
     Streamed,
 )
-from jupyter_data_agent.llm.cores import usable_cores  # noqa: E402
-from jupyter_data_agent.llm.embedded import embedded_model_path  # noqa: E402
-from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend  # noqa: E402
-from jupyter_data_agent.search.base import SearchStats  # noqa: E402
+from jupyter_data_agent.llm.cores import usable_cores
+from jupyter_data_agent.llm.embedded import embedded_model_path
+from jupyter_data_agent.llm.llamacpp_backend import LlamaCppBackend
+from jupyter_data_agent.search.base import SearchStats
 
 pytestmark = [
     pytest.mark.smollm,
@@ -238,11 +238,11 @@ def test_threads_follow_the_free_cores_before_each_request(monkeypatch):
 
 
 def test_default_backend_is_llamacpp_for_the_embedded_model(tmp_path, monkeypatch):
-    from jupyter_data_agent.llm.factory import _build
+    from jupyter_data_agent.llm.factory import build_backend
 
     settings = resolve_settings(env={}, dirs=[str(tmp_path)])
     assert settings.backend == "llamacpp"
-    assert isinstance(_build(settings), LlamaCppBackend)
+    assert isinstance(build_backend(settings), LlamaCppBackend)
     hf = resolve_settings(env={"JUPYTER_DATA_AGENT_MODEL": "HuggingFaceTB/SmolLM2-135M"}, dirs=[str(tmp_path)])
     assert hf.backend == "transformers"  # Hugging Face directories and ids stay with transformers
     with pytest.raises(BackendError, match="GGUF"):
@@ -251,4 +251,4 @@ def test_default_backend_is_llamacpp_for_the_embedded_model(tmp_path, monkeypatc
         LlamaCppBackend(Settings(backend="llamacpp", model=str(tmp_path / "missing.gguf")))
     monkeypatch.setattr(config, "llamacpp_available", lambda: False)
     with pytest.raises(BackendError, match=r"pip install 'jupyter_data_agent\[llamacpp\]'"):
-        _build(Settings(backend="llamacpp"))
+        build_backend(Settings(backend="llamacpp"))

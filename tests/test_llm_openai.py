@@ -439,9 +439,9 @@ def test_scrubber_catches_encodings_of_the_secret(name, encoded):
 
 
 def _base64_cores_of(secret: str) -> list[str]:
-    from jupyter_data_agent.llm.scrub import _base64_cores
+    from jupyter_data_agent.llm.scrub import base64_cores
 
-    return sorted(_base64_cores(secret.encode()))
+    return sorted(base64_cores(secret.encode()))
 
 
 def test_scrubber_keeps_ordinary_text():

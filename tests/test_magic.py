@@ -9,7 +9,6 @@ from html.parser import HTMLParser
 import pytest
 
 from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
-from tests.openai_server import OpenAITestServer
 
 KEY = "sk-test-secret-4242"
 
@@ -46,9 +45,8 @@ def replies(request) -> str:
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies)
 
 
 @pytest.fixture(scope="module")
@@ -295,7 +293,7 @@ def _expected_line(kc) -> str:
         "def _probe():\n"
         "    from jupyter_data_agent.config import resolve_settings\n"
         "    from jupyter_data_agent.context.model import NotebookContext\n"
-        "    from jupyter_data_agent.kernel.handle import NamespaceHandle\n"
+        "    from jupyter_data_agent.kernel.host.handle import NamespaceHandle\n"
         "    from jupyter_data_agent.turn import TurnAsk, prepare, resolve\n"
         "    settings = resolve_settings()\n"
         "    magics = get_ipython().magics_manager.registry['AgentMagics']\n"

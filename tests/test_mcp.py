@@ -24,7 +24,6 @@ import pytest
 
 from tests.test_server import NS, kernel_children, on_server_loop, wait_no_children
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 mcp = pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
@@ -482,7 +481,7 @@ async def test_oversized_code_and_outputs_are_bounded_in_words(server, jp_fetch)
 INFLATE = """
 import sys
 from _jda_kernel.results import ValueHandle
-cell_exec = sys.modules['_jda_kernel.cell_exec']
+cell_exec = sys.modules['_jda_kernel.copy.cell_exec']
 cell_exec.describe_value = lambda *a, **k: ValueHandle(
     type='T' * 3_000_000, shape=list(range(300_000)),
     value={'columns': ['c' * 5_000] * 500, 'values': [['v' * 2_000] * 1_000] * 2},

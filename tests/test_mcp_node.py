@@ -20,7 +20,6 @@ from tests import test_mcp
 from tests.test_mcp import NOTEBOOK, live_value, open_notebook, url
 from tests.test_server import on_server_loop
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 jp_server_config, server = test_mcp.jp_server_config, test_mcp.server  # the MCP tests' fixtures
 
 CLIENT = Path(__file__).with_name("mcp_node")

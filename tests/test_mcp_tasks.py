@@ -22,7 +22,6 @@ from tests import test_mcp
 from tests.test_mcp import NOTEBOOK, client, data, live_value, open_notebook
 from tests.test_server import on_server_loop
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 jp_server_config, server = test_mcp.jp_server_config, test_mcp.server  # the MCP tests' fixtures
 
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim  # noqa: E402

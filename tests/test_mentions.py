@@ -15,15 +15,12 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_data_agent.context.model import Cell, NotebookContext, Output
 from jupyter_data_agent.context.report import FrameCut
-from jupyter_data_agent.kernel.schema import inspect_namespace, mentions, schema_block, schema_cuts
+from jupyter_data_agent.kernel.inkernel.schema import inspect_namespace, mentions, schema_block, schema_cuts
 from jupyter_data_agent.prompts.arcade import build_prompt
 from tests.conftest import agent_server_config
 from tests.kernel_helpers import run_cell, stop_kernel
 from tests.kernel_helpers import start_kernel as start_plain_kernel
-from tests.openai_server import OpenAITestServer
 from tests.test_server import NS, on_server_loop, post_turn, replies, start_kernel, stream_events
-
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 FRAMES_CELL = (
     "import pandas as pd\n"
@@ -151,9 +148,8 @@ def test_run_turn_puts_the_report_in_the_stats_for_every_strategy():
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies)
 
 
 @pytest.fixture

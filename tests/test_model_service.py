@@ -35,8 +35,6 @@ from jupyter_data_agent.server.model_service import ModelService
 from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
 from tests.openai_server import OpenAITestServer
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 
 class EchoBackend(Backend):
     """Answers with the prompt's last words; ``gate`` holds a generation until set."""
@@ -212,7 +210,7 @@ def test_the_servers_own_turns_wait_in_the_same_line(service):
     def waiting_then_cancelled() -> None:
         try:
             cancelled.generate(Prompt(text="c"), SamplingParams())
-        except BaseException as exc:  # noqa: BLE001 - what the turn would see
+        except BaseException as exc:  # what the turn would see
             errors.append(exc)
 
     max_waiting = service.max_waiting
@@ -264,9 +262,8 @@ STEP_REPLY = "```python\n# Step 1: Count the rows.\nlen(df)\n```"
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=STEP_REPLY) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=STEP_REPLY)
 
 
 @pytest.fixture
@@ -404,7 +401,7 @@ def test_copy_runs_torch_after_the_kernel_used_it(tmp_path):
                             "%load_ext jupyter_data_agent")
         assert warm.status == "ok", warm
         code = (
-            "from jupyter_data_agent.kernel.snapshot import SnapshotTree\n"
+            "from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree\n"
             "from jupyter_data_agent.kernel.results import Limits\n"
             "tree = SnapshotTree.from_current_kernel(limits=Limits(timeout_s=60), "
             "notebook_dir=os.getcwd())\n"
@@ -431,7 +428,7 @@ def test_stop_is_idempotent():
 
 
 def test_kernel_copies_lose_the_service_address_and_token():
-    from jupyter_data_agent.kernel.harden import secret_env_names
+    from jupyter_data_agent.kernel.copy.harden import secret_env_names
 
     env = {ENV_SOCKET: "/tmp/jda-model-x/model.sock", ENV_TOKEN: "t" * 40, "PATH": "/bin"}
     assert sorted(secret_env_names(env)) == sorted([ENV_SOCKET, ENV_TOKEN])
@@ -456,7 +453,7 @@ def _timed_calls(svc: ModelService, n: int) -> tuple[float, list]:
     def call() -> None:
         try:
             results.append(client(svc).generate(Prompt(text="hi"), SamplingParams(max_tokens=8))[0].text)
-        except Exception as exc:  # noqa: BLE001 -- collected, asserted on below
+        except Exception as exc:  # collected, asserted on below
             results.append(exc)
 
     threads = [threading.Thread(target=call) for _ in range(n)]
@@ -516,7 +513,7 @@ def test_folders_of_killed_servers_are_removed(monkeypatch):
     import sys
     import tempfile
 
-    from jupyter_data_agent.kernel import procs
+    from jupyter_data_agent.kernel.copy import procs
 
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="jms-", dir="/tmp"))  # short: a socket lives here
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

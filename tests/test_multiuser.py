@@ -22,11 +22,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from tests.test_server import NS, on_server_loop
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 pytest.importorskip("mcp")
 
-from tests.test_mcp import NOTEBOOK, client, data, error_text, url  # noqa: E402
-from tests.test_mcp import open_notebook as open_mcp_notebook  # noqa: E402
+from tests.test_mcp import NOTEBOOK, client, data, error_text, url
+from tests.test_mcp import open_notebook as open_mcp_notebook
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob", "carol-token": "carol"}
 ALICE = {"Authorization": "token alice-token"}

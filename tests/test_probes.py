@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_data_agent.kernel import probes
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.inkernel import probes
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import SnapshotTree
 
 SETUP = """
 import numpy as np

@@ -189,7 +189,7 @@ def test_state_accumulates_in_one_lineage_and_errors_are_observed(tree, tmp_path
 
 
 LIE = ("import sys\n"
-       "fs = sys.modules['_jda_kernel.copy_server']\n"
+       "fs = sys.modules['_jda_kernel.copy.copy_server']\n"
        "honest = fs._hello_reply\n"
        "fs._hello_reply = lambda rid, state, kind='hello': {**honest(rid, state, kind), 'pid': 1}")
 

@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from jupyter_data_agent.kernel import confine
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
-from jupyter_data_agent.kernel.replay import ReplayTree
+from jupyter_data_agent.kernel.copy import confine
+from jupyter_data_agent.kernel.forktree.snapshot import ForkUnavailable, SnapshotClosed, SnapshotTree
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.host.replay import ReplayTree
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import ForkUnavailable, SnapshotClosed, SnapshotTree
 from jupyter_data_agent.kernel.tree import CopyTree, Executor
 
 pytestmark = pytest.mark.timeout(600)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from jupyter_data_agent.context.model import NotebookContext
-from jupyter_data_agent.kernel.replay import ReplayTree
+from jupyter_data_agent.kernel.host.replay import ReplayTree
 from jupyter_data_agent.kernel.results import Limits
 from jupyter_data_agent.search import RunContext, TurnRequest
 from jupyter_data_agent.search.mcts import MCTSStrategy

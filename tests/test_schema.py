@@ -13,8 +13,8 @@ import pytest
 from jupyter_client import AsyncKernelClient
 
 from jupyter_data_agent.kernel import rpc
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
-from jupyter_data_agent.kernel.schema import (
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.inkernel.schema import (
     ColumnInfo,
     FrameSchema,
     SchemaInspectionError,

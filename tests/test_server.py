@@ -19,11 +19,6 @@ import pytest
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 
-from tests.openai_server import OpenAITestServer
-
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
-
 KEY = "sk-test-server-secret-9876"
 NS = "jupyter-data-agent"
 
@@ -59,9 +54,8 @@ class TwoUsers(IdentityProvider):
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies)
 
 
 @pytest.fixture
@@ -758,7 +752,7 @@ def exec_ok():
 
 
 def verdict():
-    from jupyter_data_agent.kernel.policy import decide
+    from jupyter_data_agent.kernel.host.policy import decide
 
     return decide(None, "require", unavailable="no kernel copy in this test")
 

@@ -12,10 +12,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from tests.conftest import agent_server_config
-from tests.openai_server import OpenAITestServer
 from tests.test_server import NS, on_server_loop, poll_until, post_turn, start_kernel, stream_events
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 pytestmark = pytest.mark.timeout(300)
 
 PLAN = "1. Sum the column a\n2. Double the total\n3. Show both"
@@ -33,9 +31,8 @@ def reply(request, code=CODE) -> str:
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=reply) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=reply)
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ import psutil
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from tests.openai_server import OpenAITestServer
 from tests.test_server import (
     KEY,
     NS,
@@ -38,15 +37,12 @@ from tests.test_server import (
     wait_no_children,
 )
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 NO_SECCOMP = {"DataAgent": {"snapshot_limits": {"seccomp": False}}}
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies)
 
 
 @pytest.fixture

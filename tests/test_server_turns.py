@@ -9,19 +9,15 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import agent_server_config
-from tests.openai_server import OpenAITestServer
 from tests.test_server import on_server_loop, post_turn, replies, start_kernel, stream_events
-
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 SILENT = "```python\n# Step 1: Sum a, print nothing.\ntotal = df['a'].sum()\n```"
 ANSWER = "```python\n# Step 1: Sum a.\ndf['a'].sum()\n```"
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=replies) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=replies)
 
 
 @pytest.fixture

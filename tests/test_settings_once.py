@@ -26,19 +26,15 @@ from jupyter_data_agent.turn.resolve import resolve
 from jupyter_data_agent.turn.spec import TurnAsk
 from tests.conftest import agent_server_config
 from tests.kernel_helpers import run_cell, start_kernel, stop_kernel
-from tests.openai_server import OpenAITestServer
 from tests.test_server import KEY, NS, on_server_loop, post_turn, stream_events, turn_body
 from tests.test_server import start_kernel as start_server_kernel
-
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 LIMITS = {"max_samples": 3, "max_budget": 7}
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=lambda request: "```python\n# Step 1: Count.\nlen(df)\n```") as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=lambda request: "```python\n# Step 1: Count.\nlen(df)\n```")
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_data_agent.context.notebook import from_notebook
 from jupyter_data_agent.context.turns import read_turns
-from tests.openai_server import OpenAITestServer
 from tests.test_server import (
     NS,
     STEP_REPLY,
@@ -29,14 +28,11 @@ from tests.test_server import (
     stream_events,
 )
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 
 @pytest.fixture(scope="module")
-def model_server():
+def model_server(model_server_factory):
     """Serves the configured model and one alternative (c.DataAgent.models)."""
-    with OpenAITestServer(reply=STEP_REPLY, models=["test-model", "big-model", "other-model"]) as srv:
-        yield srv
+    return model_server_factory(reply=STEP_REPLY, models=["test-model", "big-model", "other-model"])
 
 
 @pytest.fixture

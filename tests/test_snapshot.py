@@ -20,9 +20,9 @@ import psutil
 import pytest
 from jupyter_client import AsyncKernelClient
 
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.forktree.snapshot import CapacityError, SnapshotClosed, SnapshotTree
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import ExecResult, Limits
-from jupyter_data_agent.kernel.snapshot import CapacityError, SnapshotClosed, SnapshotTree
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -438,7 +438,7 @@ def test_in_kernel_path_for_the_magic(kernel):
     _, kc, _ = kernel
     code = """
 import json as _json
-from jupyter_data_agent.kernel.snapshot import SnapshotTree as _ST
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree as _ST
 from jupyter_data_agent.kernel.results import Limits as _L
 _t = _ST.from_current_kernel(limits=_L(timeout_s=60))
 _c = _t.root.fork()

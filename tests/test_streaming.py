@@ -46,7 +46,7 @@ def cancel_after_first_delta(work, first: threading.Event, cancel: threading.Eve
     def run() -> None:
         try:
             outcome.append(work())
-        except BaseException as exc:  # noqa: BLE001 -- the caller checks it
+        except BaseException as exc:  # the caller checks it
             outcome.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)
@@ -141,13 +141,10 @@ def test_cancel_stops_a_local_model_within_a_second(kind, tmp_path):
 
 # -- through the Jupyter server ---------------------------------------------------------
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 
 @pytest.fixture(scope="module")
-def model_server():
-    with OpenAITestServer(reply=CELL * 5, chunk_delay=0.05) as srv:
-        yield srv
+def model_server(model_server_factory):
+    return model_server_factory(reply=CELL * 5, chunk_delay=0.05)
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 from jupyter_data_agent.config import Settings
 from jupyter_data_agent.context.notebook import from_notebook
 from jupyter_data_agent.kernel import plots
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import SnapshotTree
 from jupyter_data_agent.llm import images
 from jupyter_data_agent.llm.openai_backend import OpenAIBackend
 from jupyter_data_agent.turn import resolve, run_turn
@@ -101,7 +101,7 @@ def test_a_candidate_plot_is_summarized_in_the_kernel_copy(kernel, tmp_path):
 def test_the_active_cells_plot_is_described_from_the_live_kernel(kernel):
     from jupyter_data_agent.config import Settings
     from jupyter_data_agent.kernel import rpc
-    from jupyter_data_agent.kernel.handle import BlockingClientHandle
+    from jupyter_data_agent.kernel.host.handle import BlockingClientHandle
     from jupyter_data_agent.turn import TurnAsk, prepare, resolve
 
     reply = kernel.execute_interactive(PLOT, timeout=120)

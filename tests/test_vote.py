@@ -16,9 +16,9 @@ import pytest
 
 from jupyter_data_agent.context.model import NotebookContext
 from jupyter_data_agent.kernel.answer_form import answer_form
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import ExecResult, Limits, OutputItem, ValueHandle, describe_value
-from jupyter_data_agent.kernel.snapshot import SnapshotTree
 from jupyter_data_agent.prompts.parse import Step
 from jupyter_data_agent.search.base import Candidate, RunContext, SearchStats, TurnRequest
 from jupyter_data_agent.search.equivalence import exec_output, same_answer

@@ -15,8 +15,6 @@ from jupyter_data_agent.llm.base import SamplingParams
 from jupyter_data_agent.prompts.arcade import build_chat_prompt, build_prompt, problem_block, stable_prefix
 from tests.test_server import NS, on_server_loop
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
 SCHEMA = "# Schema of Dataframes:\n# Columns in df with example values:\n# city (Oslo), temp (3.5)"
 CELLS = [
     {"cell_type": "markdown", "id": "m0", "source": "# Weather per city", "metadata": {}},

@@ -2,7 +2,7 @@
 
 The model settings come from the environment (see playwright.config.js):
 JUPYTER_DATA_AGENT_BACKEND=openai, OPENAI_BASE_URL pointing at
-tests/openai_server.py, OPENAI_API_KEY, JUPYTER_DATA_AGENT_MODEL.
+tests/openai_server/, OPENAI_API_KEY, JUPYTER_DATA_AGENT_MODEL.
 """
 
 import os

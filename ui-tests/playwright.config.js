@@ -1,7 +1,7 @@
 /**
  * Galata's Playwright configuration, run in Debian's Chromium (Playwright
  * cannot download browsers here) against a real `jupyter lab` whose model
- * is a local OpenAI-protocol test server (tests/openai_server.py).
+ * is a local OpenAI-protocol test server (tests/openai_server/).
  */
 const path = require('path');
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');

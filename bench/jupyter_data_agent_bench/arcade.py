@@ -149,7 +149,7 @@ def resolve_file(name: str, data_dir: str | os.PathLike) -> Path:
 
 def probe_schema(state) -> str:
     """The ``# Schema of Dataframes:`` block of a state, inspected in a throwaway fork."""
-    from jupyter_data_agent.kernel.schema import FrameSchema, inspection_request_code, schema_block
+    from jupyter_data_agent.kernel.inkernel.schema import FrameSchema, inspection_request_code, schema_block
 
     child = state.fork()
     try:

@@ -166,8 +166,8 @@ def _copies_computing(config: str, count: int = 4):
     """``count`` real kernel copies each running ``BUSY_CELL``, started over until the block ends."""
     import tempfile
 
-    from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
-    from jupyter_data_agent.kernel.snapshot import SnapshotTree
+    from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+    from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 
     km, kc = start_kernel(cwd=tempfile.mkdtemp(prefix="jda-contention-"))
     from jupyter_data_agent.kernel.results import Limits
@@ -213,7 +213,7 @@ def _kernel_computing():
         time.sleep(2.0)  # numpy imported, the loop at its steady state
         yield
     finally:
-        from jupyter_data_agent.kernel.launch import stop_kernel
+        from jupyter_data_agent.kernel.host.launch import stop_kernel
 
         stop_kernel(km, kc)
 

@@ -33,8 +33,8 @@ import time
 from collections.abc import Sequence
 
 from jupyter_data_agent.kernel import rpc
-from jupyter_data_agent.kernel.handle import ChannelHandle, ClientHandle
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.host.handle import ChannelHandle, ClientHandle
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import Limits
 
 from .kernel_copy import fmt_size, parse_size

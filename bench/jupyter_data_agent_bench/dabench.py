@@ -292,7 +292,7 @@ def run_task(
                 timer.start()
             result = run_turn(spec, NotebookContext(), meter.backend, copies=ws.copies,
                               events=meter.events, cancel=cancel, strategy=strategy)
-    except BaseException as e:  # noqa: BLE001 - a task failure is a data point
+    except BaseException as e:  # a task failure is a data point
         if isinstance(e, KeyboardInterrupt):
             raise
         error = f"{type(e).__name__}: {e}"

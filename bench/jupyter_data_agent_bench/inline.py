@@ -148,7 +148,7 @@ def _cells_json(cells) -> list[dict]:
 
 
 def _schema(ns: dict) -> str:
-    from jupyter_data_agent.kernel.schema import inspect_namespace, schema_block
+    from jupyter_data_agent.kernel.inkernel.schema import inspect_namespace, schema_block
 
     frames = inspect_namespace(ns)
     return schema_block(frames) if frames else ""
@@ -230,7 +230,7 @@ def run(notebooks: list[ArcadeNotebook], data: str, max_lines: int, settings=Non
             if cell.cell_type == "code":
                 with _in_dir(workdir), contextlib.redirect_stdout(None):
                     try:
-                        exec(compile(cell.source, f"<{nb.name}>", "exec"), ns)  # noqa: S102 -- the suite's own cells
+                        exec(compile(cell.source, f"<{nb.name}>", "exec"), ns)  # the suite's own cells
                     except Exception as exc:  # noqa: BLE001 -- a notebook cell may raise anything; said, and the run goes on
                         log(f"{nb.name}: a cell failed ({type(exc).__name__}: {exc}); its state is left as is")
         if len(bench.lines) >= max_lines:

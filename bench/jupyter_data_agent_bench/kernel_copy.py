@@ -31,10 +31,11 @@ import numpy as np
 import pandas as pd
 
 from jupyter_data_agent.kernel import rpc
-from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
-from jupyter_data_agent.kernel.replay import ReplayTree
+from jupyter_data_agent.kernel.forktree.copy_process import uss as process_uss
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
+from jupyter_data_agent.kernel.host.replay import ReplayTree
 from jupyter_data_agent.kernel.results import Limits
-from jupyter_data_agent.kernel.snapshot import SnapshotTree, _uss
 
 BASE_ROWS = 100_000
 TRIVIAL = "1 + 1"
@@ -122,7 +123,7 @@ def bench_size(target: int, repeats: int, replay_repeats: int, log) -> dict:
             kernel_run(kc, c)
         out["notebook_run_s"] = time.perf_counter() - t0
         out["state_bytes"] = state = rpc.call(kc, STATE_EXPR, timeout=600)
-        out["kernel_uss"] = _uss(km.provisioner.process.pid)
+        out["kernel_uss"] = process_uss(km.provisioner.process.pid)
         log(f"  state {fmt_size(state)} (concat x{k}), notebook ran in "
             f"{out['notebook_run_s']:.1f} s")
 

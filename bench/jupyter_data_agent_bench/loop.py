@@ -1,7 +1,7 @@
 """The accept/reject -> store -> train -> served loop, measured: ``jupyter-data-agent-bench loop``.
 
 1. **Serve**: the simulated policy (``bench.policy``, one per task, per-step
-   accuracy ``p``) behind the OpenAI protocol (``bench.openai_server``), and a
+   accuracy ``p``) behind the OpenAI protocol (``bench.model_server``), and a
    real Jupyter server (a subprocess) with this extension using it, its
    Jupyter data directory a fresh folder under ``--out`` (so the decisions
    store and the value models are this run's).
@@ -49,7 +49,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_data_agent.llm.base import ChatMessage, Prompt, SamplingParams
 from jupyter_data_agent.store.value_models import newest_value_model
@@ -59,10 +59,12 @@ from jupyter_data_agent.train.features import load_init
 from .dabench import load_tasks, task_text
 from .dabench_score import dabench_reward
 from .lab import MCTS_K, split_of
-from .openai_server import OpenAITestServer, RecordedRequest
 from .policy import PolicyConfig, SimulatedPolicy, table_columns
 from .references import load_references
 from .runner_common import write_json
+
+if TYPE_CHECKING:
+    from .model_server import RecordedRequest
 
 NS = "jupyter-data-agent"
 MODEL = "simulated-policy"
@@ -157,7 +159,7 @@ class JupyterServer:
                f"--port={self.port}", "--port-retries=0", f"--IdentityProvider.token={self.token}",
                f"--ServerApp.root_dir={self.root}", "--ServerApp.jpserver_extensions={'jupyter_data_agent': True}",
                *agent]
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - open while the server runs
+        self.log = open(self.log_path, "ab")  # open while the server runs
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -301,6 +303,8 @@ def main(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"p": args.p, "budget_calls": args.budget_calls, "train": [t["id"] for t in train],
                               "test": [t["id"] for t in test], "kind": args.kind, "init": init}
     started = time.perf_counter()
+    from .model_server import OpenAITestServer  # the checkout's tests/ (see model_server)
+
     with OpenAITestServer(PolicyRouter(policies), models=[MODEL]) as model:
         server = JupyterServer(root, data_dir, model.base_url, out / "server.log").start()
         try:

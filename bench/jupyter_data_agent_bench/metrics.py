@@ -1,7 +1,7 @@
 """Sampling metrics: unbiased pass@k.
 
 Self-consistency is not re-implemented here: the benchmarks score the
-product's own pick (``search.equivalence.majority`` through ``vote``).
+product's own pick (``search.majority.majority`` through ``vote``).
 """
 
 from __future__ import annotations

@@ -222,8 +222,8 @@ class Workspace:
             shutil.copy2(f, os.path.join(self.dir, os.path.basename(os.fspath(f))))
 
     def start(self) -> "Workspace":
-        from jupyter_data_agent.kernel.handle import BlockingClientHandle, wait
-        from jupyter_data_agent.kernel.launch import start_kernel
+        from jupyter_data_agent.kernel.host.handle import BlockingClientHandle, wait
+        from jupyter_data_agent.kernel.host.launch import start_kernel
         from jupyter_data_agent.turn import open_copies
 
         try:
@@ -255,7 +255,7 @@ class Workspace:
                 self.copies.close()
             self.copies = None
         if self.km is not None:
-            from jupyter_data_agent.kernel.launch import stop_kernel
+            from jupyter_data_agent.kernel.host.launch import stop_kernel
 
             stop_kernel(self.km, self.kc)
             self.km = self.kc = None

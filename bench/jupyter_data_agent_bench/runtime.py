@@ -347,7 +347,7 @@ def _ask(kc, code: str, timeout: float = 300.0) -> str:
 
 def measure_rss(threads: int) -> list[tuple[str, float, str]]:
     """(process, RSS MiB, note) with 3 notebooks on one model service, and one kernel without it."""
-    from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+    from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
     from jupyter_data_agent.llm.remote_backend import ENV_SOCKET, ENV_TOKEN
 
     env = {**os.environ, "JUPYTER_DATA_AGENT_THREADS": str(threads)}

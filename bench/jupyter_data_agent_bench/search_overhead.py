@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from jupyter_data_agent.context.model import NotebookContext
-from jupyter_data_agent.kernel.snapshot import SnapshotTree
+from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
 from jupyter_data_agent.prompts import UnparsableOutput
 from jupyter_data_agent.search.base import RunContext, TurnRequest

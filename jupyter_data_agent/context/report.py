@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..kernel.schema import FrameCut, SchemaCuts
+from ..kernel.inkernel.schema import FrameCut, SchemaCuts
 
 
 @dataclass

@@ -6,6 +6,8 @@ cheap (no torch) for the kernel-side magic and the server.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import (
     Backend,
     BackendError,
@@ -19,6 +21,11 @@ from .base import (
 )
 from .embedded import embedded_model_path
 from .factory import close_backends, create_backend, describe
+
+if TYPE_CHECKING:  # imported on first use (``__getattr__``); named here for checkers and ``__all__``
+    from .openai_backend import OpenAIBackend
+    from .transformers_backend import TransformersBackend
+    from .vllm_backend import VLLMBackend
 
 __all__ = [
     "Backend",

@@ -23,13 +23,13 @@ _INSTANCES: dict[str, Backend] = {}
 _LOCK = threading.Lock()
 
 
-def _key(settings: Settings) -> str:
+def backend_key(settings: Settings) -> str:
     # Settings holds a dict (unhashable); a digest also keeps the key out of any debug dump.
     raw = json.dumps(asdict(settings), sort_keys=True, default=str)
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _build(settings: Settings) -> Backend:
+def build_backend(settings: Settings) -> Backend:
     if settings.backend == "openai":
         from .openai_backend import OpenAIBackend
 
@@ -70,7 +70,7 @@ def create_backend(settings: Settings) -> Backend:
     from .remote_backend import service_address
 
     address = service_address() if settings.extra.get("model_service", True) else None
-    key = _key(settings)
+    key = backend_key(settings)
     if address is not None:
         key = f"remote:{address[0]}:{key}"
     with _LOCK:  # one build per configuration even when turns race
@@ -83,7 +83,7 @@ def create_backend(settings: Settings) -> Backend:
                                         overrides=_remote_overrides(settings),
                                         timeout=settings.request_timeout)
             else:
-                backend = _build(settings)
+                backend = build_backend(settings)
             _INSTANCES[key] = backend
         return backend
 
@@ -111,7 +111,7 @@ def close_backends() -> None:
     for backend in backends:
         try:
             backend.close()
-        except Exception:  # noqa: BLE001 -- one backend's failure must not keep the others open
+        except Exception:  # one backend's failure must not keep the others open
             log.warning("closing the %s backend failed", type(backend).__name__, exc_info=True)
     # Free the loaded llama.cpp models now: left to ``Llama.__del__`` at interpreter exit, they
     # print a traceback when the modules they need are already gone (a server stopping).

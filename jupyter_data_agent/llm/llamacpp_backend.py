@@ -128,7 +128,7 @@ def clear_model_cache() -> None:
         with loaded.lock:
             try:
                 loaded.llm.close()
-            except Exception:  # noqa: BLE001 -- freeing one model must not keep the others loaded
+            except Exception:  # freeing one model must not keep the others loaded
                 log.warning("closing a llama.cpp model failed", exc_info=True)
 
 

@@ -147,7 +147,7 @@ class RemoteBackend(Backend):
                             last_wait = ahead
                             try:
                                 self.on_wait(ahead)
-                            except Exception:  # noqa: BLE001 -- a progress callback must not end the generation
+                            except Exception:  # a progress callback must not end the generation
                                 log.debug("on_wait callback failed", exc_info=True)
                         continue
                     yield msg

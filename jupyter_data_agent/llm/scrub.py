@@ -83,7 +83,7 @@ def _hex(data: bytes) -> list[str]:
                      _HEX_SEPARATORS)
 
 
-def _base64_cores(data: bytes) -> set[str]:
+def base64_cores(data: bytes) -> set[str]:
     """The base64 characters that depend only on ``data``, at each byte alignment.
 
     Inside a longer encoded string the secret starts at byte offset 0, 1 or 2
@@ -110,7 +110,7 @@ def _patterns(secret: str) -> list[str]:
     rot13 = codecs.encode(secret, "rot13")
     spelled = dict.fromkeys([secret, secret[::-1], rot13, rot13[::-1]])
     pats = [p for text in spelled for p in _spelled(text)] + _hex(data)
-    for core in sorted(_base64_cores(data)):
+    for core in sorted(base64_cores(data)):
         pats += _sequence([[(ch, False)] for ch in core], r"\s*")
     return pats
 

@@ -33,7 +33,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..server.handlers import AUTH_RESOURCE, _AgentMixin
+from ..server.handlers import AUTH_RESOURCE, AgentMixin
 from .caller import SCOPE_KEY, Caller
 from .tools import build_server
 
@@ -145,7 +145,7 @@ class MCPService:
                 await asyncio.wait_for(self._task, 10)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 log.warning("jupyter_data_agent: the MCP session manager did not stop in time")
-            except Exception:  # noqa: BLE001 -- stopping: said, the server goes on shutting down
+            except Exception:  # stopping: said, the server goes on shutting down
                 log.warning("jupyter_data_agent: stopping the MCP session manager failed", exc_info=True)
 
 
@@ -153,7 +153,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-class MCPHandler(_AgentMixin, JupyterHandler):
+class MCPHandler(AgentMixin, JupyterHandler):
     """``/jupyter-data-agent/mcp``: POST (messages), GET (the server's stream), DELETE (end a session)."""
 
     auth_resource = AUTH_RESOURCE

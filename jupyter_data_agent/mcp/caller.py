@@ -23,7 +23,7 @@ DEFAULT_AGENT = "MCP client"
 
 @dataclass
 class Caller:
-    owner: str  # whose proposals and copies (``handlers._AgentMixin.job_owner``)
+    owner: str  # whose proposals and copies (``handlers.AgentMixin.job_owner``)
     state: AgentState  # the extension's shared state (``server.state``)
     session_manager: Any
     kernel_manager: Any

@@ -35,7 +35,7 @@ _NAMED_SECRET = re.compile(r"(?i)\b(token|api[_-]?key|authorization|password|pas
 
 def reason(exc: BaseException, secrets: Iterable[str | None] = ()) -> str:
     """``Type: first line of the message``, bounded, with ``secrets`` and secret-looking values masked."""
-    from ..kernel.client import first_line
+    from ..kernel.host.client import first_line
     from ..turn.copies import secrets_scrubber
 
     text = f"{type(exc).__name__}: {first_line(exc)}" if str(exc).strip() else type(exc).__name__

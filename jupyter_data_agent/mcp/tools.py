@@ -27,9 +27,9 @@ from pydantic import Field
 
 from ..kernel.results import ExecResult
 from ..search.registry import ALIASES, agent_help, words
-from ..server.models import MAX_EXPLANATION_CHARS, MAX_PROPOSAL_CODE_CHARS, ProposalRequest
 from ..server.notebooks import kernel_of, normalize, open_notebooks
 from ..server.proposal_handlers import file_proposal
+from ..server.proposal_models import MAX_EXPLANATION_CHARS, MAX_PROPOSAL_CODE_CHARS, ProposalRequest
 from ..server.tries import TryError
 from .caller import Caller, caller_of
 from .errors import reasoned
@@ -120,7 +120,7 @@ def _unadvertise(server: MCPServer) -> None:
     """Stop advertising resources and prompts: the SDK derives capabilities from registered handlers
     (it has no switch), and an empty list behind an advertised capability (with subscribe and
     listChanged on top) tells a client to look for what is not there."""
-    handlers = server._lowlevel_server._request_handlers  # noqa: SLF001 -- no public way to unregister
+    handlers = server._lowlevel_server._request_handlers  # no public way to unregister
     for method in UNSERVED_METHODS:
         handlers.pop(method, None)
 
@@ -356,7 +356,7 @@ async def with_progress(ctx: Context, work: Awaitable[T], doing: Callable[[], st
             report_status(f"{doing()} ({elapsed:.0f} s)")  # a task's status line, when the call is one
             try:
                 await ctx.report_progress(round(elapsed, 1), None, f"{doing()} ({elapsed:.0f} s)")
-            except Exception:  # noqa: BLE001 -- a client gone or a notification refused: the work goes on
+            except Exception:  # a client gone or a notification refused: the work goes on
                 log.debug("progress notification not sent", exc_info=True)
             done, _ = await asyncio.wait({task}, timeout=every)
             if done:
@@ -447,9 +447,9 @@ def _tell_confinement(caller: Caller, ctx: Context, asked: bool) -> bool:
 async def _describe(caller: Caller, notebook: str, name: str) -> dict[str, Any]:
     """The frame's schema (``frames``, in full) with each column's statistics (``frame_stats``),
     both read silently through one kernel handle."""
-    from ..kernel.handle import NoKernel
-    from ..kernel.schema import KernelDidNotAnswer, SchemaInspectionError
-    from ..kernel.survey import SurveyError
+    from ..kernel.host.handle import NoKernel
+    from ..kernel.inkernel.schema import KernelDidNotAnswer, SchemaInspectionError
+    from ..kernel.inkernel.survey import SurveyError
 
     caller.require_execute()
     kernel_id = await _kernel(caller, notebook)

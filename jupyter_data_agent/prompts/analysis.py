@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..context.model import NotebookContext
-from .arcade import _fence
+from .arcade import code_fence
 from .parse import UnparsableOutput, cut_end_tokens, parse_chat
 from .react import Task
 
@@ -127,14 +127,14 @@ def step_messages(task: Task, plan: Sequence[PlannedStep], done: Sequence[tuple[
     ask = f"Write step {number}: {step.title}"
     if step.cell_id and current_source is not None:
         ask += (f"\nThis step replaces the source of cell {step.cell_id}, which is now:\n"
-                + _fence(current_source))
+                + code_fence(current_source))
     msgs.append({"role": "user", "content": ask})
     return msgs
 
 
 def step_message(explanation: str, code: str) -> str:
     """A written step as later prompts show it."""
-    return (explanation.strip() + "\n" if explanation.strip() else "") + _fence(code)
+    return (explanation.strip() + "\n" if explanation.strip() else "") + code_fence(code)
 
 
 def parse_step_reply(text: str, *, known_cells: Sequence[str] = (), max_steps: int = 10) -> StepReply:

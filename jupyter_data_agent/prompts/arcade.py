@@ -337,7 +337,7 @@ class _Fit:
                            prefix=prefix)
 
 
-def _fit(
+def fit_to_budget(
     n_exemplars: int,
     n_cells: int,
     measure: Callable[[int, int], int],
@@ -426,7 +426,7 @@ def build_prompt(
         blocks.extend(notebook.blocks(drop_cells))
         return join_cells(blocks + tail)
 
-    fit = _fit(len(exs), notebook.droppable, lambda e, c: count(render(e, c)), budget)
+    fit = fit_to_budget(len(exs), notebook.droppable, lambda e, c: count(render(e, c)), budget)
     built = fit.built(Prompt(text=render(fit.dropped_exemplars, fit.dropped_cells)), prefix)
     built.outputs_cut = notebook.outputs_cut(fit.dropped_cells)
     return built
@@ -447,7 +447,7 @@ def stable_prefix(prompt: Prompt, intent: str) -> Prompt:
     return Prompt.chat(messages)
 
 
-def _fence(text: str, lang: str = "python") -> str:
+def code_fence(text: str, lang: str = "python") -> str:
     """A fence longer than any backtick run starting a line inside ``text``."""
     longest = max(map(len, re.findall(r"^\s*(`*)", text, re.M)), default=0)
     ticks = "`" * max(3, longest + 1)
@@ -459,10 +459,10 @@ def _chat_request(notebook: str | None, schema: str, intent: str, instruction: s
     if notebook:
         parts.append(
             "My notebook so far (cells are separated by `# In[ ]:`, markdown cells are "
-            "shown as `#` comments):\n\n" + _fence(notebook)
+            "shown as `#` comments):\n\n" + code_fence(notebook)
         )
     if schema.strip():
-        parts.append("DataFrames in the kernel right now:\n\n" + _fence(schema.strip()))
+        parts.append("DataFrames in the kernel right now:\n\n" + code_fence(schema.strip()))
     parts.append(f"Problem: {intent}")
     parts.append(instruction)
     return "\n\n".join(parts)
@@ -505,13 +505,13 @@ def build_chat_prompt(
         msgs = [ChatMessage("system", system)]
         for ex in exs[drop_ex:]:
             msgs.append(ChatMessage("user", _chat_request(None, ex.schema, ex.intent.strip())))
-            msgs.append(ChatMessage("assistant", _fence(ex.solution.strip())))
+            msgs.append(ChatMessage("assistant", code_fence(ex.solution.strip())))
         blocks = notebook.blocks(drop_cells)
         shown = join_cells(blocks) if blocks else None
         msgs.append(ChatMessage("user", _chat_request(shown, schema, intent, instruction), images))
         return msgs
 
-    fit = _fit(len(exs), notebook.droppable,
+    fit = fit_to_budget(len(exs), notebook.droppable,
                lambda e, c: sum(count(m.content) for m in messages(e, c)) + IMAGE_TOKENS * len(images),
                budget)
     built = fit.built(Prompt.chat(messages(fit.dropped_exemplars, fit.dropped_cells)))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..context.model import NotebookContext
 from ..llm.base import ChatMessage, Prompt, StopStream, estimate_tokens
-from .arcade import CELL_HEADER, NotebookBlocks, _fence, join_cells
+from .arcade import CELL_HEADER, NotebookBlocks, code_fence, join_cells
 
 #: Generated tokens of one completion (a line or a few: ghost text, not a cell).
 MAX_TOKENS = 48
@@ -120,10 +120,10 @@ def _chat_messages(blocks: list[str], tail: list[str], prefix: str, suffix: str)
     parts = []
     if blocks:
         parts.append("My notebook so far (cells are separated by `# In[ ]:`, markdown cells are "
-                     "shown as `#` comments):\n\n" + _fence(join_cells(blocks)))
+                     "shown as `#` comments):\n\n" + code_fence(join_cells(blocks)))
     if tail:
-        parts.append("DataFrames in the kernel right now:\n\n" + _fence(tail[0]))
-    parts.append(f"The cell I am typing, {CURSOR} marks the cursor:\n\n" + _fence(prefix + CURSOR + suffix))
+        parts.append("DataFrames in the kernel right now:\n\n" + code_fence(tail[0]))
+    parts.append(f"The cell I am typing, {CURSOR} marks the cursor:\n\n" + code_fence(prefix + CURSOR + suffix))
     parts.append(f"Reply with only the code that goes at {CURSOR}, nothing else.")
     return [ChatMessage("system", INLINE_SYSTEM_PROMPT), ChatMessage("user", "\n\n".join(parts))]
 

@@ -70,13 +70,13 @@ _CELL_HEADER_RE = re.compile(r"^\s*#\s*In\s*\[[^\]]*\]\s*:?\s*$")
 _PROBLEM_RE = re.compile(r"^\s*#\s*Problem\s*:", re.I)
 _SOLUTION_RE = re.compile(r"^\s*#\s*Solution\s*:", re.I)
 _FENCE_LINE_RE = re.compile(r"^\s*(```|~~~)")
-_FENCE_RE = re.compile(
+FENCE_RE = re.compile(
     r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*\n"
     r"(?P<body>.*?)"
     r"(?:^[ \t]{0,3}(?P=fence)[`~]*[ \t]*$|\Z)",
     re.M | re.S,
 )
-_PY_LANGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "ipython3", "jupyter"})
+PY_LANGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "ipython3", "jupyter"})
 # Special tokens some servers leave in the text.
 _END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|end|>", "<|eot_id|>", "</s>", "<|EOT|>")
 
@@ -169,7 +169,7 @@ def parse_completion(text: str, prefix: str = STEP_PREFIX) -> ParsedCode:
     return _finish(_cut_at_stop(text), "completion")
 
 
-def _looks_like_code(text: str) -> str | None:
+def looks_like_code(text: str) -> str | None:
     """Unfenced chat replies: the longest stretch that parses as Python and is
     not just words (``Sure`` parses as a name), trimming a few prose lines at
     either end ("Here is the code:")."""
@@ -193,13 +193,13 @@ def _looks_like_code(text: str) -> str | None:
 def parse_chat(text: str) -> ParsedCode:
     """Code of a chat reply: the first python (or untagged) fenced block; if
     there is none, the reply itself when it looks like code."""
-    for m in _FENCE_RE.finditer(text):
-        if m.group("lang").lower() not in _PY_LANGS:
+    for m in FENCE_RE.finditer(text):
+        if m.group("lang").lower() not in PY_LANGS:
             continue
         body = _cut_at_stop(m.group("body"))
         if any(_is_code_line(line) for line in body.splitlines()):
             return _finish(body, "reply")
-    code = _looks_like_code(text)
+    code = looks_like_code(text)
     if code is None:
         raise UnparsableOutput("the model's reply has no ```python block and does not look like code")
     return _finish(_cut_at_stop(code), "reply")

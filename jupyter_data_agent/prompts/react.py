@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from ..context.model import NotebookContext
 from ..kernel.results import ExecResult, strip_ansi
 from ..llm.base import Prompt
-from .arcade import NotebookBlocks, OutputsMode, _fence, _fit, comment_lines, join_cells
-from .parse import _FENCE_RE, _PY_LANGS, Step, _looks_like_code, cut_end_tokens
+from .arcade import NotebookBlocks, OutputsMode, code_fence, comment_lines, fit_to_budget, join_cells
+from .parse import FENCE_RE, PY_LANGS, Step, cut_end_tokens, looks_like_code
 
 STOP = ("\nObservation:",)
 
@@ -55,9 +55,9 @@ class Task:
         parts = []
         if self.notebook:
             parts.append("The notebook so far (its cells have already run):\n"
-                         + _fence(self.notebook))
+                         + code_fence(self.notebook))
         if self.schema:
-            parts.append("DataFrames in the kernel:\n" + _fence(self.schema, ""))
+            parts.append("DataFrames in the kernel:\n" + code_fence(self.schema, ""))
         parts.append(f"Task: {self.question}")
         if self.constraints:
             parts.append(f"Constraints: {self.constraints}")
@@ -83,7 +83,7 @@ def build_task(intent: str, context: NotebookContext, *, count_tokens: Callable[
         blocks = notebook.blocks(drop)
         return replace(task, notebook=join_cells(blocks) if blocks else "")
 
-    fit = _fit(0, notebook.droppable, lambda _, drop: count_tokens(SYSTEM)
+    fit = fit_to_budget(0, notebook.droppable, lambda _, drop: count_tokens(SYSTEM)
                + count_tokens(with_cells(drop).message()), budget)
     return with_cells(fit.dropped_cells)
 
@@ -118,7 +118,7 @@ class ParsedStep:
         if self.kind == "answer":
             return f"{head}\nFinal Answer: {self.answer}"
         if self.kind == "action":
-            return f"{head}\nAction:\n{_fence(self.code or '')}"
+            return f"{head}\nAction:\n{code_fence(self.code or '')}"
         return self.raw.strip() or head
 
 
@@ -132,8 +132,8 @@ def parse_step(text: str) -> ParsedStep:
     if m:  # the model went on to invent the observation
         text = text[: m.start()]
     code, code_pos = None, None
-    for f in _FENCE_RE.finditer(text):
-        if f.group("lang").lower() in _PY_LANGS and f.group("body").strip():
+    for f in FENCE_RE.finditer(text):
+        if f.group("lang").lower() in PY_LANGS and f.group("body").strip():
             code, code_pos = f.group("body").strip("\n").rstrip(), f.start()
             break
     action = _ACTION_RE.search(text)
@@ -141,7 +141,7 @@ def parse_step(text: str) -> ParsedStep:
         rest = text[action.end():]
         stop = min([x.start() for x in (_FINAL_RE.search(rest), _THOUGHT_RE.search(rest)) if x]
                    or [len(rest)])
-        code = _looks_like_code(rest[:stop])
+        code = looks_like_code(rest[:stop])
         code_pos = action.start() if code else None
     answer, final_pos = None, None
     final = _FINAL_RE.search(text)

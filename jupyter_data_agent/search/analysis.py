@@ -52,8 +52,9 @@ from .base import (
     TurnRequest,
     copy_failed,
 )
-from .equivalence import exec_output, majority
+from .equivalence import exec_output
 from .generate import generate_one, jupiter_task, options, prompt_text, sampling, turn_chat
+from .majority import majority
 from .options import AnalysisOptions
 
 log = logging.getLogger(__name__)
@@ -198,7 +199,7 @@ def _close(copy: Any) -> None:
         return
     try:
         copy.close()
-    except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running
+    except Exception:  # one copy's failure must not leave the others running
         log.warning("closing an analysis's kernel copy failed", exc_info=True)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from ..context.model import NotebookContext
 from ..context.report import ContextReport, SchemaCuts
-from ..kernel.probes import Check
+from ..kernel.inkernel.probes import Check
 from ..kernel.results import ExecResult, OutputItem, Protections
 from ..kernel.tree import Executor
 from ..llm.base import Backend

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..kernel.probes import Check
+from ..kernel.inkernel.probes import Check
 from ..llm.base import Backend, SamplingParams
 from ..prompts.answers import well_formed
 from ..prompts.react import to_prompt

@@ -26,8 +26,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..kernel import probes
-from ..kernel.probes import Check, Finding
+from ..kernel.inkernel import probes
+from ..kernel.inkernel.probes import Check, Finding
 from ..prompts.answers import expected_tags, extract_answers
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def probe_copy(copy: Any) -> list[Finding] | None:
     """
     try:
         result = copy.exec(probes.CELL)
-    except Exception:  # noqa: BLE001 -- evidence is optional: a copy that cannot be probed is just unprobed
+    except Exception:  # evidence is optional: a copy that cannot be probed is just unprobed
         log.debug("probing a copy failed", exc_info=True)
         return None
     return probes.parse(result.stream("stdout")) if result.ok else None

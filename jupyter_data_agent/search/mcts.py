@@ -41,15 +41,15 @@ the backend reports none).
 Every answer is kept. When the search ends, every answer is evaluated
 again with the whole tree's evidence (its final agreement and step shares).
 The result is the majority answer over equivalent
-answers (``equivalence.majority`` with ``prompts.answers.same_text_answer``; ``select="vote"``,
+answers (``majority.majority`` with ``prompts.answers.same_text_answer``; ``select="vote"``,
 ties to the higher value) or the answer with
 the highest value (``select="value"``). Early stop: as soon as one answer
 holds at least ``max(early_stop_votes, early_stop_fraction * answers)``
 votes (default: at least 3 votes and at least 2/3 of all answers), more
 search cannot change a majority that clear.
 
-Processes: the tree evicts idle leaves, lowest priority first, when its
-live-process cap is hit. Terminal nodes and exhausted ones (every child
+Processes (``tree_policy``, with selection): the tree evicts idle leaves,
+lowest priority first, when its live-process cap is hit. Terminal nodes and exhausted ones (every child
 terminal or exhausted) are never expanded again: they get priority -inf and
 go first; every other node's priority is minus the regret of its path under
 PUCT, so the leaves selection is least likely to reach go next (an evicted
@@ -84,6 +84,7 @@ from ..prompts.react import (
     solution_cell,
     to_prompt,
 )
+from . import tree_policy
 from .base import (
     Cancelled,
     Candidate,
@@ -217,19 +218,7 @@ class MCTSSearch:
         return q + explore * child.prior * math.sqrt(parent.visits) / (1 + child.visits)
 
     def select(self) -> Node | None:
-        node = self.root
-        while node.children or node.exhausted:
-            if node.exhausted:
-                return None
-            options = [c for c in node.children if not c.terminal and not c.exhausted]
-            if not options:  # cannot happen while exhaustion is kept up to date
-                node.exhausted = True
-                return None
-            # Rounded: Q is a float average, and noise must not break ties that the
-            # prior (the model's own preference) should break.
-            node = max(options, key=lambda c: (round(self.puct(c, node), 9), c.prior,
-                                               -options.index(c)))
-        return node
+        return tree_policy.select(self.root, self.puct)
 
     # ------------------------------------------------------------ expansion
 
@@ -419,27 +408,7 @@ class MCTSSearch:
         self._set_priorities()
 
     def _set_priorities(self) -> None:
-        """Eviction order: the tree kills idle leaves with the lowest priority first.
-
-        A node's priority is minus its path's regret — the sum, over the levels of
-        its path, of how far its PUCT score trails the best sibling's — so the
-        path selection follows now has priority 0 and is kept longest, and the
-        further a node is from being selected, the sooner its process goes.
-        """
-        stack = [(self.root, 0.0)]
-        while stack:
-            node, regret = stack.pop()
-            options = [c for c in node.children if not c.terminal and not c.exhausted]
-            if not options:
-                continue
-            scores = [round(self.puct(c, node), 9) for c in options]
-            best = max(scores)
-            for c, sc in zip(options, scores):
-                r = regret + (best - sc)
-                snap = c.snapshot
-                if snap is not None and hasattr(snap, "priority"):
-                    snap.priority = -r + 1e-3 * c.prior
-                stack.append((c, r))
+        tree_policy.set_priorities(self.root, self.puct)
 
     def _release(self, node: Node) -> None:
         """A node the search never expands again (terminal, or every child done).
@@ -457,7 +426,7 @@ class MCTSSearch:
         node.snapshot = None
         try:
             snap.close()
-        except Exception:  # noqa: BLE001 -- the tree closes what is left at the end
+        except Exception:  # the tree closes what is left at the end
             log.debug("closing a search node's copy failed", exc_info=True)
 
     def _abort(self, futures: dict) -> None:
@@ -472,7 +441,7 @@ class MCTSSearch:
         for snap in reversed(created):  # deepest first: each is reaped by its parent
             try:
                 snap.close()
-            except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others open
+            except Exception:  # one copy's failure must not leave the others open
                 log.warning("closing a search copy failed", exc_info=True)
         for n in self.nodes:
             if n.parent is not None:

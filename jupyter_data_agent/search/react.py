@@ -155,7 +155,7 @@ class ReactStrategy:
             if lineage:
                 try:
                     lineage[0].close()  # the whole lineage: each copy is the next one's parent
-                except Exception:  # noqa: BLE001 -- the turn's answer stands; the tree closes what is left
+                except Exception:  # the turn's answer stands; the tree closes what is left
                     log.warning("closing the agent's copies failed", exc_info=True)
         ok = [(s, r) for s, r in zip(steps, results) if s.status == "ok"]
         code, cell_steps = solution_cell([(s.thought, s.code) for s, _ in ok], answer)

@@ -10,11 +10,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernel.probes import Finding
+from ..kernel.inkernel.probes import Finding
 from ..kernel.results import ExecResult
 from ..prompts.answers import same_text_answer
 from .base import TraceStep
-from .equivalence import majority
+from .majority import majority
 
 __all__ = ["AnswerGroup", "IterationTiming", "Node", "group_answers", "priors", "step_key"]
 

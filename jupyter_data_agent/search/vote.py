@@ -22,7 +22,7 @@ from math import comb
 from ..kernel.results import ExecResult
 from ..prompts import UnparsableOutput
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
-from .equivalence import exec_output, majority
+from .equivalence import exec_output
 from .evidence import agree_check, plausible_check, type_check
 from .generate import (
     PromptPlan,
@@ -35,6 +35,7 @@ from .generate import (
     repair_skipped,
     sample_candidates,
 )
+from .majority import majority
 from .options import VoteOptions
 
 

@@ -155,7 +155,7 @@ class DataAgentExtension(ExtensionApp):
     ).tag(config=True)
 
     def initialize_settings(self) -> None:
-        from ..kernel.snapshot import SnapshotTree
+        from ..kernel.forktree.snapshot import SnapshotTree
 
         self.configured_settings = load_settings(self.config)
         self.agent_settings = with_newest_value_model(self.configured_settings)

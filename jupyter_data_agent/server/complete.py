@@ -89,8 +89,8 @@ class SchemaCache:
 
     async def _read(self, kernels: KernelHandles, kernel_id: str,
                     stamp: tuple[int | None, ...]) -> tuple[str, list[str]]:
-        from ..kernel.handle import NoKernel
-        from ..kernel.schema import SchemaInspectionError, schema_block
+        from ..kernel.host.handle import NoKernel
+        from ..kernel.inkernel.schema import SchemaInspectionError, schema_block
 
         self.reads += 1
         async with kernels.reading(kernel_id) as handle:
@@ -177,7 +177,7 @@ def generate_inline(backend: Backend, prompt: InlinePrompt, emit: Callable[[str]
                         (time.perf_counter() - started) * 1000, cancelled)
 
 
-def _context(request: InlineCompletionRequest) -> NotebookContext:
+def request_context(request: InlineCompletionRequest) -> NotebookContext:
     from ..context.notebook import from_notebook
 
     cells: list[dict[str, Any]] = [c.model_dump() for c in request.cells]
@@ -224,7 +224,7 @@ class CompleteHandler(AgentAPIHandler):
             raise web.HTTPError(409, "Inline completion is off on this server "
                                      "(c.DataAgent.inline_completion).")
         try:
-            context = _context(request)
+            context = request_context(request)
         except Exception as exc:  # noqa: BLE001 -- cells from the browser: any failure to read them is a 400
             raise web.HTTPError(400, f"Could not read the notebook cells: {exc}") from None
         self.cancel = cancel = threading.Event()

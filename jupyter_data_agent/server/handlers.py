@@ -92,7 +92,7 @@ def one_principal(identity_provider: Any, scope: str) -> str | None:
     return None
 
 
-class _AgentMixin:
+class AgentMixin:
     """Shared access to the extension's state, for REST and websocket handlers."""
 
     auth_resource = AUTH_RESOURCE
@@ -158,7 +158,7 @@ def _readable(error: ValidationError) -> str:
     return " ".join(sentences)
 
 
-class AgentAPIHandler(_AgentMixin, APIHandler):
+class AgentAPIHandler(AgentMixin, APIHandler):
     def parse_body(self, model: Any, what: str) -> Any:
         """The JSON body as ``model``; a 400 that says what is wrong otherwise."""
         body = self.get_json_body()
@@ -376,7 +376,7 @@ class VariablesHandler(AgentAPIHandler):
         self.finish(reply.model_dump_json())
 
 
-class JobEventsHandler(_AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):
+class JobEventsHandler(AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):
     """``jobs/<id>/events``: every event of the job, earlier ones replayed first.
 
     Authentication and authorization happen before the upgrade, like

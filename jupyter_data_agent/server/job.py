@@ -20,8 +20,8 @@ from typing import Any
 from ..config import Settings
 from ..context.model import NotebookContext
 from ..context.turns import new_turn_id
-from ..kernel.handle import KernelHandle
-from ..kernel.policy import Confinement
+from ..kernel.host.handle import KernelHandle
+from ..kernel.host.policy import Confinement
 from ..kernel.tree import CopyTree
 from ..llm.scrub import Scrubber
 from ..prompts.edit import edit_intent, edit_question
@@ -32,7 +32,7 @@ from .models import API_VERSION, TurnRequestModel
 log = logging.getLogger(__name__)
 
 TERMINAL = ("done", "error", "cancelled")
-#: The one principal of the stock token/password providers (``handlers._AgentMixin.job_owner``).
+#: The one principal of the stock token/password providers (``handlers.AgentMixin.job_owner``).
 SERVER_OWNER = "<server-owner>"
 #: The owner prefix of a kernel's ``%%agent`` turns where users are told apart (``server.magic_turns``).
 KERNEL_OWNER = "kernel:"

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config import Settings
 from ..context.model import NotebookContext
-from ..kernel.handle import KernelHandle, NoKernel
+from ..kernel.host.handle import KernelHandle, NoKernel
 from ..llm.base import BackendError
 from ..store.decisions import TurnOutcome
 from ..turn import TurnAsk, resolve, secrets_scrubber
@@ -455,7 +455,7 @@ def _close_everything(tree: Any, handle: KernelHandle | None, chain: Any = None)
             for node in list(tree.live()):
                 try:
                     node.close()
-                except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running
+                except Exception:  # one copy's failure must not leave the others running
                     log.warning("closing a kernel copy failed", exc_info=True)
     finally:
         if handle is not None:

@@ -20,8 +20,8 @@ from typing import Any
 
 from tornado import web
 
-from ..kernel.client import first_line, kernel_alive, on_another_host, open_client
-from ..kernel.handle import ChannelHandle, ClientHandle, KernelHandle, NoKernel
+from ..kernel.host.client import first_line, kernel_alive, on_another_host, open_client
+from ..kernel.host.handle import ChannelHandle, ClientHandle, KernelHandle, NoKernel
 
 
 @dataclass

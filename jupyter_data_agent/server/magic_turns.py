@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..context.model import NotebookContext
 from ..kernel import rpc
-from ..kernel.handle import KernelHandle
+from ..kernel.host.handle import KernelHandle
 from ..search.options import short_errors
 from ..turn import TurnAsk, resolve
 from .job import KERNEL_OWNER, Job
@@ -198,6 +198,6 @@ def kernel_owner(shared: str | None, kernel_id: str) -> str:
 
 
 def _handle(connection: _Connection, notebook_dir: str | None, timeout: float) -> KernelHandle:
-    from ..kernel.handle import EvalHandle
+    from ..kernel.host.handle import EvalHandle
 
     return EvalHandle(connection.evaluate, notebook_dir=notebook_dir, timeout=timeout)

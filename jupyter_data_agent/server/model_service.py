@@ -190,7 +190,7 @@ class ModelService:
 
     # -- lifecycle -------------------------------------------------------------
     def start(self, export_env: bool = True) -> str:
-        from ..kernel import procs
+        from ..kernel.copy import procs
 
         procs.sweep()  # the folders of services whose server was killed
         tag = procs.owner_tag(os.getpid(), os.getpid())
@@ -254,9 +254,9 @@ class ModelService:
         return self.settings.with_overrides(**changes) if changes else self.settings
 
     def _slot_key(self, settings: Settings) -> str:
-        from ..llm.factory import _key
+        from ..llm.factory import backend_key
 
-        return "local" if _is_local(settings) else _key(settings)
+        return "local" if _is_local(settings) else backend_key(settings)
 
     def _slot(self, settings: Settings) -> _Slot:
         key = self._slot_key(settings)
@@ -308,7 +308,7 @@ class ModelService:
         create = self._create or factory.create_backend
         if not _is_local(settings):
             return create(settings)
-        key = factory._key(settings)
+        key = factory.backend_key(settings)
         with self._lock:
             resident = self._resident
         if resident is not None and resident[0] != key:
@@ -336,7 +336,7 @@ class ModelService:
             return (self._create or factory.create_backend)(settings)
         with self._lock:
             resident = self._resident
-        if resident is not None and resident[0] == factory._key(settings):
+        if resident is not None and resident[0] == factory.backend_key(settings):
             return resident[1]
         return None
 

@@ -7,7 +7,8 @@ One module so the TypeScript side has a single place to follow: its types
 Requests are validated strictly (unknown top-level and option fields are
 refused, so a typo in the front end fails loudly instead of being ignored);
 cells are nbformat v4 JSON and keep whatever extra fields nbformat allows.
-Replies are plain dicts built from these models.
+Replies are plain dicts built from these models. The proposals' models are in
+``proposal_models``, the replies' bases in ``wire_base``.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ from pydantic import (
 )
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..turn.events import API_VERSION, AnalysisStep, ExecResult, JobEvent, StrategyName
+from ..turn.events import API_VERSION, AnalysisStep, JobEvent, StrategyName
+from .proposal_models import (
+    ProposalDecisionRequest,
+    ProposalReply,
+    ProposalRequest,
+    ProposalsReply,
+)
+from .wire_base import Reply, Versioned
 
 __all__ = ["API_VERSION", "AgentConfig", "AnalysisRevision", "AnalysisRevised", "AnalysisStepEdit",
            "CancelReply", "CellEdit", "CellError", "DecisionRecorded", "DecisionRequest",
            "InlineCompletionChunk",
            "InlineCompletionRequest", "JobEvent",
-           "AgentActivityModel", "ProposalDecisionRequest", "ProposalModel", "ProposalReply", "ProposalRequest",
-           "ProposalsReply",
            "JobPoll", "JobState", "ModelPrice",
            "NotebookCell", "ServerLimits", "StrategyInfo", "StrategyName", "TurnAccepted", "TurnList", "TurnOptions",
            "TurnSource", "TurnSummary",
@@ -204,23 +210,11 @@ def as_notebook(cells: list[NotebookCell], metadata: dict[str, Any]) -> dict[str
     }
 
 
-class _Reply(BaseModel):
-    """What the server sends: every field is present, defaults included."""
-
-    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
-
-
-class _Versioned(_Reply):
-    """A reply that names the API version first."""
-
-    version: Literal[1] = API_VERSION
-
-
 #: Where a turn was asked: the sidebar, ``%%agent``, an MCP client, an ACP agent, Jupyter AI.
 TurnSource = Literal["sidebar", "magic", "mcp", "acp", "jupyter-ai"]
 
 
-class TurnSummary(_Reply):
+class TurnSummary(Reply):
     """One turn in ``GET turns``: its events stay readable at ``GET jobs/<job_id>`` while kept."""
 
     job_id: str
@@ -235,20 +229,20 @@ class TurnSummary(_Reply):
     finished: float | None
 
 
-class TurnList(_Versioned):
+class TurnList(Versioned):
     """Reply of ``GET turns?notebook_path=<path>``: this user's turns on the notebook, newest first."""
 
     turns: list[TurnSummary]
 
 
-class TurnAccepted(_Versioned):
+class TurnAccepted(Versioned):
     """Reply of ``POST turns`` (202)."""
 
     job_id: str
     turn_id: str  # the id the turn is stored under (also in the ``done`` event)
 
 
-class JobPoll(_Versioned):
+class JobPoll(Versioned):
     """Reply of ``GET jobs/<id>?after=<seq>``: the same events the websocket sends."""
 
     job_id: str
@@ -256,14 +250,14 @@ class JobPoll(_Versioned):
     events: list[JobEvent]
 
 
-class CancelReply(_Versioned):
+class CancelReply(Versioned):
     """Reply of ``POST jobs/<id>/cancel``: the job's status afterwards."""
 
     job_id: str
     status: JobState
 
 
-class StrategyInfo(_Reply):
+class StrategyInfo(Reply):
     """One strategy the sidebar may offer (``turn.resolve.catalog``)."""
 
     name: StrategyName
@@ -274,7 +268,7 @@ class StrategyInfo(_Reply):
     budget: int | None = None
 
 
-class Capabilities(_Reply):
+class Capabilities(Reply):
     model_config = ConfigDict(extra="allow")
 
     strategies: list[StrategyName]  # the ones this server can run now
@@ -292,7 +286,7 @@ class ModelPrice(BaseModel):
     output: float = Field(ge=0)
 
 
-class ServerLimits(_Reply):
+class ServerLimits(Reply):
     """What this server accepts, for the sidebar's inputs: read from here, never hard-coded.
 
     Each comes from one trait (``c.DataAgent.max_samples``, ``max_budget``, ...).
@@ -306,7 +300,7 @@ class ServerLimits(_Reply):
     max_concurrent_jobs: int
 
 
-class AgentConfig(_Versioned):
+class AgentConfig(Versioned):
     """Reply of ``GET config``: the public settings (never a secret) and what the server offers.
 
     Further ``Settings.public()`` fields come along as extra keys.
@@ -382,14 +376,14 @@ class AnalysisRevision(BaseModel):
     steps: list[AnalysisStepEdit] = Field(max_length=100)
 
 
-class AnalysisRevised(_Versioned):
+class AnalysisRevised(Versioned):
     """Reply of ``POST turns/<turn_id>/analysis``: the steps as they ran again, numbered from ``from_step``."""
 
     steps: list[AnalysisStep]
     message: str
 
 
-class DecisionRecorded(_Versioned):
+class DecisionRecorded(Versioned):
     """Reply of ``POST decisions``: whether it was stored, and with the turn's full record."""
 
     recorded: bool
@@ -397,13 +391,13 @@ class DecisionRecorded(_Versioned):
     id: int | None = None
 
 
-class ValueModelReply(_Versioned):
+class ValueModelReply(Versioned):
     """Reply of ``POST value-model/reload``: what guides Search turns from now on."""
 
     value_model: str  # a trained model's directory, or "heuristic"
 
 
-class VariableInfo(_Reply):
+class VariableInfo(Reply):
     """One DataFrame or Series in the kernel, as the composer's ``@`` completion offers it."""
 
     name: str
@@ -413,7 +407,7 @@ class VariableInfo(_Reply):
     total_columns: int
 
 
-class VariablesReply(_Versioned):
+class VariablesReply(Versioned):
     """Reply of ``GET variables?kernel_id=<id>``: the kernel's frames, newest definitions included.
 
     ``available`` is false, with the ``reason`` in words, when the kernel
@@ -450,7 +444,7 @@ class WarmRequest(BaseModel):
         return as_notebook(self.cells, self.metadata)
 
 
-class WarmReply(_Versioned):
+class WarmReply(Versioned):
     """What warming did: ``warmed`` false with the ``reason`` in words when it did nothing
     (an endpoint model, the model busy with a turn); else the prompt tokens it covered and how
     many of them were in the model's cache already."""
@@ -478,7 +472,7 @@ class InlineCompletionRequest(BaseModel):
     kernel_id: str | None = Field(default=None, max_length=256)
 
 
-class InlineCompletionChunk(_Reply):
+class InlineCompletionChunk(Reply):
     """One line of the ``POST complete`` reply (newline-delimited JSON, streamed).
 
     Lines with ``delta`` extend the ghost text; the last line has ``done``
@@ -495,96 +489,6 @@ class InlineCompletionChunk(_Reply):
     completion_tokens: int = 0
     first_token_ms: float | None = None  # request received -> first shown character
     total_ms: float = 0.0
-
-
-# -- proposals from outside agents (MCP, ACP): server/proposals.py ----------------------
-
-MAX_PROPOSAL_CODE_CHARS = 64 * 1024
-MAX_EXPLANATION_CHARS = 4 * 1024
-
-
-class ProposalRequest(BaseModel):
-    """Body of ``POST proposals``: a cell to insert, or an edit of one cell, from an outside agent.
-
-    The server runs ``code`` in a copy of the notebook's live kernel first (in
-    the copy of ``try_handle`` when given) and stores what it gave.
-    """
-
-    model_config = ConfigDict(extra="forbid", title="ProposalRequest")
-
-    version: Literal[1] = API_VERSION
-    notebook_path: str = Field(min_length=1, max_length=4096)
-    kind: Literal["cell", "edit"]
-    code: str = Field(max_length=MAX_PROPOSAL_CODE_CHARS)
-    explanation: str = Field("", max_length=MAX_EXPLANATION_CHARS)
-    agent: str = Field(min_length=1, max_length=80)
-    after_cell_id: str | None = Field(None, max_length=256)  # kind cell: below this cell; null: at the end
-    cell_id: str | None = Field(None, max_length=256)  # kind edit: the cell it replaces
-    try_handle: str | None = Field(None, max_length=256)
-
-    @model_validator(mode="after")
-    def _edit_names_its_cell(self) -> "ProposalRequest":
-        if self.kind == "edit" and not self.cell_id:
-            raise ValueError("An edit proposal needs the cell_id of the cell it replaces.")
-        return self
-
-
-class ProposalDecisionRequest(BaseModel):
-    """Body of ``POST proposals/<id>/decision``: the browser's Accept, Reject, or edit after an Accept."""
-
-    model_config = ConfigDict(extra="forbid", title="ProposalDecisionRequest")
-
-    version: Literal[1] = API_VERSION
-    decision: Literal["accepted", "rejected", "edited"]
-    final_source: str = Field("", max_length=1_000_000)
-
-
-class ProposalModel(_Reply):
-    """One proposal (``server.proposals.Proposal.to_json``); ``result``: its run in a copy."""
-
-    model_config = ConfigDict(title="Proposal", json_schema_serialization_defaults_required=True)
-
-    id: str
-    notebook_path: str
-    kind: Literal["cell", "edit"]
-    code: str
-    explanation: str
-    agent: str
-    after_cell_id: str | None
-    cell_id: str | None
-    status: Literal["pending", "accepted", "rejected", "edited"]
-    final_source: str | None
-    result: ExecResult | None
-    note: str
-    created: float
-    decided: float | None
-
-
-class AgentActivityModel(_Reply):
-    """What one outside agent did on a notebook: tries in copies and proposals."""
-
-    model_config = ConfigDict(title="AgentActivity", json_schema_serialization_defaults_required=True)
-
-    agent: str
-    tries: int
-    proposals: int
-
-
-class ProposalReply(BaseModel):
-    """Reply of ``POST proposals`` (201), ``GET proposals/<id>`` and ``POST proposals/<id>/decision``."""
-
-    model_config = ConfigDict(title="ProposalReply", json_schema_serialization_defaults_required=True)
-
-    proposal: ProposalModel
-
-
-class ProposalsReply(BaseModel):
-    """Reply of ``GET proposals?notebook_path=<path>``: this user's proposals, oldest first."""
-
-    model_config = ConfigDict(title="ProposalsReply", json_schema_serialization_defaults_required=True)
-
-    proposals: list[ProposalModel]
-    activity: list[AgentActivityModel]
 
 
 #: The wire's root types, by the name the TypeScript side sees; requests as

@@ -13,8 +13,8 @@ from tornado import web
 
 from .agent_auth import AgentUser
 from .handlers import AgentAPIHandler
-from .models import ProposalDecisionRequest, ProposalReply, ProposalRequest, ProposalsReply
 from .notebooks import normalize
+from .proposal_models import ProposalDecisionRequest, ProposalReply, ProposalRequest, ProposalsReply
 from .proposals import Proposal, ProposalNotFound, ProposalStore
 from .tries import TryError, TryManager
 

@@ -2,7 +2,7 @@
 
 ``DataAgentExtension.initialize_settings`` builds it once and puts it in the
 Tornado settings under ``STATE_KEY``; handlers read it as ``agent_state``
-(``handlers._AgentMixin``), the MCP bridge passes it on to its tools
+(``handlers.AgentMixin``), the MCP bridge passes it on to its tools
 (``mcp.caller.Caller.state``). Only ``settings`` changes later (a reloaded value model).
 """
 

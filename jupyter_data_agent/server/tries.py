@@ -27,12 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernel import namespace_diff
-from ..kernel.handle import KernelHandle, NoKernel
-from ..kernel.namespace_diff import NamespaceDiff
-from ..kernel.policy import Confinement
+from ..kernel.host.handle import KernelHandle, NoKernel
+from ..kernel.host.policy import Confinement
+from ..kernel.inkernel import namespace_diff
+from ..kernel.inkernel.namespace_diff import NamespaceDiff
 from ..kernel.results import ExecResult
-from ..search.equivalence import exec_output, majority
+from ..search.equivalence import exec_output
+from ..search.majority import majority
 from ..turn import CopyPolicy, open_copies
 from .fair import FairSlots
 from .job import SERVER_OWNER
@@ -360,7 +361,7 @@ class TryManager:
             await asyncio.sleep(min(30.0, max(0.5, self.limits.ttl_s / 4)))
             try:
                 await self.expire()
-            except Exception:  # noqa: BLE001 -- housekeeping: the next round tries again
+            except Exception:  # housekeeping: the next round tries again
                 log.warning("jupyter_data_agent: closing expired kernel copies failed", exc_info=True)
 
 
@@ -411,14 +412,14 @@ def _descends(h: Handle, ancestor: Handle) -> bool:
 def _close_node(node: Any) -> None:
     try:
         node.close()
-    except Exception:  # noqa: BLE001 -- one copy's failure must not leave the others running
+    except Exception:  # one copy's failure must not leave the others running
         log.warning("closing a kernel copy failed", exc_info=True)
 
 
 def _close_all(tree: _Tree) -> None:
     try:
         tree.copies.close()
-    except Exception:  # noqa: BLE001 -- the kernel handle is released either way
+    except Exception:  # the kernel handle is released either way
         log.warning("closing kernel copies failed", exc_info=True)
     finally:
         tree.kernel.close()

@@ -21,7 +21,7 @@ from .models import TurnList, TurnRequestModel, TurnSource, TurnSummary
 if TYPE_CHECKING:
     from ..config import Settings
     from ..context.model import NotebookContext
-    from ..kernel.handle import KernelHandle
+    from ..kernel.host.handle import KernelHandle
     from ..turn import TurnAsk
     from .jobs import JobManager
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernel.handle import NoKernel
-from ..kernel.schema import FrameSchema, KernelDidNotAnswer, SchemaInspectionError
+from ..kernel.host.handle import NoKernel
+from ..kernel.inkernel.schema import FrameSchema, KernelDidNotAnswer, SchemaInspectionError
 from .kernels import KernelHandles
 from .models import VariableInfo, VariablesReply
 
@@ -50,7 +50,7 @@ async def kernel_variables_all(kernels: KernelHandles, kernel_id: str, timeout: 
 
 async def _read(kernels: KernelHandles, kernel_id: str, timeout: float, *,
                 others: bool) -> tuple[VariablesReply, list[dict]]:
-    from ..kernel.survey import SurveyError
+    from ..kernel.inkernel.survey import SurveyError
 
     found: list[dict] = []
     async with kernels.reading(kernel_id) as handle:

@@ -33,7 +33,7 @@ from ..prompts.arcade import build_chat_prompt, build_prompt, stable_prefix
 from ..search.generate import turn_chat
 from ..turn.resolve import resolve
 from ..turn.spec import TurnAsk
-from .complete import CompleteHandler, _context, inline_prompt
+from .complete import CompleteHandler, inline_prompt, request_context
 from .models import InlineCompletionRequest, WarmReply, WarmRequest
 
 #: Stands for the user's words while the prompt is built; the prompt is cut before it.
@@ -101,7 +101,7 @@ class WarmHandler(CompleteHandler):
 
         try:
             if request.kind == "inline":
-                context = _context(InlineCompletionRequest(cells=request.cells, prefix="",
+                context = request_context(InlineCompletionRequest(cells=request.cells, prefix="",
                                                            notebook_path=request.notebook_path))
             else:
                 context = from_notebook(request.notebook(), active_index=request.active_index,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..context.model import NotebookContext
-from ..kernel.policy import Confinement, decide
+from ..kernel.host.policy import Confinement, decide
 from ..kernel.results import Limits, Protections
 from ..kernel.tree import Redact
 from ..llm.scrub import Scrubber
@@ -75,7 +75,7 @@ def secrets_scrubber(*known: str | None) -> Scrubber:
     """What every entry point scrubs from a copy's results: the ``known`` secrets
     (the model key, the server token) and the values of this process's
     secret-looking environment variables, which a copy may find on disk."""
-    from ..kernel.harden import secret_env_names
+    from ..kernel.copy.harden import secret_env_names
 
     return Scrubber([*known, *(os.environ.get(name) for name in secret_env_names())])
 
@@ -106,7 +106,7 @@ async def open_copies(policy: CopyPolicy, *, fork: Fork | None, replay: Sequence
                 log.debug("fork failed", exc_info=True)
                 reasons.append(f"no kernel copy could be made ({error})")
     if tree is None and policy.mode in ("auto", "replay") and replay is not None:
-        from ..kernel.replay import ReplayTree
+        from ..kernel.host.replay import ReplayTree
 
         try:
             replayed = await off_loop(functools.partial(

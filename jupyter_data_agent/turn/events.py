@@ -35,7 +35,9 @@ from pydantic import (
 )
 
 from ..context import report
-from ..kernel import policy, probes, results
+from ..kernel import results
+from ..kernel.host import policy
+from ..kernel.inkernel import probes
 from ..prompts import parse
 from ..search import base
 from ..search.registry import StrategyName  # every strategy (the registry's, checked there)

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 from ..context.model import NotebookContext
 from ..context.report import SchemaCuts
-from ..kernel.handle import InspectAsk, Inspection, KernelHandle, NoKernel, wait
+from ..kernel.host.handle import InspectAsk, Inspection, KernelHandle, NoKernel, wait
+from ..kernel.inkernel.schema import mentions, schema_block, schema_cuts
 from ..kernel.plots import PLOT_MARKER
-from ..kernel.schema import mentions, schema_block, schema_cuts
 from ..search import Cancelled
 from ..search.base import Event, EventSink, ignore_events
 from .copies import Copies, open_copies, replay_cells

@@ -1,7 +1,7 @@
 /**
  * "Data Agent: Show Model Configuration", run from the command palette
  * against the real server: the dialog shows what `GET config` answers
- * (the model is tests/openai_server.py, see playwright.config.js).
+ * (the model is tests/openai_server/, see playwright.config.js).
  */
 import { expect, test } from '@jupyterlab/galata';
 

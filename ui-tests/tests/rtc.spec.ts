@@ -8,7 +8,7 @@
  * diff over it) is shown to both and either can decide it; the candidate
  * either client cycles to is the one both show and decide; each decision
  * reaches the server's decisions store once, from the client that made it.
- * The real server, kernel and strategies; the model is tests/openai_server.py
+ * The real server, kernel and strategies; the model is tests/openai_server/
  * (the last test scripts client A's turns instead).
  */
 import {

@@ -1,7 +1,7 @@
 /**
  * The user story end to end against the real server extension, its real
  * strategies and a real kernel, with the model played by
- * tests/openai_server.py (replies in ui-tests/fixtures/replies.json).
+ * tests/openai_server/ (replies in ui-tests/fixtures/replies.json).
  */
 import { expect, test } from '@jupyterlab/galata';
 

@@ -1,5 +1,5 @@
 /**
- * Streamed tokens against the real server: the model (tests/openai_server.py,
+ * Streamed tokens against the real server: the model (tests/openai_server/,
  * a reply paced at 0.2 s per token by its rule in
  * ui-tests/fixtures/replies.json) writes the candidate while the sidebar
  * shows it growing, highlighted, with the elapsed time; the executed

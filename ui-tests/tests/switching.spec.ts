@@ -1,7 +1,7 @@
 /**
  * The sidebar follows the current notebook through any number of tab
  * switches and a reload, against the real server and kernels (the model is
- * tests/openai_server.py). It once went blank: unmounting a notebook's
+ * tests/openai_server/). It once went blank: unmounting a notebook's
  * conversation detached Lumino widgets React had already removed, and the
  * "Widget is not attached" error unmounted the whole panel.
  */

@@ -1,7 +1,7 @@
 /**
  * The usage footer of a turn and the session total, against the real
  * server: the token counts shown are the ones the OpenAI-protocol test
- * server (tests/openai_server.py) reported in its `usage`, recomputed here
+ * server (tests/openai_server/) reported in its `usage`, recomputed here
  * from its request log the way it computes them.
  */
 import { expect, test } from '@jupyterlab/galata';
@@ -22,7 +22,7 @@ import {
 const INTENT = 'How many flights are in the table? (usage footer)';
 const REPLIES = path.resolve(__dirname, '..', 'fixtures', 'replies.json');
 
-/** The test server's tokens: words with their leading whitespace (jupyter_data_agent_bench/openai_server/request.py). */
+/** The test server's tokens: words with their leading whitespace (tests/openai_server/request.py). */
 function tokenize(text: string): string[] {
   return text.match(/\s*\S+|\s+$/g) ?? [];
 }

@@ -131,7 +131,7 @@ class CoverRow:
 def simulate(pools: Sequence[CoverPool], ps: Sequence[float] = PS, ns: Sequence[int] = NS, trials: int = 2000,
              share: float = SHARE, seed: int = 0) -> list[CoverRow]:
     """Both pickers on the same seeded draws, per (p, n)."""
-    from jupyter_data_agent.search.equivalence import majority
+    from jupyter_data_agent.search.majority import majority
 
     rows = []
     for p in ps:

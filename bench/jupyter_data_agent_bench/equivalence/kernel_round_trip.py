@@ -39,9 +39,9 @@ def _cell_form(copy, code: str, failed: list[str]) -> Any:
 
 def round_trip(source: RefSource, cases: Sequence[Case], log: Callable[[str], None] = lambda m: None) -> RoundTrip:
     """Forms of every reference and variant as a fork copy of a real kernel reports them."""
-    from jupyter_data_agent.kernel.launch import start_kernel, stop_kernel
+    from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
+    from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
     from jupyter_data_agent.kernel.results import Limits
-    from jupyter_data_agent.kernel.snapshot import SnapshotTree
 
     by_ref: dict[str, list[Case]] = defaultdict(list)
     for c in cases:

@@ -132,7 +132,8 @@ class VoteRow:
 def simulate_votes(pools: Sequence[VotePool], ps: Sequence[float] = PS, ns: Sequence[int] = NS,
                    trials: int = 2000, seed: int = 0) -> list[VoteRow]:
     """Pick accuracy of ``majority`` + ``same_answer`` against the ideal, per (p, n)."""
-    from jupyter_data_agent.search.equivalence import majority, same_answer
+    from jupyter_data_agent.search.equivalence import same_answer
+    from jupyter_data_agent.search.majority import majority
 
     rows = []
     for p in ps:

@@ -34,7 +34,8 @@ import signal
 import stat
 import tempfile
 
-from .results import Limits, Protections
+from ..results import Limits, Protections
+from .libc import check, get_libc
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -83,31 +84,10 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-_libc = None
-
-
-def _get_libc():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.syscall.restype = ctypes.c_long
-        _libc.prctl.restype = ctypes.c_int
-        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                                ctypes.c_ulong]
-    return _libc
-
-
-def _check(ret: int, what: str) -> int:
-    if ret < 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"{what}: {os.strerror(e)}")
-    return ret
-
-
 def set_pdeathsig(sig: int = signal.SIGKILL) -> bool:
     """Die with the parent: a killed kernel or snapshot takes its subtree with it."""
     try:
-        _check(_get_libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0), "prctl(PDEATHSIG)")
+        check(get_libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0), "prctl(PDEATHSIG)")
         return True
     except (OSError, AttributeError):
         return False
@@ -124,7 +104,7 @@ def landlock_abi() -> int:
     except (ImportError, OSError, AttributeError):  # not installed, or no Landlock: ask the kernel
         pass
     try:
-        libc = _get_libc()
+        libc = get_libc()
         ret = libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
                            ctypes.c_uint32(_CREATE_RULESET_VERSION))
         return max(int(ret), 0)
@@ -233,8 +213,8 @@ def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | No
     if scope:
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
         size = 24
-    libc = _get_libc()
-    ruleset = _check(libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
+    libc = get_libc()
+    ruleset = check(libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
                                   ctypes.c_size_t(size), ctypes.c_uint32(0)),
                      "landlock_create_ruleset")
     try:
@@ -255,13 +235,13 @@ def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | No
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     rights &= FILE_RIGHTS
                 rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-                _check(libc.syscall(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset),
+                check(libc.syscall(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset),
                                     ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
                                     ctypes.c_uint32(0)), f"landlock_add_rule({path})")
             finally:
                 os.close(fd)
-        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-        _check(libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset),
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        check(libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset),
                             ctypes.c_uint32(0)), "landlock_restrict_self")
     finally:
         os.close(ruleset)
@@ -279,13 +259,13 @@ def isolate_signals(abi: int | None = None) -> bool:
     abi = landlock_abi() if abi is None else abi
     if abi < 6:
         return False
-    libc = _get_libc()
+    libc = get_libc()
     attr = _RulesetAttr(scoped=SCOPE_SIGNAL)
     try:
-        fd = _check(libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
+        fd = check(libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
                                  ctypes.c_size_t(24), ctypes.c_uint32(0)), "create_ruleset")
         try:
-            _check(libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(fd),
+            check(libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(fd),
                                 ctypes.c_uint32(0)), "landlock_restrict_self")
         finally:
             os.close(fd)

@@ -18,13 +18,13 @@ import shutil
 import socket
 import traceback
 
+from ..protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame, token_ok
+from ..results import Limits
 from . import after_fork as _after_fork
 from . import cell_exec as _cell_exec
 from . import confine as _confine
 from .cell_exec import State, install, run_captured
-from .protocol import PROTOCOL_VERSION, PeerClosed, ProtocolError, recv_frame, send_frame, token_ok
 from .reaper import REAPER
-from .results import Limits
 
 ACCEPT_TIMEOUT_S = 60.0
 

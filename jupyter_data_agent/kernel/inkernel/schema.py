@@ -52,7 +52,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from . import rpc
+from .. import rpc
 
 __all__ = [
     "ColumnInfo",

@@ -24,13 +24,15 @@ import threading
 import time
 from typing import Literal, Sequence
 
-from . import launch, procs, rpc
-from . import tree as _tree
-from .bootstrap import direct_call, kernel_call
-from .copy_process import uss
-from .results import ExecResult, Limits, Protections
-from .snapshot_node import exec_failure
-from .tree import CapacityError, SnapshotClosed, SnapshotError
+from .. import rpc
+from .. import tree as _tree
+from ..copy import procs
+from ..forktree.bootstrap import direct_call, kernel_call
+from ..forktree.copy_process import uss
+from ..forktree.snapshot_node import exec_failure
+from ..results import ExecResult, Limits, Protections
+from ..tree import CapacityError, SnapshotClosed, SnapshotError
+from . import launch
 
 
 class ReplayNode(_tree.CopyNode):

@@ -1,16 +1,17 @@
-"""A small local server that speaks the OpenAI HTTP protocol: the model in tests and in the lab.
+"""A small local server that speaks the OpenAI HTTP protocol: the model in the tests.
 
 Tests run the real ``openai`` SDK (and everything built on it: the magic, the
-server extension, the UI) against this server instead of mocking the SDK;
-``bench loop`` serves the simulated policy through it to a real Jupyter
-server.
+server extension, the UI) against this server instead of mocking the SDK; it
+lives with them (no test of the runtime needs the benchmarks). The benchmarks
+reuse it from the same checkout: ``bench loop`` serves its simulated policy
+through it to a real Jupyter server (``jupyter_data_agent_bench.model_server``).
 It implements ``POST /v1/chat/completions``, ``POST /v1/completions``
 (``n`` choices, ``stop``, ``max_tokens``, ``logprobs``, SSE streaming,
 ``usage``), ``GET /v1/models`` and ``GET /health`` (like ``vllm serve``).
 
 In-process use::
 
-    from jupyter_data_agent_bench.openai_server import OpenAITestServer
+    from tests.openai_server import OpenAITestServer
 
     with OpenAITestServer(reply=lambda req: "df.head()") as srv:
         settings = Settings(backend="openai", base_url=srv.base_url, model="test-model")
@@ -27,7 +28,7 @@ generation response (for timeouts); ``api_key`` makes the server demand
 
 As a separate process (UI tests)::
 
-    python -m jupyter_data_agent_bench.openai_server --port 0 --reply-file replies.json --log requests.jsonl
+    python -m tests.openai_server --port 0 --reply-file replies.json --log requests.jsonl
 
 prints ``OPENAI_TEST_SERVER_READY <base_url>`` once listening. The reply file
 is re-read on every request, so a test may rewrite it between turns: plain

@@ -21,8 +21,8 @@ import socket
 
 import psutil
 
-from . import procs as _procs
-from .protocol import ProtocolError, recv_frame, send_frame
+from ..copy import procs as _procs
+from ..protocol import ProtocolError, recv_frame, send_frame
 
 #: The largest reply to anything but ``exec`` (hello, ready, ping, fork, child_status).
 SMALL_REPLY = 256 << 10

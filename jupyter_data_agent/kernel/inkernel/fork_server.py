@@ -30,17 +30,17 @@ import shutil
 import socket
 import tempfile
 
-from . import after_fork as _after_fork
-from . import cell_exec as _cell_exec
-from . import confine as _confine
-from . import copy_server as _copy_server
-from . import procs as _procs
-from .capture import sealed_capture as sealed_capture
-from .cell_exec import CPUTimeLimitExceeded as CPUTimeLimitExceeded
-from .cell_exec import State, install, no_stdin, reset_signals, run_captured
-from .protocol import PROTOCOL_VERSION
-from .reaper import REAPER
-from .results import Limits, Protections
+from ..copy import after_fork as _after_fork
+from ..copy import cell_exec as _cell_exec
+from ..copy import confine as _confine
+from ..copy import copy_server as _copy_server
+from ..copy import procs as _procs
+from ..copy.capture import sealed_capture as sealed_capture
+from ..copy.cell_exec import CPUTimeLimitExceeded as CPUTimeLimitExceeded
+from ..copy.cell_exec import State, install, no_stdin, reset_signals, run_captured
+from ..copy.reaper import REAPER
+from ..protocol import PROTOCOL_VERSION
+from ..results import Limits, Protections
 
 
 class ForkRefused(RuntimeError):

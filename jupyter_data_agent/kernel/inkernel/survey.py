@@ -19,7 +19,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import rpc
+from .. import rpc
 
 __all__ = ["frame_stats", "kernel_objects", "SurveyError"]
 
@@ -83,7 +83,7 @@ def _jda_survey_objects(ns, max_items=100, max_value_chars=200, time_limit=1.0):
             entry = {"name": name, "type": (t.__module__ + "." + t.__qualname__)[:200]
                      if t.__module__ not in ("builtins",) else t.__qualname__, **entry}
             out.append(entry)
-        except Exception:  # noqa: BLE001, S112 -- runs on user objects, which may raise anything: skip it
+        except Exception:  # noqa: BLE001 -- runs on user objects, which may raise anything: skip it
             continue
     return out[-int(max_items):]
 

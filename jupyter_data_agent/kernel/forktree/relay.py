@@ -12,7 +12,7 @@ queues it, and the reply goes back as a comm message on IOPub.
 
 The relay holds the tree for one turn: it ends with the comm's close, the
 kernel's end, or ``idle_close_s`` without a request (a server that went away).
-Injected into kernels as ``_jda_kernel.relay`` (``bootstrap``).
+Injected into kernels as ``_jda_kernel.forktree.relay`` (``bootstrap``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .protocol import PROTOCOL_VERSION
-from .results import Limits
-from .tree import SnapshotError
+from ..protocol import PROTOCOL_VERSION
+from ..results import Limits
+from ..tree import SnapshotError
 
 TARGET_PREFIX = "jupyter_data_agent.copies."
 MAX_REQUEST_CODE = 1 << 20  # a candidate cell's source, at most

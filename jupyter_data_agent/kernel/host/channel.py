@@ -24,12 +24,12 @@ import queue
 import threading
 from typing import Any, Literal
 
-from . import rpc
-from . import tree as _tree
-from .bootstrap import kernel_call
-from .protocol import PROTOCOL_VERSION
-from .results import ExecResult, Limits, Protections
-from .tree import ForkUnavailable, SnapshotClosed, SnapshotError
+from .. import rpc
+from .. import tree as _tree
+from ..forktree.bootstrap import kernel_call
+from ..protocol import PROTOCOL_VERSION
+from ..results import ExecResult, Limits, Protections
+from ..tree import ForkUnavailable, SnapshotClosed, SnapshotError
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class ChannelTree(_tree.Closing):
         limits = limits or Limits()
         args = json.dumps({"notebook_dir": notebook_dir, "limits": limits.to_json(),
                            "max_live": max_live, "idle_close_s": idle_close_s})
-        call = kernel_call(f"start_relay(**__import__('json').loads({args!r}))", module="relay")
+        call = kernel_call(f"start_relay(**__import__('json').loads({args!r}))", module="forktree.relay")
         try:
             reply = await rpc.acall(kc, call, timeout=timeout)
         except rpc.KernelTimeout as e:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .results import JSONFields, Protections
+from ..results import JSONFields, Protections
 
 POLICIES = ("require", "warn")
 SWITCH_HINT = ("set c.DataAgent.confinement = 'warn' (or JUPYTER_DATA_AGENT_CONFINEMENT=warn) "

@@ -1,4 +1,4 @@
-"""The test server as a process of its own (UI tests): ``python -m jupyter_data_agent_bench.openai_server``.
+"""The test server as a process of its own (UI tests): ``python -m tests.openai_server``.
 
 Replies come from ``--reply`` or a reply file re-read on every request (see the package's
 docstring for its forms); ``OPENAI_TEST_SERVER_READY <base_url>`` is printed once listening.

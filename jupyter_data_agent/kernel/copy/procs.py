@@ -27,7 +27,7 @@ import signal
 import tempfile
 import time
 
-from . import confine as _confine
+from .libc import check, get_libc
 
 PR_SET_CHILD_SUBREAPER = 36
 CGROUP_PREFIX = "jda-"
@@ -38,7 +38,7 @@ _OWNED = re.compile(r"k(\d+)-c(\d+)-")
 
 
 def set_subreaper() -> None:
-    _confine._check(_confine._get_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0),
+    check(get_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0),
                     "prctl(CHILD_SUBREAPER)")
 
 

@@ -22,6 +22,7 @@ import re
 import sys
 
 from . import confine as _confine
+from .libc import check, get_libc
 
 PLACEHOLDER_NOTE = ("descriptors inherited from your kernel are closed in a kernel copy "
                     "(open the file again inside the cell)")
@@ -85,7 +86,7 @@ def memory_regions() -> list[tuple[int, int, str, int, int, str]]:
 
 
 def _libc():
-    libc = _confine._get_libc()
+    libc = get_libc()
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                           ctypes.c_int, ctypes.c_long]
@@ -356,7 +357,7 @@ class _CapData(ctypes.Structure):
 def drop_capabilities() -> None:
     """Empty the bounding, ambient, permitted, effective and inheritable sets and
     set no_new_privs: a copy of a root kernel keeps uid 0 but no privilege."""
-    libc = _confine._get_libc()
+    libc = get_libc()
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
             last = int(f.read())
@@ -365,11 +366,11 @@ def drop_capabilities() -> None:
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     if capabilities_held():
         for cap in range(last + 1):
-            _confine._check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
+            check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
     header = _CapHeader(_CAP_VERSION_3, 0)
     data = (_CapData * 2)()
-    _confine._check(libc.capset(ctypes.byref(header), data), "capset")
-    _confine._check(libc.prctl(_confine.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    check(libc.capset(ctypes.byref(header), data), "capset")
+    check(libc.prctl(_confine.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     if capabilities_held():
         raise OSError("capabilities are still held after dropping them")
 
@@ -379,10 +380,10 @@ def capabilities_held() -> bool:
     without privilege cannot empty its bounding set, and with no_new_privs does
     not need to). Asked of the kernel (capget), not ``/proc``: a copy cannot read
     ``/proc/<pid>`` once Landlock is on."""
-    libc = _confine._get_libc()
+    libc = get_libc()
     header = _CapHeader(_CAP_VERSION_3, 0)
     data = (_CapData * 2)()
-    _confine._check(libc.capget(ctypes.byref(header), data), "capget")
+    check(libc.capget(ctypes.byref(header), data), "capget")
     if any(d.permitted or d.effective for d in data):
         return True
     return any(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) == 1

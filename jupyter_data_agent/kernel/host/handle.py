@@ -34,10 +34,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from . import rpc
-from .results import Limits
-from .schema import FrameSchema
-from .tree import CopyTree
+from .. import rpc
+from ..inkernel.schema import FrameSchema
+from ..results import Limits
+from ..tree import CopyTree
 
 T = TypeVar("T")
 
@@ -138,20 +138,20 @@ class KernelHandle:
                      full: Sequence[str] = ()) -> list[FrameSchema]:
         """The kernel's DataFrames and Series (``schema.read_frames``: ``KernelDidNotAnswer``,
         ``SchemaInspectionError``)."""
-        from .schema import read_frames
+        from ..inkernel.schema import read_frames
 
         return await read_frames(self.evaluate, timeout, max_frames=max_frames, max_columns=max_columns,
                                  max_value_chars=max_value_chars, time_limit=time_limit, full=full)
 
     async def objects(self, timeout: float = 3.0) -> list[dict[str, Any]]:
         """Its other variables (``survey.kernel_objects``: ``SurveyError``)."""
-        from .survey import kernel_objects
+        from ..inkernel.survey import kernel_objects
 
         return await kernel_objects(self.evaluate, timeout=timeout)
 
     async def frame_stats(self, name: str) -> dict[str, Any] | None:
         """The frame ``name``'s column statistics (``survey.frame_stats``: ``SurveyError``)."""
-        from .survey import frame_stats
+        from ..inkernel.survey import frame_stats
 
         return await frame_stats(self.evaluate, name)
 
@@ -159,8 +159,8 @@ class KernelHandle:
                       give_up: Callable[[], bool] | None = None) -> Inspection:
         """Read the kernel for a turn; ``waiting`` is called once if it is busy, ``give_up``
         polled while it is (True: stop waiting, status "skipped")."""
-        from . import plots
-        from .schema import KernelDidNotAnswer, SchemaInspectionError
+        from .. import plots
+        from ..inkernel.schema import KernelDidNotAnswer, SchemaInspectionError
 
         task = asyncio.ensure_future(self.frames(self.wait_timeout_s, time_limit=ask.time_limit_s,
                                                  max_frames=ask.max_frames, max_columns=ask.max_columns,
@@ -252,8 +252,8 @@ class NamespaceHandle(KernelHandle):
         self.limits = limits  # the magic's own (tests), else the turn's
 
     async def inspect(self, ask: InspectAsk, *, waiting=None, give_up=None) -> Inspection:
-        from . import plots
-        from .schema import inspect_namespace
+        from .. import plots
+        from ..inkernel.schema import inspect_namespace
 
         frames = inspect_namespace(self.namespace, max_frames=ask.max_frames,
                                    max_columns=ask.max_columns, full=ask.full)
@@ -264,7 +264,7 @@ class NamespaceHandle(KernelHandle):
         return Inspection(frames=tuple(frames), plots=_texts(found))
 
     async def fork(self, limits: Limits, max_live: int) -> CopyTree:
-        from .snapshot import SnapshotTree
+        from ..forktree.snapshot import SnapshotTree
 
         return SnapshotTree.from_current_kernel(notebook_dir=self.notebook_dir,
                                                 limits=self.limits or limits, max_live=max_live,
@@ -304,7 +304,7 @@ class ClientHandle(KernelHandle):
         return True if self._alive is None else bool(await self._alive())
 
     async def fork(self, limits: Limits, max_live: int) -> CopyTree:
-        from .snapshot import SnapshotTree
+        from ..forktree.snapshot import SnapshotTree
 
         return await SnapshotTree.from_kernel_client(self.kc, notebook_dir=self.notebook_dir, limits=limits,
                                                      max_live=max_live, timeout=self.fork_timeout_s)
@@ -353,7 +353,7 @@ class EvalHandle(KernelHandle):
         return await asyncio.to_thread(self.call, expression, timeout)
 
     async def fork(self, limits: Limits, max_live: int) -> CopyTree:
-        from .snapshot import SnapshotTree
+        from ..forktree.snapshot import SnapshotTree
 
         return await asyncio.to_thread(SnapshotTree.from_call, self.call, notebook_dir=self.notebook_dir,
                                        limits=limits, max_live=max_live, timeout=self.timeout)

@@ -18,9 +18,9 @@ import stat
 import sys
 import tempfile
 
-from . import confine as _confine
+from ..results import Limits, OutputItem, cut_note, truncate_text
 from . import procs as _procs
-from .results import Limits, OutputItem, cut_note, truncate_text
+from .libc import get_libc
 
 #: ``Sink.value`` before the cell produced a result.
 NOVALUE = object()
@@ -206,7 +206,7 @@ def drain_fd_capture(sink: Sink, fds: tuple[int, int], devnull: int, limit: int)
             if f is not None:
                 f.flush()
     with contextlib.suppress(OSError, AttributeError):  # no libc to load
-        _confine._get_libc().fflush(None)  # C stdio buffers of extensions
+        get_libc().fflush(None)  # C stdio buffers of extensions
     for name, fd, target in (("stdout", fds[0], 1), ("stderr", fds[1], 2)):
         try:
             os.dup2(devnull, target)

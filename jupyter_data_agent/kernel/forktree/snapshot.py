@@ -42,21 +42,16 @@ from typing import ClassVar, Literal
 
 import psutil
 
-from . import procs as _procs
-from . import rpc
-from . import tree as _tree
-from .copy_process import Channel, gone, open_verified, sender, trusted_cgroup, uss
-from .protocol import PROTOCOL_VERSION, ProtocolError, pass_credentials
-from .results import Limits, Protections
-from .snapshot_node import Snapshot, exec_failure
-from .tree import CapacityError, ForkUnavailable
-from .tree import SnapshotClosed as SnapshotClosed
-from .tree import SnapshotError as SnapshotError
-
-# Names other modules and tests import from here.
-_uss = uss
-_failure = exec_failure
-_trusted_cgroup = trusted_cgroup
+from .. import rpc
+from .. import tree as _tree
+from ..copy import procs as _procs
+from ..protocol import PROTOCOL_VERSION, ProtocolError, pass_credentials
+from ..results import Limits, Protections
+from ..tree import CapacityError, ForkUnavailable
+from ..tree import SnapshotClosed as SnapshotClosed
+from ..tree import SnapshotError as SnapshotError
+from .copy_process import Channel, gone, open_verified, sender, trusted_cgroup
+from .snapshot_node import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +162,7 @@ class SnapshotTree(_tree.Closing):
                             wipe: list[str] = ()) -> "SnapshotTree":
         """Fork the kernel this code runs in (the ``%%agent`` magic path);
         ``wipe``: secrets to remove from the copies' memory (``start_root_pair``)."""
-        from .fork_server import ForkRefused, start_root_pair
+        from ..inkernel.fork_server import ForkRefused, start_root_pair
 
         limits = limits or Limits()
         try:

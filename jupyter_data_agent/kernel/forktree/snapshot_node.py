@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from . import procs as _procs
-from . import tree as _tree
-from .capture import sealed_capture
+from .. import tree as _tree
+from ..copy import procs as _procs
+from ..copy.capture import sealed_capture
+from ..protocol import PeerClosed, ProtocolError, pass_credentials, recv_frame
+from ..results import ExecResult, Limits, OutputItem
+from ..tree import SnapshotClosed, SnapshotError
 from .copy_process import SMALL_REPLY, Channel, describe_wait_status, open_verified, sender, uss
-from .protocol import PeerClosed, ProtocolError, pass_credentials, recv_frame
-from .results import ExecResult, Limits, OutputItem
-from .tree import SnapshotClosed, SnapshotError
 
 if TYPE_CHECKING:
     from .snapshot import SnapshotTree
@@ -196,7 +196,7 @@ class Snapshot(_tree.CopyNode):
         parent = self.parent
         for _ in range(20):
             if parent is None:  # the root is a child of this process only in the magic
-                from .reaper import REAPER
+                from ..copy.reaper import REAPER
 
                 st = REAPER.exit_status(pid) if self.tree.in_process else None
             elif parent.is_live and parent._lock.acquire(timeout=0.5):

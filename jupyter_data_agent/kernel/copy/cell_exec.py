@@ -21,11 +21,11 @@ import tempfile
 import time
 import traceback
 
+from .. import plots as _plots
+from ..results import ExecResult, Limits, Protections, describe_value
 from . import confine as _confine
 from . import harden as _harden
-from . import plots as _plots
 from .capture import NOVALUE, Sink, drain_fd_capture, fresh_fd_capture, scratch_over_cap
-from .results import ExecResult, Limits, Protections, describe_value
 
 
 class CPUTimeLimitExceeded(BaseException):
@@ -255,7 +255,7 @@ def _prepare_matplotlib(state: State) -> None:
         backend = str(plt.get_backend()).lower()
         if backend != "agg" and "inline" not in backend:
             plt.switch_backend("agg")
-        from matplotlib._pylab_helpers import Gcf
+        from matplotlib._pylab_helpers import Gcf  # noqa: PLC2701 - the figures without making one current
 
         state.preexisting_figs = {m.num for m in Gcf.get_all_fig_managers()}
     except Exception:  # noqa: BLE001, S110 - the user's matplotlib (any backend, any version)
@@ -266,7 +266,7 @@ def _capture_figures(sink: Sink, state: State) -> None:
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
-    from matplotlib._pylab_helpers import Gcf
+    from matplotlib._pylab_helpers import Gcf  # noqa: PLC2701 - the figures without making one current
 
     for manager in list(Gcf.get_all_fig_managers()):
         fig = manager.canvas.figure

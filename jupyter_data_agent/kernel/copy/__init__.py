@@ -1,0 +1,1 @@
+"""Runs inside a kernel copy: its confinement, in one place, and its life (see ``kernel``)."""

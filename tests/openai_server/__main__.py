@@ -1,0 +1,5 @@
+"""``python -m tests.openai_server``: see :mod:`.cli`."""
+
+from .cli import main
+
+main()
