@@ -31,6 +31,7 @@ from .fair import FairSlots
 from .job import SERVER_OWNER, Job, model_intent
 from .kernels import KernelHandles
 from .models import TurnRequestModel
+from .threads import in_thread
 
 log = logging.getLogger(__name__)
 
@@ -372,30 +373,10 @@ class JobManager:
         job.complete(result, inputs.copies.confinement)
 
     def _in_worker(self, job: Job, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
-        """Run ``fn`` in a daemon thread of its own; cancelling the future abandons it.
-
-        Not a bounded pool: a cancelled turn's thread may stay blocked in a
-        model call (at most request_timeout per try), and a turn queued
-        behind it must not wait for it. The job slots bound the live ones.
-        """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future = loop.create_future()
-
-        def settle(thread: threading.Thread, ok: bool, value: Any) -> None:
-            self._workers.pop(thread, None)
-            if future.done():  # abandoned: the turn was cancelled meanwhile
-                return
-            (future.set_result if ok else future.set_exception)(value)
-
-        def work() -> None:
-            try:
-                outcome = (True, fn(*args))
-            except BaseException as exc:  # noqa: BLE001 -- handed to the awaiting task
-                outcome = (False, exc)
-            with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
-                loop.call_soon_threadsafe(settle, threading.current_thread(), *outcome)
-
-        thread = threading.Thread(target=work, name=f"jda-turn-{job.id[:8]}", daemon=True)
+        """``fn`` in a daemon thread of its own (``server.threads``), noted as the job's while it
+        runs: a cancelled turn's thread stuck in a model call still counts against its owner."""
+        future, thread = in_thread(fn, *args, name=f"jda-turn-{job.id[:8]}",
+                                   ended=lambda t: self._workers.pop(t, None))
         self._workers[thread] = job
         thread.start()
         return future

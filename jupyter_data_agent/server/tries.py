@@ -18,7 +18,6 @@ never ends a copy in use.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -37,6 +36,7 @@ from ..search.majority import majority
 from ..turn import CopyPolicy, open_copies
 from .fair import FairSlots
 from .job import SERVER_OWNER
+from .threads import in_thread
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ class TryManager:
                       abandoned: asyncio.Event | None) -> TryOutcome:
         work: dict[str, Any] = {}
         cancel = threading.Event()
-        future = _in_thread(self._run, tree, base, code, timeout, work, cancel)
+        future, thread = in_thread(self._run, tree, base, code, timeout, work, cancel, name="jda-try")
+        thread.start()
         try:
             if abandoned is None:
                 node, result, diff = await future
@@ -367,29 +368,6 @@ class TryManager:
 
 def _silent(_what: str) -> None:
     """A try nobody follows."""
-
-
-def _in_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future:
-    """``fn`` in a daemon thread of its own; cancelling the future abandons it. A run may take
-    minutes: not in the default executor, whose few threads the server's short blocking calls
-    share (a token's check, a copy's handshake). The try slots bound how many run."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():  # else abandoned: the try was cancelled meanwhile
-            (future.set_result if ok else future.set_exception)(value)
-
-    def work() -> None:
-        try:
-            outcome = (True, fn(*args))
-        except BaseException as exc:  # noqa: BLE001 -- handed to the awaiting task
-            outcome = (False, exc)
-        with contextlib.suppress(RuntimeError):  # the loop is gone (server stopped)
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=work, name="jda-try", daemon=True).start()
-    return future
 
 
 def _busy(kernel_manager: Any, kernel_id: str) -> bool:

@@ -459,22 +459,11 @@ def inspection_request_code(
     ).format(src=repr(source), args=args)
 
 
-async def inspect_kernel(
-    kernel_client: Any,
-    timeout: float = 10.0,
-    *,
-    max_frames: int = 10,
-    max_columns: int = 20,
-    max_value_chars: int = 80,
-    time_limit: float | None = 2.0,
-    full: Sequence[str] = (),
-) -> list[FrameSchema]:
+async def inspect_kernel(kernel_client: Any, timeout: float = 10.0, **options: Any) -> list[FrameSchema]:
     """Schemas of the frames in a running kernel (an ``AsyncKernelClient`` nobody
     else reads from), via one silent request (``rpc.acall``): the execution
-    count, ``In``, ``Out`` and ``_`` stay untouched. ``full``: the @mentioned names."""
-    return await read_frames(lambda code, t: rpc.acall(kernel_client, code, timeout=t), timeout,
-                             max_frames=max_frames, max_columns=max_columns, max_value_chars=max_value_chars,
-                             time_limit=time_limit, full=full)
+    count, ``In``, ``Out`` and ``_`` stay untouched. ``options``: ``read_frames``'."""
+    return await read_frames(lambda code, t: rpc.acall(kernel_client, code, timeout=t), timeout, **options)
 
 
 async def read_frames(
