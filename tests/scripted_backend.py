@@ -139,3 +139,9 @@ def start_tree(cwd, *, timeout_s: float = 2.0, max_live: int = 16, setup: str = 
 def stop_tree(km, kc, tree) -> None:
     tree.close()
     stop_kernel(km, kc)
+
+
+def exact_reward(expected: str):
+    """Trajectory collection's reward for a scripted search: +1 for exactly ``expected``, else -1
+    (the benchmarks' DABench scorer is theirs, tested with the bench)."""
+    return lambda answer: 1.0 if answer == expected else -1.0

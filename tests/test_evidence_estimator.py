@@ -30,8 +30,7 @@ from jupyter_data_agent.search.trajectories import read_jsonl
 from jupyter_data_agent.store.value_models import newest_value_model
 from jupyter_data_agent.train import cli
 from jupyter_data_agent.train.features import auc, examples, fit, train_features_model
-from jupyter_data_agent_bench.dabench_score import dabench_reward
-from tests.scripted_backend import ScriptedBackend, action, final, start_tree, stop_tree
+from tests.scripted_backend import ScriptedBackend, action, exact_reward, final, start_tree, stop_tree
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -62,7 +61,7 @@ def trajectories(tmp_path_factory):
                                   options=MCTSOptions(iterations=4, trajectory_path=str(path), early_stop=False),
                                   task=TaskInfo(format="@total[value] where value is an integer"),
                                   prompt=PromptPolicy(max_prompt_tokens=6000))
-            strategy = MCTSStrategy(reward_fn=dabench_reward([("total", "26")]))
+            strategy = MCTSStrategy(reward_fn=exact_reward("@total[26]"))
             strategy.run(request, RunContext(backend=ScriptedBackend(rule), executor=tree.root))
         yield path
     finally:

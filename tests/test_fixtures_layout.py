@@ -16,9 +16,6 @@ BENCH_TESTS = ("test_bench_*.py", "test_dabench_*.py", "test_lab.py", "test_lear
 #: Runtime tests that still borrow a bench helper, each with what it borrows; none may be added.
 BORROWS = {
     "gateway_helpers.py": "loop.JupyterServer, the server subprocess client the gateway server extends",
-    "test_mcts.py": "dabench_score.dabench_reward, the reward of trajectory collection",
-    "test_react.py": "dabench_score.dabench_reward, the reward of trajectory collection",
-    "test_evidence_estimator.py": "dabench_score.dabench_reward, the reward of trajectory collection",
 }
 
 

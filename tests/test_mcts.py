@@ -31,8 +31,7 @@ from jupyter_data_agent.search import Cancelled, RunContext, TurnRequest, get_st
 from jupyter_data_agent.search.mcts import MCTSStrategy, group_answers, priors
 from jupyter_data_agent.search.options import MCTSOptions, PromptPolicy, SamplingPolicy, TaskInfo
 from jupyter_data_agent.search.trajectories import read_jsonl
-from jupyter_data_agent_bench.dabench_score import dabench_reward
-from tests.scripted_backend import ScriptedBackend, TableValue, action, final, start_tree, stop_tree
+from tests.scripted_backend import ScriptedBackend, TableValue, action, exact_reward, final, start_tree, stop_tree
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -195,13 +194,13 @@ def test_exploration_order_and_trajectory_export(tree, tmp_path):
 
 
 def test_collection_rewards_error_limit_and_exhaustion(tree):
-    """Reward +1 / -1 from the DABench scorer; the third error on a path ends it."""
+    """Reward +1 / -1 for the right answer; the third error on a path ends it."""
     def rule(call):
         answer = "@answer[42]" if call.depth == 0 else "@answer[41]"
         return [final(f"answer at {call.depth}", answer, -0.2),
                 action(f"fail at {call.depth}", "1/0", -0.4)]
 
-    strategy = MCTSStrategy(reward_fn=dabench_reward([("answer", "42")]), k=2)
+    strategy = MCTSStrategy(reward_fn=exact_reward("@answer[42]"), k=2)
     result = strategy.run(_request(budget=10),
                           RunContext(backend=ScriptedBackend(rule), executor=tree.root))
     search = strategy.last_search

@@ -21,8 +21,7 @@ from jupyter_data_agent.search.generate import jupiter_task
 from jupyter_data_agent.search.options import PromptPolicy, ReactOptions, TaskInfo
 from jupyter_data_agent.search.react import ReactStrategy
 from jupyter_data_agent.search.trajectories import read_jsonl
-from jupyter_data_agent_bench.dabench_score import dabench_reward
-from tests.scripted_backend import ScriptedBackend, action, final, start_tree, stop_tree
+from tests.scripted_backend import ScriptedBackend, action, exact_reward, final, start_tree, stop_tree
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -175,7 +174,7 @@ def test_state_accumulates_in_one_lineage_and_errors_are_observed(tree, tmp_path
 
     backend = ScriptedBackend(rule)
     traj = tmp_path / "react.jsonl"
-    result = ReactStrategy(reward_fn=dabench_reward([("answer", "2")])).run(
+    result = ReactStrategy(reward_fn=exact_reward("@answer[2]")).run(
         _request(trajectory_path=str(traj)), RunContext(backend=backend, executor=tree.root))
     recs = read_jsonl(traj)
     assert [(r.depth, r.visits, r.value_sum, r.status) for r in recs] == [
