@@ -15,7 +15,10 @@ test('a question over 20,000 characters is refused before it is sent', async ({
   await openPanel(page);
   const posted: string[] = [];
   page.on('request', request => {
-    if (request.url().includes('/jupyter-data-agent/turns')) {
+    if (
+      request.url().includes('/jupyter-data-agent/turns') &&
+      request.method() === 'POST'
+    ) {
       posted.push(request.url());
     }
   });

@@ -522,6 +522,15 @@ export class MockServer {
     );
     // ServerConnection adds a cache-busting query to some requests.
     await page.route(/\/jupyter-data-agent\/turns(\?.*)?$/, async route => {
+      if (route.request().method() === 'GET') {
+        // The notebook's turns from elsewhere (GET turns): none here.
+        await route.fulfill({
+          status: 200,
+          contentType: 'application/json',
+          body: JSON.stringify({ version: 1, turns: [] })
+        });
+        return;
+      }
       this.bodies.push(route.request().postDataJSON());
       const id = `job${this.bodies.length}`;
       await route.fulfill({
