@@ -1,5 +1,7 @@
 // ESLint as in jupyterlab/extension-template (flat config), with the UI tests
 // linted too. Generated files (src/wire.ts) and built output are ignored.
+// Product code has a size budget: files of at most 600 lines, functions of
+// at most 120.
 import js from '@eslint/js';
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
@@ -80,6 +82,18 @@ export default defineConfig([
       parserOptions: {
         project: 'tsconfig.json'
       }
+    },
+    // A size budget for product code (tests are exempt): every line counts,
+    // blank and comment lines too, so the numbers mean what `wc -l` says.
+    rules: {
+      'max-lines': [
+        'error',
+        { max: 600, skipBlankLines: false, skipComments: false }
+      ],
+      'max-lines-per-function': [
+        'error',
+        { max: 120, skipBlankLines: false, skipComments: false, IIFEs: true }
+      ]
     }
   },
   prettierRecommended

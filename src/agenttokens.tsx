@@ -304,6 +304,7 @@ async function confirmRevokeDialog(token: IAgentToken): Promise<boolean> {
 }
 
 /** The list, the form to make a token, and the token just made. */
+// eslint-disable-next-line max-lines-per-function -- over the budget; to split (issue 36, item 8)
 export function AgentTokensView(props: IAgentTokensViewProps): JSX.Element {
   const { api } = props;
   const now = props.now ?? Date.now;

@@ -16,6 +16,7 @@ import type {
   ProposalReply,
   ProposalsReply,
   TurnAccepted,
+  TurnList,
   TurnRequest,
   ValueModelReply,
   VariablesReply
@@ -89,6 +90,21 @@ export function getProposals(
 ): Promise<ProposalsReply> {
   return requestAPI<ProposalsReply>(
     `proposals?notebook_path=${encodeURIComponent(notebookPath)}`,
+    {},
+    settings
+  );
+}
+
+/**
+ * The user's turns on one notebook from every source (sidebar, `%%agent`,
+ * MCP, ACP, Jupyter AI), newest first; an older server answers 404.
+ */
+export function getTurnList(
+  notebookPath: string,
+  settings?: ServerConnection.ISettings
+): Promise<TurnList> {
+  return requestAPI<TurnList>(
+    `turns?notebook_path=${encodeURIComponent(notebookPath)}`,
     {},
     settings
   );

@@ -553,3 +553,34 @@ export function conversationValue(
     })
   };
 }
+
+/** What the notebook's metadata is read and written through. */
+interface IMetadataHolder {
+  getMetadata(key: string): unknown;
+  setMetadata(key: string, value: unknown): void;
+}
+
+/** A composer choice (`strategy`, `model`) remembered next to the turns; null: none. */
+export function storedChoice(
+  model: IMetadataHolder | null | undefined,
+  key: 'strategy' | 'model'
+): string | null {
+  const stored = model?.getMetadata(METADATA_KEY) as
+    Record<string, unknown> | undefined;
+  return typeof stored?.[key] === 'string' ? (stored[key] as string) : null;
+}
+
+/** Remember a composer choice in the notebook (null or '': forget it). */
+export function storeChoice(
+  model: IMetadataHolder,
+  conversation: INotebookAgentMetadata,
+  key: 'strategy' | 'model',
+  value: string | null
+): void {
+  const stored = conversationValue(
+    model.getMetadata(METADATA_KEY),
+    conversation
+  );
+  delete stored[key];
+  model.setMetadata(METADATA_KEY, value ? { ...stored, [key]: value } : stored);
+}

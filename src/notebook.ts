@@ -6,27 +6,20 @@
  * them their toolbar (suggestionbar.ts) and diff, and reconciles with
  * changes made by the notebook's own undo or by the user.
  */
-import { Notification } from '@jupyterlab/apputils';
 import { ICellModel } from '@jupyterlab/cells';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
-import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ExistingCells, restoredSteps, stepDecisions } from './analysis';
-import { AnalysisAction } from './analysisbar';
+import { ExistingCells, stepDecisions } from './analysis';
+import { AnalysisController } from './analysiscontroller';
 import {
   acceptUpTo,
-  dropStep,
-  editedFrom,
   isAnalysis,
   originalAnalysis,
-  replaceFrom,
   withStepEdits
 } from './analysisreview';
 import { ConversationStore } from './conversation';
-import { runWarning } from './exchange';
-import { rerunAnalysis } from './handler';
 import {
   INotebookAgentMetadata,
   ITurn,
@@ -50,31 +43,22 @@ import {
   insert,
   observe,
   reject,
-  restore,
-  defaultIdFactory,
   select,
   solutionCode,
   undo
 } from './suggestions';
+import {
+  editedDecision,
+  emptyCell,
+  existingCells,
+  restoredState,
+  targetOf,
+  withOutputs
+} from './suggestiontargets';
 import { LocalEdits, SharedCells, touchesTurn } from './ynotebook';
 
 export { SUGGESTION_CLASS } from './suggestionbar';
 export type { SuggestionAction } from './suggestionbar';
-
-/** A shared cell's outputs and execution count, as nbformat has them. */
-function outputsOf(cell: { toJSON(): unknown }): {
-  outputs: Record<string, unknown>[];
-  executionCount: number | null;
-} {
-  const json = cell.toJSON() as {
-    outputs?: Record<string, unknown>[];
-    execution_count?: number | null;
-  };
-  return {
-    outputs: json.outputs ?? [],
-    executionCount: json.execution_count ?? null
-  };
-}
 
 export namespace SuggestionController {
   export interface IInsertOptions {
@@ -131,6 +115,17 @@ export class SuggestionController implements IDisposable {
 
   /** The turns stored in the notebook, and the one path of a decision. */
   readonly store: ConversationStore;
+
+  /** The review of analysis suggestions (steps accepted, dropped, re-run). */
+  readonly analysis = new AnalysisController({
+    panel: this.panel,
+    state: id => this._states.get(id) ?? null,
+    run: (result, toRun = false) => this._runAs(result, toRun),
+    sources: state => this._sources(state),
+    existing: id => this._existing(id),
+    indexOf: id => this._cells.indexOf(id),
+    decorate: () => this._decorate()
+  });
 
   suggestion(turnId: string): ISuggestionState | null {
     return this._states.get(turnId) ?? null;
@@ -189,94 +184,26 @@ export class SuggestionController implements IDisposable {
       mode: options.mode,
       anchor,
       target,
-      into: target ? null : this._emptyCell(anchor.afterId)
+      into: target ? null : emptyCell(this._cells, anchor.afterId)
     });
     return this._run(result);
   }
 
-  /**
-   * The anchor cell when it is an empty code cell (no source, no outputs,
-   * no turn's tag): the new cell the user asked from, which the
-   * suggestion takes rather than leaving it empty above.
-   */
-  private _emptyCell(id: string | null): string | null {
-    const index = id ? this._cells.indexOf(id) : -1;
-    const cell = index >= 0 ? this._cells.cells[index] : null;
-    if (
-      !cell ||
-      cell.cell_type !== 'code' ||
-      cell.getSource().trim() ||
-      readCellTag(cell.metadata as Record<string, unknown>)
-    ) {
-      return null;
-    }
-    return outputsOf(cell).outputs.length ? null : cell.getId();
-  }
-
-  /**
-   * The cell an edit turn replaces, as it is now; null when it cannot be
-   * replaced (gone, not code, or another turn's suggested new cell). A
-   * pending edit of the same cell is rejected first: the newer one wins.
-   */
+  /** The cell an edit turn replaces; a pending edit of it is rejected first. */
   private _targetOf(
     cellId: string | null | undefined,
     turnId: string
   ): IReplaceTarget | null {
-    const index = cellId ? this._cells.indexOf(cellId) : -1;
-    if (index < 0) {
-      return null;
-    }
-    const cell = this._cells.cells[index];
-    if (cell.cell_type !== 'code') {
-      return null;
-    }
-    const tag = readCellTag(cell.metadata as Record<string, unknown>);
-    const owner = tag ? this._states.get(tag.turn_id) : null;
-    const pending =
-      tag?.turn_id !== turnId && owner?.status === 'suggested' ? owner : null;
-    if (pending && pending.target?.id !== cell.getId()) {
-      // Another turn's suggested new cell: not replaced under it.
-      return null;
-    }
-    if (pending) {
+    const found = targetOf(this._cells, cellId, turnId, this._stateOf);
+    if (found?.supersedes) {
       // A newer edit of the same cell supersedes the one still shown.
-      this.reject(pending.turnId);
+      this.reject(found.supersedes);
     }
-    return {
-      id: cell.getId(),
-      original: cell.getSource(),
-      tag: readCellTag(cell.metadata as Record<string, unknown>),
-      ...outputsOf(cell)
-    };
+    return found?.target ?? null;
   }
 
-  /** An edit's target with the outputs its cell shows now. */
-  private _withOutputs(target: IReplaceTarget): IReplaceTarget {
-    const index = this._cells.indexOf(target.id);
-    return index < 0
-      ? target
-      : { ...target, ...outputsOf(this._cells.cells[index]) };
-  }
-
-  /**
-   * The existing code cells an analysis may edit, as they are now; not
-   * another turn's pending suggestion (it is not edited under it).
-   */
   private _existing(turnId: string): ExistingCells {
-    return id => {
-      const index = this._cells.indexOf(id);
-      const cell = index >= 0 ? this._cells.cells[index] : null;
-      if (!cell || cell.cell_type !== 'code') {
-        return null;
-      }
-      const tag = readCellTag(cell.metadata as Record<string, unknown>);
-      const owner =
-        tag && tag.turn_id !== turnId ? this._states.get(tag.turn_id) : null;
-      if (owner?.status === 'suggested') {
-        return null;
-      }
-      return { original: cell.getSource(), tag };
-    };
+    return existingCells(this._cells, turnId, this._stateOf);
   }
 
   cycle(turnId: string | null, delta: 1 | -1): boolean {
@@ -299,126 +226,14 @@ export class SuggestionController implements IDisposable {
     }
     // What the cell shows now (it may have run since) is what undo puts back.
     const current = state.target
-      ? { ...state, target: this._withOutputs(state.target) }
+      ? { ...state, target: withOutputs(this._cells, state.target) }
       : state;
     return this._run(accept(current, this._sources(state)));
   }
 
-  /**
-   * Accept an analysis's steps up to `upTo` (all: null); with `run`, the
-   * accepted cells then run in order in the live kernel, stopping at the
-   * first error. Returns whether every accepted cell ran (or, without
-   * `run`, whether the accept happened).
-   */
-  async acceptSteps(
-    turnId: string,
-    upTo: number | null,
-    run: boolean
-  ): Promise<boolean> {
-    const state = this._states.get(turnId);
-    if (!state || !isAnalysis(state)) {
-      return false;
-    }
-    this._acceptingToRun = run;
-    let ok: boolean;
-    try {
-      ok = this._run(acceptUpTo(state, upTo, this._sources(state)));
-    } finally {
-      this._acceptingToRun = false;
-    }
-    if (!ok || !run) {
-      return ok;
-    }
-    const accepted = this._states.get(turnId);
-    return this._runInOrder(
-      accepted?.status === 'accepted' ? accepted.cells.map(c => c.id) : []
-    );
-  }
-
-  /** Drop one step of a pending analysis. */
-  dropStep(turnId: string, step: number): boolean {
-    const state = this._states.get(turnId);
-    return state
-      ? this._run(dropStep(state, step, this._sources(state)))
-      : false;
-  }
-
-  /**
-   * The steps after the first edited one run again in copies (the
-   * server's analysis endpoint); their cells are replaced. An expired
-   * turn is said in words, and the user's edit stays.
-   */
-  async rerunAnalysis(turnId: string): Promise<boolean> {
-    const state = this._states.get(turnId);
-    if (!state || state.status !== 'suggested' || this._rerunning.has(turnId)) {
-      return false;
-    }
-    const edited = editedFrom(state, this._sources(state));
-    if (!edited) {
-      return false;
-    }
-    this._rerunning.add(turnId);
-    this._decorate();
-    try {
-      const reply = await rerunAnalysis(turnId, {
-        version: 1,
-        from_step: edited.fromStep,
-        steps: edited.steps
-      });
-      const now = this._states.get(turnId);
-      if (!now || now.status !== 'suggested') {
-        return false;
-      }
-      return this._run(
-        replaceFrom(
-          now,
-          edited.fromStep,
-          reply.steps,
-          defaultIdFactory,
-          this._sources(now),
-          this._existing(turnId)
-        )
-      );
-    } catch (error) {
-      const status =
-        error instanceof ServerConnection.ResponseError
-          ? error.response.status
-          : 0;
-      Notification.warning(
-        status === 409
-          ? 'The kernel copies of this analysis expired; re-ask. Your edit is kept.'
-          : status === 404
-            ? 'The server no longer knows this analysis; re-ask. Your edit is kept.'
-            : `The later steps could not be re-run: ${error instanceof Error ? error.message : String(error)}`,
-        { autoClose: 8000 }
-      );
-      return false;
-    } finally {
-      this._rerunning.delete(turnId);
-      this._decorate();
-    }
-  }
-
-  /** Run these cells one by one in the live kernel; stop at the first failure. */
-  private async _runInOrder(ids: readonly string[]): Promise<boolean> {
-    const notebook = this.panel.content;
-    for (const id of ids) {
-      const index = this._cells.indexOf(id);
-      if (index < 0) {
-        continue;
-      }
-      notebook.activeCellIndex = index;
-      notebook.deselectAll();
-      if (!(await NotebookActions.run(notebook, this.panel.sessionContext))) {
-        return false;
-      }
-    }
-    return true;
-  }
-
   async acceptAndRun(turnId: string | null): Promise<boolean> {
     if (turnId && isAnalysis(this._states.get(turnId) ?? null)) {
-      return this.acceptSteps(turnId, null, true);
+      return this.analysis.acceptSteps(turnId, null, true);
     }
     const state = turnId ? this._states.get(turnId) : null;
     this._acceptingToRun = true;
@@ -493,6 +308,16 @@ export class SuggestionController implements IDisposable {
   }
 
   // ---------------------------------------------------------------------
+
+  /** Apply a transition; `toRun`: the cells it accepts are run next. */
+  private _runAs(result: ITransition, toRun: boolean): boolean {
+    this._acceptingToRun = toRun;
+    try {
+      return this._run(result);
+    } finally {
+      this._acceptingToRun = false;
+    }
+  }
 
   private _run(result: ITransition): boolean {
     const before = this._states.get(result.state.turnId);
@@ -604,22 +429,6 @@ export class SuggestionController implements IDisposable {
     this._syncTimer = window.setTimeout(() => this._sync(), 150);
   }
 
-  private _candidatesOf(turn: ITurn | undefined): ISuggestionCandidate[] {
-    return (turn?.candidates ?? []).map((code, i) => {
-      const warning = runWarning(turn?.runs?.[i] ?? null);
-      return {
-        code,
-        explanation: turn?.explanations?.[i] ?? '',
-        steps: [],
-        ...(warning ? { warning } : {}),
-        // An analysis has one candidate: its steps come back with it.
-        ...(i === 0 && turn?.analysis?.length
-          ? { analysis: restoredSteps(turn.analysis) }
-          : {})
-      };
-    });
-  }
-
   /** Rebuild suggestions from a (re)opened notebook's tagged cells. */
   private _restoreAll(): void {
     const conversation = this.conversation;
@@ -628,30 +437,7 @@ export class SuggestionController implements IDisposable {
         continue;
       }
       const turn = conversation.turns.find(t => t.turn_id === turnId);
-      const first = this._cells.indexOf(cells[0].id);
-      // An edit turn's own cell: its source now is what a reject keeps.
-      const edited =
-        turn?.edits_cell &&
-        cells.length === 1 &&
-        cells[0].id === turn.edits_cell
-          ? cells[0]
-          : null;
-      const restored = restore({
-        turnId,
-        intent: turn?.intent ?? cells[0].source,
-        candidates: this._candidatesOf(turn),
-        mode: cells.length > 1 ? 'perStep' : 'single',
-        cells,
-        anchor: this._cells.anchorAt(first),
-        target: edited
-          ? this._withOutputs({
-              id: edited.id,
-              original: edited.source,
-              tag: null
-            })
-          : null,
-        code: turn?.code
-      });
+      const restored = restoredState(this._cells, turnId, cells, turn);
       this._states.set(turnId, withStepEdits(restored));
       if (turn?.status === 'accepted') {
         this._acceptedCode.set(turnId, turn.code);
@@ -723,27 +509,19 @@ export class SuggestionController implements IDisposable {
     state: ISuggestionState,
     observed: IObservedCell[]
   ): boolean {
-    if (state.status !== 'accepted' || !observed.length) {
-      return false;
-    }
     const turn = this.store.turn(state.turnId);
-    if (!turn || (turn.status !== 'accepted' && turn.status !== 'edited')) {
+    const edit =
+      state.status === 'accepted' && turn
+        ? editedDecision(
+            observed,
+            turn,
+            this._acceptedCode.get(state.turnId) ?? turn.code
+          )
+        : null;
+    if (!edit) {
       return false;
     }
-    const code = solutionCode(
-      (observed as (IObservedCell & { cell_type?: string })[]).map(c => ({
-        cell_type: c.cell_type ?? 'code',
-        source: c.source
-      }))
-    );
-    const acceptedCode = this._acceptedCode.get(state.turnId) ?? turn.code;
-    const status: TurnStatus = code === acceptedCode ? 'accepted' : 'edited';
-    if (status === turn.status && code === turn.code) {
-      return false;
-    }
-    if (turn.status === 'accepted' && status === 'accepted') {
-      return false;
-    }
+    const { status, code } = edit;
     // A decision like the others (the notebook and the server's store), and
     // the cells' pointers follow; not the user's doing, so not undoable.
     this._cells.quietly(() => {
@@ -803,46 +581,18 @@ export class SuggestionController implements IDisposable {
   private _states = new Map<string, ISuggestionState>();
   private _acceptedCode = new Map<string, string>();
   private _acceptingToRun = false;
-  private _rerunning = new Set<string>();
   private _decorations = new SuggestionDecorations(
     (turnId, action) => void this._onBarAction(turnId, action),
     // An outside agent's proposal is labelled with the agent's name.
     turnId =>
       proposalIdOf(turnId) ? (this.store.turn(turnId)?.agent ?? null) : null,
     {
-      onAction: (turnId, action) => void this._onAnalysisAction(turnId, action),
-      view: turnId => {
-        const state = this._states.get(turnId);
-        const edited = state ? editedFrom(state, this._sources(state)) : null;
-        return {
-          editedStep: edited?.fromStep ?? null,
-          rerunning: this._rerunning.has(turnId)
-        };
-      }
+      onAction: (turnId, action) =>
+        void this.analysis.onAction(turnId, action, id => this.reject(id)),
+      view: turnId => this.analysis.view(turnId)
     }
   );
-
-  private async _onAnalysisAction(
-    turnId: string,
-    action: AnalysisAction
-  ): Promise<void> {
-    switch (action.kind) {
-      case 'accept':
-        await this.acceptSteps(turnId, action.upTo, action.run);
-        break;
-      case 'drop':
-        this.dropStep(turnId, action.step);
-        return;
-      case 'reject':
-        this.reject(turnId);
-        break;
-      case 'rerun':
-        await this.rerunAnalysis(turnId);
-        return;
-    }
-    this.panel.content.mode = 'command';
-    this.panel.content.activeCell?.node.focus();
-  }
+  private _stateOf = (turnId: string) => this._states.get(turnId);
   private _lastTouched: string[] = [];
   private _changed = new Signal<this, void>(this);
   private _syncTimer = 0;

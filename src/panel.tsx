@@ -67,6 +67,8 @@ export class AgentSidebar extends ReactWidget {
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
     this._toasts.update();
+    // Turns started elsewhere (%%agent, MCP, ACP) since it was last shown.
+    void this._session?.refreshTurns();
   }
 
   protected onAfterHide(msg: Message): void {
@@ -90,6 +92,9 @@ export class AgentSidebar extends ReactWidget {
     this._session?.changed.disconnect(this._onChanged, this);
     this._session = session;
     session?.changed.connect(this._onChanged, this);
+    if (this.isVisible) {
+      void session?.refreshTurns();
+    }
     this.update();
   }
 

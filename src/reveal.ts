@@ -5,6 +5,7 @@
  * fix's diff over a cell with a long traceback) by its end, which put the
  * bar above the view.
  */
+import type { Notebook } from '@jupyterlab/notebook';
 
 /** A vertical extent in one coordinate system (the page's). */
 export interface IExtent {
@@ -46,4 +47,39 @@ export function revealBlock(
   if (delta) {
     scroller.scrollTop += delta;
   }
+}
+
+/**
+ * Scroll a notebook to the cells at these indices (sorted); `select` also
+ * makes them the active cell and selection.
+ */
+export function showCells(
+  notebook: Notebook,
+  indices: readonly number[],
+  select: boolean
+): void {
+  const first = indices[0];
+  const last = indices[indices.length - 1];
+  if (select) {
+    notebook.mode = 'command';
+    notebook.activeCellIndex = first;
+    notebook.deselectAll();
+    for (const i of indices) {
+      notebook.select(notebook.widgets[i]);
+    }
+  }
+  // The last cell first, then the first (both rendered, in a windowed
+  // notebook), then the block: whole when it fits, else from its top,
+  // where the bar is.
+  void notebook
+    .scrollToItem(last, 'smart')
+    .then(() => notebook.scrollToItem(first, 'smart'))
+    .then(() => {
+      const top = notebook.widgets[first]?.node;
+      const bottom = notebook.widgets[last]?.node;
+      if (top && bottom) {
+        revealBlock(notebook.outerNode, top, bottom);
+      }
+    })
+    .catch(() => undefined);
 }

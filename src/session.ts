@@ -7,22 +7,8 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import {
-  IJobView,
-  endJob,
-  initialJob,
-  isFinished,
-  preferredIndex,
-  reduceJob
-} from './events';
-import {
-  JobStream,
-  answerWithoutKernel,
-  cancelJob,
-  finishJob,
-  startTurn
-} from './handler';
-import { ANALYSIS } from './analysis';
+import { endJob, initialJob, isFinished, preferredIndex } from './events';
+import { ExchangeJobs } from './exchangejobs';
 import {
   EditKind,
   IEditedCell,
@@ -44,7 +30,9 @@ import {
   conversationValue,
   newTurnId,
   orderTimeline,
-  readCellTag
+  readCellTag,
+  storeChoice,
+  storedChoice
 } from './metadata';
 import {
   API_VERSION,
@@ -54,20 +42,12 @@ import {
   maxIntentChars
 } from './models';
 import { SuggestionController } from './notebook';
-import { ProposalPoller } from './proposalpoller';
-import {
-  AgentActivity,
-  IPollState,
-  Proposal,
-  isLeader,
-  planProposals,
-  proposalCandidate,
-  proposalTurnId,
-  turnOfProposal
-} from './proposals';
-import { revealBlock } from './reveal';
+import { ProposalPlacement } from './proposalplacement';
+import { AgentActivity, Proposal, proposalTurnId } from './proposals';
+import { showCells } from './reveal';
 import { IAgentSettings, requestStrategy, turnOptions } from './settings';
 import { isEditIntent } from './suggestions';
+import { IOutsideTurn, OutsideTurns, ownTurns } from './turnlist';
 import type { NotebookCell } from './wire';
 
 export type { IExchange, IRetryRequest } from './exchange';
@@ -104,6 +84,8 @@ export interface ITimelineEntry {
   exchange: IExchange | null;
   /** The outside agent's proposal it shows, as the server has it now. */
   proposal: Proposal | null;
+  /** A turn on this notebook started elsewhere (`%%agent`, MCP, ACP, another tab). */
+  outside: IOutsideTurn | null;
 }
 
 export class NotebookSession implements IDisposable {
@@ -114,15 +96,18 @@ export class NotebookSession implements IDisposable {
   ) {
     this.suggestions = new SuggestionController(panel);
     this.suggestions.changed.connect(() => this._changed.emit(), this);
+    this._proposals = new ProposalPlacement(panel, this.suggestions, () =>
+      this._changed.emit()
+    );
+    this._outside = new OutsideTurns({
+      path: () => this.panel.context.localPath,
+      onChange: () => this._changed.emit()
+    });
     panel.context.pathChanged.connect(() => {
       this._proposals.reset();
+      this._outside.reset();
       this._changed.emit();
     }, this);
-    this._proposals = new ProposalPoller({
-      path: () => this.panel.context.localPath,
-      onPoll: (state, changed) => this._onProposals(state, changed)
-    });
-    this._proposals.start();
   }
 
   readonly suggestions: SuggestionController;
@@ -132,40 +117,53 @@ export class NotebookSession implements IDisposable {
    * notebook's metadata (next to the turns), else the settings' default.
    */
   get strategy(): Strategy {
-    const stored = this.panel.model?.getMetadata(METADATA_KEY) as
-      Record<string, unknown> | undefined;
-    return typeof stored?.strategy === 'string'
-      ? (stored.strategy as Strategy)
-      : this._settings().defaultStrategy;
+    return (
+      (storedChoice(this.panel.model, 'strategy') as Strategy | null) ??
+      this._settings().defaultStrategy
+    );
   }
 
   set strategy(value: Strategy) {
     const model = this.panel.model;
-    if (!model || value === this.strategy) {
-      return;
+    if (model && value !== this.strategy) {
+      storeChoice(model, this.suggestions.conversation, 'strategy', value);
     }
-    const stored = model.getMetadata(METADATA_KEY);
-    model.setMetadata(METADATA_KEY, {
-      ...conversationValue(stored, this.suggestions.conversation),
-      strategy: value
-    });
   }
 
   /** Intents sent from this notebook, oldest first (composer history). */
   get intentHistory(): string[] {
     return this.timeline()
-      .filter(({ turn, proposal }) => !proposal && !turn?.agent)
+      .filter(
+        ({ turn, proposal, outside }) => !proposal && !outside && !turn?.agent
+      )
       .map(({ turn, exchange }) => exchange?.intent ?? turn?.intent ?? '');
   }
 
   /** What each outside agent did on this notebook (the server's counts). */
   get agentActivity(): readonly AgentActivity[] {
-    return this._proposals.state.activity;
+    return this._proposals.activity;
   }
 
   /** Why a pending proposal is not shown in the notebook; null: it is (or can be). */
   proposalBlocked(proposalId: string): string | null {
-    return this._blocked.get(proposalId) ?? null;
+    return this._proposals.blocked(proposalId);
+  }
+
+  /**
+   * Ask the server again for this notebook's turns from every source: when
+   * the sidebar shows this notebook, and after each turn ends.
+   */
+  refreshTurns(): Promise<void> {
+    return this._outside.refresh();
+  }
+
+  /** Load a turn started elsewhere and show its result (or hide it again). */
+  openOutsideTurn(jobId: string, open = true): Promise<void> {
+    if (!open) {
+      this._outside.close(jobId);
+      return Promise.resolve();
+    }
+    return this._outside.open(jobId);
   }
 
   get changed(): ISignal<this, void> {
@@ -190,28 +188,15 @@ export class NotebookSession implements IDisposable {
    * as the strategy is, so it is kept over a reload.
    */
   get model(): string | null {
-    const stored = this.panel.model?.getMetadata(METADATA_KEY) as
-      Record<string, unknown> | undefined;
-    return typeof stored?.model === 'string' && stored.model
-      ? stored.model
-      : null;
+    return storedChoice(this.panel.model, 'model') || null;
   }
 
   set model(value: string | null) {
     const model = this.panel.model;
-    if (!model || value === this.model) {
-      return;
+    if (model && value !== this.model) {
+      storeChoice(model, this.suggestions.conversation, 'model', value);
+      this._changed.emit();
     }
-    const stored = conversationValue(
-      model.getMetadata(METADATA_KEY),
-      this.suggestions.conversation
-    );
-    delete stored.model;
-    model.setMetadata(
-      METADATA_KEY,
-      value ? { ...stored, model: value } : stored
-    );
-    this._changed.emit();
   }
 
   /** The cell a panel question is pinned to ("Ask about this cell"). */
@@ -229,18 +214,29 @@ export class NotebookSession implements IDisposable {
    * requests not stored (yet) in the place of the time they were asked.
    */
   timeline(): ITimelineEntry[] {
-    type Live =
-      | { turnId: string | null; created: number; exchange: IExchange }
-      | { turnId: string | null; created: number; proposal: Proposal };
-    const proposals = this._proposals.state.proposals;
+    type Live = { turnId: string | null; created: number } & (
+      | { exchange: IExchange }
+      | { proposal: Proposal }
+      | { outside: IOutsideTurn }
+    );
+    const proposals = this._proposals.proposals;
     const byId = new Map(proposals.map(p => [p.id, p]));
     // A pending proposal that cannot be placed is shown with its reason.
     const unplaced: Live[] = proposals
-      .filter(p => this._blocked.has(p.id))
+      .filter(p => this._proposals.blocked(p.id) !== null)
       .map(p => ({
         turnId: proposalTurnId(p.id),
         created: p.created * 1000,
         proposal: p
+      }));
+    const outside: Live[] = this._outside
+      .visible(
+        ownTurns(this.suggestions.conversation.turns, this._exchanges.all)
+      )
+      .map(t => ({
+        turnId: t.summary.turn_id,
+        created: t.summary.started * 1000,
+        outside: t
       }));
     const live: Live[] = [
       ...this._exchanges.all.map(e => ({
@@ -248,16 +244,26 @@ export class NotebookSession implements IDisposable {
         created: e.created,
         exchange: e
       })),
-      ...unplaced
+      ...unplaced,
+      ...outside
     ];
     return orderTimeline(this.suggestions.conversation.turns, live).map(
-      ({ turn, item }) => ({
-        turn,
-        exchange: item && 'exchange' in item ? item.exchange : null,
-        proposal:
-          (item && 'proposal' in item ? item.proposal : null) ??
-          (turn?.proposal_id ? (byId.get(turn.proposal_id) ?? null) : null)
-      })
+      ({ turn, item }) => {
+        const other = item && 'outside' in item ? item.outside : null;
+        return {
+          turn,
+          exchange:
+            item && 'exchange' in item
+              ? item.exchange
+              : other?.replay.kind === 'shown'
+                ? other.replay.exchange
+                : null,
+          proposal:
+            (item && 'proposal' in item ? item.proposal : null) ??
+            (turn?.proposal_id ? (byId.get(turn.proposal_id) ?? null) : null),
+          outside: other
+        };
+      }
     );
   }
 
@@ -330,107 +336,43 @@ export class NotebookSession implements IDisposable {
     const problem = intentProblem(words, maxIntentChars(limits));
     if (problem) {
       // Refused here, in words, rather than by the server.
-      this._setJob(exchange.key, job => endJob(job, 'error', problem));
+      this._jobs.setJob(exchange.key, job => endJob(job, 'error', problem));
       return;
     }
 
     const opts = turnOptions(options, settings, limits);
     const stored = model.getMetadata(METADATA_KEY);
-    try {
-      const { job_id, turn_id } = await startTurn({
-        version: API_VERSION,
-        notebook_path: this.panel.context.path,
-        // Unsaved edits, outputs, ids and cell metadata (prior turns) included.
-        cells: model.sharedModel.toJSON().cells as NotebookCell[],
-        active_index: activeIndex,
-        kernel_id: this.panel.sessionContext.session?.kernel?.id ?? null,
-        // An edit says what to do in its typed fields; the words go with it.
-        intent: editKind ? '' : words,
-        strategy,
-        options: opts,
-        ...(this.model ? { model: this.model } : {}),
-        // The answer replaces that cell: the model rewrites it in full.
-        ...(editKind && editable
-          ? { edit: cellEdit(editable, editKind, words) }
-          : {}),
-        ...(stored ? { metadata: { [METADATA_KEY]: stored } } : {})
-      });
-      this._setJob(exchange.key, job => ({
-        ...job,
-        jobId: job_id,
-        turnId: turn_id ?? null,
-        status: 'running',
-        message: 'Started'
-      }));
-      this._follow(exchange.key, job_id);
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      this._setJob(exchange.key, job => endJob(job, 'error', reason));
-      this._recordFailure(exchange.key);
-    }
+    await this._jobs.start(exchange.key, {
+      version: API_VERSION,
+      notebook_path: this.panel.context.path,
+      // Unsaved edits, outputs, ids and cell metadata (prior turns) included.
+      cells: model.sharedModel.toJSON().cells as NotebookCell[],
+      active_index: activeIndex,
+      kernel_id: this.panel.sessionContext.session?.kernel?.id ?? null,
+      // An edit says what to do in its typed fields; the words go with it.
+      intent: editKind ? '' : words,
+      strategy,
+      options: opts,
+      ...(this.model ? { model: this.model } : {}),
+      // The answer replaces that cell: the model rewrites it in full.
+      ...(editKind && editable
+        ? { edit: cellEdit(editable, editKind, words) }
+        : {}),
+      ...(stored ? { metadata: { [METADATA_KEY]: stored } } : {})
+    });
   }
 
+  /** Stop the running request (an analysis: after its step, then outright). */
   async stop(): Promise<void> {
-    const exchange = this.running;
-    if (!exchange) {
-      return;
+    if (this.running) {
+      await this._jobs.stop(this.running);
     }
-    const key = exchange.key;
-    const jobId = exchange.job.jobId;
-    if (!jobId) {
-      this._setJob(key, job => endJob(job, 'cancelled'));
-      this._recordFailure(key);
-      return;
-    }
-    if (exchange.strategy === ANALYSIS && !this._finishing.has(key)) {
-      // The analysis ends after the step in progress, with `done` and the
-      // verified steps so far: reviewed like a whole one. A second Stop
-      // cancels it outright.
-      this._finishing.add(key);
-      this._setJob(key, job => ({
-        ...job,
-        message: 'Stopping after the step in progress…'
-      }));
-      try {
-        await finishJob(jobId);
-        return;
-      } catch (error) {
-        // A server without it: stopped as any other turn.
-        console.warn('jupyter-data-agent: finish failed', error);
-      }
-    }
-    this._setJob(key, job => ({ ...job, message: 'Stopping…' }));
-    try {
-      await cancelJob(jobId);
-    } catch (error) {
-      console.warn('jupyter-data-agent: cancel failed', error);
-    }
-    // The stream reports the end; if it is already gone, end here.
-    window.setTimeout(() => {
-      const current = this._exchanges.get(key);
-      if (current && !isFinished(current.job)) {
-        this._streams.get(key)?.dispose();
-        this._setJob(key, job => endJob(job, 'cancelled'));
-        this._recordFailure(key);
-      }
-    }, 5000);
   }
 
   /** The running turn stops waiting for a busy kernel ("answer now"). */
   async answerFromText(): Promise<void> {
-    const exchange = this.running;
-    const jobId = exchange?.job.jobId;
-    if (!exchange || !jobId || !exchange.job.waitingForKernel) {
-      return;
-    }
-    this._setJob(exchange.key, job => ({
-      ...job,
-      message: 'Answering from the notebook text…'
-    }));
-    try {
-      await answerWithoutKernel(jobId);
-    } catch (error) {
-      console.warn('jupyter-data-agent: could not stop waiting', error);
+    if (this.running) {
+      await this._jobs.answerFromText(this.running);
     }
   }
 
@@ -482,35 +424,10 @@ export class NotebookSession implements IDisposable {
     const indices = this.turnCellIds(turnId)
       .map(id => this.cellIndex(id))
       .sort((a, b) => a - b);
-    if (!indices.length) {
-      return false;
+    if (indices.length) {
+      showCells(this.panel.content, indices, select);
     }
-    const notebook = this.panel.content;
-    const first = indices[0];
-    const last = indices[indices.length - 1];
-    if (select) {
-      notebook.mode = 'command';
-      notebook.activeCellIndex = first;
-      notebook.deselectAll();
-      for (const i of indices) {
-        notebook.select(notebook.widgets[i]);
-      }
-    }
-    // The last cell first, then the first (both rendered, in a windowed
-    // notebook), then the block: whole when it fits, else from its top,
-    // where the bar is.
-    void notebook
-      .scrollToItem(last, 'smart')
-      .then(() => notebook.scrollToItem(first, 'smart'))
-      .then(() => {
-        const top = notebook.widgets[first]?.node;
-        const bottom = notebook.widgets[last]?.node;
-        if (top && bottom) {
-          revealBlock(notebook.outerNode, top, bottom);
-        }
-      })
-      .catch(() => undefined);
-    return true;
+    return indices.length > 0;
   }
 
   /**
@@ -541,7 +458,7 @@ export class NotebookSession implements IDisposable {
 
   /** Show candidate `index` in the panel and, if placed, in the notebook. */
   select(exchange: IExchange, index: number): void {
-    const current = this._exchanges.replace(exchange.key, { selected: index });
+    const current = this._replaceExchange(exchange.key, { selected: index });
     if (
       current?.turnId &&
       this.suggestions.suggestion(current.turnId)?.status === 'suggested'
@@ -557,12 +474,17 @@ export class NotebookSession implements IDisposable {
     index: number,
     anchorCellId?: string | null
   ): boolean {
-    const current = this._exchanges.get(exchange.key);
+    const current =
+      this._exchanges.get(exchange.key) ?? this._outside.exchange(exchange.key);
     if (!current?.turnId || !current.job.candidates.length) {
       return false;
     }
     const turnId = current.turnId;
-    this._exchanges.replace(current.key, { selected: index });
+    const chosen = this._replaceExchange(current.key, { selected: index })!;
+    if (!this.suggestions.store.turn(turnId)) {
+      // A turn started elsewhere is kept in the notebook once inserted.
+      this.suggestions.recordTurn(turnOfExchange(chosen));
+    }
     const ok = this.suggestions.insert({
       turnId,
       intent: current.intent,
@@ -588,10 +510,8 @@ export class NotebookSession implements IDisposable {
     }
     this._disposed = true;
     this._proposals.dispose();
-    for (const stream of this._streams.values()) {
-      stream.dispose();
-    }
-    this._streams.clear();
+    this._outside.dispose();
+    this._jobs.dispose();
     this.suggestions.dispose();
     Signal.clearData(this);
   }
@@ -608,26 +528,6 @@ export class NotebookSession implements IDisposable {
       return state.cells[state.cells.length - 1].id;
     }
     return active.model.id;
-  }
-
-  private _follow(key: string, jobId: string): void {
-    const stream = new JobStream({
-      jobId,
-      onEvent: event => {
-        const before = this._exchanges.get(key)?.job.status;
-        const after = this._setJob(key, job => reduceJob(job, event));
-        if (before !== 'done' && after?.job.status === 'done') {
-          this._finish(key);
-        }
-      },
-      onEnd: (status, reason) => {
-        this._setJob(key, job => endJob(job, status, reason));
-        this._streams.delete(key);
-        this._recordFailure(key);
-      }
-    });
-    this._streams.set(key, stream);
-    stream.start();
   }
 
   /** The job is done: store the turn, and offer the preferred candidate. */
@@ -664,123 +564,30 @@ export class NotebookSession implements IDisposable {
     this._changed.emit();
   }
 
-  /**
-   * A stopped or failed request is stored too, so it keeps its place in
-   * the conversation and its reason after a reload. One refused before it
-   * was sent (an intent too long) is not: it never became a turn.
-   */
-  private _recordFailure(key: string): void {
-    const current = this._exchanges.get(key);
-    const job = current?.job;
-    if (
-      !current ||
-      !job ||
-      (job.status !== 'error' && job.status !== 'cancelled') ||
-      current.turnId ||
-      this.panel.isDisposed ||
-      !this.panel.model
-    ) {
-      return;
-    }
-    const exchange = this._exchanges.replace(key, {
-      turnId: job.turnId ?? newTurnId(current.created)
-    })!;
-    this.suggestions.recordTurn(turnOfExchange(exchange));
-    this._changed.emit();
-  }
-
-  /** A new job view for an exchange; nothing happens when it did not change. */
-  private _setJob(
+  /** An exchange of the panel's or a replayed one, replaced by a changed copy. */
+  private _replaceExchange(
     key: string,
-    update: (job: IJobView) => IJobView
+    patch: Partial<Omit<IExchange, 'key'>>
   ): IExchange | null {
-    const current = this._exchanges.get(key);
-    if (!current) {
-      return null;
-    }
-    const job = update(current.job);
-    if (job === current.job) {
-      return current;
-    }
-    const next = this._exchanges.replace(key, { job });
-    this._changed.emit();
-    return next;
+    return (
+      this._exchanges.replace(key, patch) ?? this._outside.replace(key, patch)
+    );
   }
 
-  /**
-   * After each answer of the proposals poll: place the pending proposals
-   * not in the notebook yet (once: their tag or stored turn says they are),
-   * and note those that cannot be placed.
-   */
-  private _onProposals(state: IPollState, changed: boolean): void {
-    const model = this.panel.model;
-    if (this._disposed || !model) {
-      return;
-    }
-    const now = Date.now();
-    for (const p of state.proposals) {
-      if (!this._firstSeen.has(p.id)) {
-        this._firstSeen.set(p.id, now);
-      }
-    }
-    const cells = model.sharedModel.cells;
-    const awareness = (
-      model.sharedModel as unknown as {
-        awareness?: { clientID: number; getStates(): Map<number, unknown> };
-      }
-    ).awareness;
-    const plan = planProposals(state.proposals, {
-      hasTurn: id => !!this.suggestions.store.turn(id),
-      hasTaggedCell: id => this.suggestions.hasTaggedCells(id),
-      cellType: id => cells.find(c => c.getId() === id)?.cell_type ?? null,
-      leader: isLeader(
-        awareness?.clientID,
-        awareness?.getStates().keys() ?? []
-      ),
-      firstSeen: this._firstSeen,
-      now
-    });
-    for (const proposal of plan.place) {
-      this._placeProposal(proposal);
-    }
-    const blockedBefore = [...this._blocked.entries()].join('|');
-    this._blocked = plan.blocked;
-    if (
-      changed ||
-      plan.place.length ||
-      blockedBefore !== [...plan.blocked.entries()].join('|')
-    ) {
-      this._changed.emit();
-    }
-  }
-
-  /** A proposal as a suggestion: below its cell (else last), or over the cell it edits. */
-  private _placeProposal(proposal: Proposal): void {
-    const cells = this.panel.model?.sharedModel.cells ?? [];
-    const after =
-      proposal.after_cell_id && this.cellIndex(proposal.after_cell_id) >= 0
-        ? proposal.after_cell_id
-        : (cells[cells.length - 1]?.getId() ?? null);
-    const turn = turnOfProposal(proposal);
-    this.suggestions.recordTurn(turn);
-    this.suggestions.insert({
-      turnId: turn.turn_id,
-      intent: turn.intent,
-      candidates: [proposalCandidate(proposal)],
-      index: 0,
-      mode: 'single',
-      anchorCellId: after,
-      replaceCellId: proposal.kind === 'edit' ? proposal.cell_id : null
-    });
-  }
-
-  private _proposals: ProposalPoller;
-  private _firstSeen = new Map<string, number>();
-  private _blocked = new Map<string, string>();
+  private _proposals: ProposalPlacement;
+  private _outside: OutsideTurns;
   private _exchanges = new ExchangeList();
-  private _streams = new Map<string, JobStream>();
-  /** Analyses asked to finish after their step (a second Stop cancels). */
-  private _finishing = new Set<string>();
+  private _jobs = new ExchangeJobs(this._exchanges, {
+    changed: () => this._changed.emit(),
+    done: key => this._finish(key),
+    store: exchange => {
+      this.suggestions.recordTurn(turnOfExchange(exchange));
+      this._changed.emit();
+    },
+    canStore: () => !this.panel.isDisposed && !!this.panel.model,
+    // Turns started elsewhere meanwhile show up after each of ours.
+    ended: () => void this.refreshTurns()
+  });
   private _pinned: string | null = null;
   private _changed = new Signal<this, void>(this);
   private _disposed = false;

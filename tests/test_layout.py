@@ -12,41 +12,22 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "jupyter_data_agent"
 MAX_LINES = 600
-#: Generated from src/wire.schema.json (scripts/wire-types.js): its size follows the models.
-TS_GENERATED = {"src/wire.ts"}
-#: Over the limit until the TypeScript split (issue 36, item 8) lands: another engineer's part.
-#: Remove each entry as its file is split; the test then holds it to the limit.
-TS_PENDING = {"src/notebook.ts", "src/session.ts"}
-
-
 def _lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
 
 def _product_files() -> list[Path]:
-    python = sorted(p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts)
-    ts = sorted(p for ext in ("*.ts", "*.tsx") for p in (ROOT / "src").rglob(ext)
-                if "__tests__" not in p.relative_to(ROOT / "src").parts)
-    return python + [p for p in ts if p.relative_to(ROOT).as_posix() not in TS_GENERATED | TS_PENDING]
+    """The package's Python; the front end's files are held to the same limit by eslint
+    (``max-lines`` and ``max-lines-per-function`` in eslint.config.mjs)."""
+    return sorted(p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts)
 
 
 def test_no_product_file_over_the_limit():
-    files = _product_files()
-    assert any(p.suffix == ".py" for p in files) and any(p.suffix == ".ts" for p in files)
-    over = {p.relative_to(ROOT).as_posix(): n for p in files if (n := _lines(p)) > MAX_LINES}
+    over = {p.relative_to(ROOT).as_posix(): n for p in _product_files() if (n := _lines(p)) > MAX_LINES}
     assert not over, f"over {MAX_LINES} lines: split by concern: {over}"
-
-
-@pytest.mark.parametrize("name", sorted(TS_PENDING))
-def test_pending_typescript_files_exist(name):
-    """An entry of TS_PENDING for a file that is gone or split hides nothing: remove it."""
-    path = ROOT / name
-    assert path.is_file() and _lines(path) > MAX_LINES, f"{name} is split or gone: drop it from TS_PENDING"
 
 
 def _private_imports(path: Path) -> list[str]:

@@ -117,33 +117,36 @@ export function ConfinementBadge(props: { confinement: Confinement }) {
             {confinement.message}
           </div>
         )}
-        {total > 0 && (
-          <ul className="jp-DataAgent-layers">
-            {confinement.layers.map(layer => (
-              <li
-                key={layer.name}
-                className={`jp-DataAgent-layer jp-mod-${layer.on ? 'on' : 'off'}`}
-                data-layer={layer.name}
-              >
-                <span className="jp-DataAgent-layerMark" aria-hidden="true">
-                  {layer.on ? '✓' : '✗'}
-                </span>
-                <span className="jp-DataAgent-layerName">
-                  {LAYER_LABELS[layer.name] ?? layer.name}
-                </span>
-                <span className="jp-DataAgent-layerState">
-                  {layer.on ? 'on' : 'off'}
-                </span>
-                {layer.detail && (
-                  <span className="jp-DataAgent-layerDetail">
-                    {layer.detail}
-                  </span>
-                )}
-              </li>
-            ))}
-          </ul>
-        )}
+        {total > 0 && <LayerList layers={confinement.layers} />}
       </div>
     </span>
+  );
+}
+
+/** Each confinement layer of the copies: on or off, and why. */
+function LayerList(props: { layers: Confinement['layers'] }) {
+  return (
+    <ul className="jp-DataAgent-layers">
+      {props.layers.map(layer => (
+        <li
+          key={layer.name}
+          className={`jp-DataAgent-layer jp-mod-${layer.on ? 'on' : 'off'}`}
+          data-layer={layer.name}
+        >
+          <span className="jp-DataAgent-layerMark" aria-hidden="true">
+            {layer.on ? '✓' : '✗'}
+          </span>
+          <span className="jp-DataAgent-layerName">
+            {LAYER_LABELS[layer.name] ?? layer.name}
+          </span>
+          <span className="jp-DataAgent-layerState">
+            {layer.on ? 'on' : 'off'}
+          </span>
+          {layer.detail && (
+            <span className="jp-DataAgent-layerDetail">{layer.detail}</span>
+          )}
+        </li>
+      ))}
+    </ul>
   );
 }

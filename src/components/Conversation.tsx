@@ -5,10 +5,13 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
+import type { IExchange } from '../exchange';
+import type { ITurn } from '../metadata';
 import type { NotebookSession } from '../session';
 import type { ModelPrice } from '../wire';
 import { IServerStrategies } from './common';
 import { ExchangeView } from './ExchangeView';
+import { OutsideTurnView } from './OutsideTurnView';
 import { ProposalView } from './ProposalView';
 import { StoredTurnView } from './StoredTurnView';
 
@@ -36,10 +39,43 @@ export function Conversation(props: {
       </div>
     );
   }
+  // Values only (no stored turn object, read afresh each time): the
+  // memoized view re-renders when one of them changed.
+  const exchangeView = (exchange: IExchange, turn: ITurn | null) => (
+    <ExchangeView
+      key={exchange.key}
+      session={session}
+      exchange={exchange}
+      rendermime={rendermime}
+      strategies={strategies}
+      price={price}
+      suggestion={
+        exchange.turnId ? session.suggestions.suggestion(exchange.turnId) : null
+      }
+      turnStatus={turn?.status ?? null}
+      storedConfinement={
+        exchange.job.confinement ? null : (turn?.confinement ?? null)
+      }
+      editCellIndex={session.cellIndex(exchange.editCellId)}
+      turnCells={
+        exchange.turnId ? session.turnCellIds(exchange.turnId).length : 0
+      }
+      busy={busy}
+    />
+  );
   return (
     <div className="jp-DataAgent-conversation">
-      {items.map(({ turn, exchange, proposal }) =>
-        proposal || turn?.agent ? (
+      {items.map(({ turn, exchange, proposal, outside }) =>
+        outside ? (
+          // A turn started elsewhere (%%agent, MCP, ACP, another tab).
+          <OutsideTurnView
+            key={`outside-${outside.summary.job_id}`}
+            session={session}
+            outside={outside}
+          >
+            {exchange && exchangeView(exchange, turn)}
+          </OutsideTurnView>
+        ) : proposal || turn?.agent ? (
           // An outside agent's proposal (MCP, ACP).
           <ProposalView
             key={turn?.turn_id ?? `proposal-${proposal!.id}`}
@@ -49,30 +85,7 @@ export function Conversation(props: {
             rendermime={rendermime}
           />
         ) : exchange ? (
-          // Values only (no stored turn object, read afresh each time): the
-          // memoized view re-renders when one of them changed.
-          <ExchangeView
-            key={exchange.key}
-            session={session}
-            exchange={exchange}
-            rendermime={rendermime}
-            strategies={strategies}
-            price={price}
-            suggestion={
-              exchange.turnId
-                ? session.suggestions.suggestion(exchange.turnId)
-                : null
-            }
-            turnStatus={turn?.status ?? null}
-            storedConfinement={
-              exchange.job.confinement ? null : (turn?.confinement ?? null)
-            }
-            editCellIndex={session.cellIndex(exchange.editCellId)}
-            turnCells={
-              exchange.turnId ? session.turnCellIds(exchange.turnId).length : 0
-            }
-            busy={busy}
-          />
+          exchangeView(exchange, turn)
         ) : (
           turn && (
             <StoredTurnView

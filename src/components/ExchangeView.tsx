@@ -110,20 +110,13 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
       {job.status === 'cancelled' && (
         <div className="jp-DataAgent-note">Stopped.</div>
       )}
-      {job.result?.answer &&
-        (job.result.strategy === EXPLAIN || !candidates.length ? (
-          // Prose about the cell, or a question answered in words: read
-          // here, nothing goes into the notebook.
-          <MarkdownBlock
-            source={job.result.answer}
-            rendermime={rendermime}
-            className="jp-DataAgent-prose"
-          />
-        ) : (
-          <div className="jp-DataAgent-answer">
-            Answer: <strong>{job.result.answer}</strong>
-          </div>
-        ))}
+      {job.result?.answer && (
+        <AnswerBlock
+          answer={job.result.answer}
+          prose={job.result.strategy === EXPLAIN || !candidates.length}
+          rendermime={rendermime}
+        />
+      )}
       {isFinished(job) &&
         job.status === 'done' &&
         !candidates.length &&
@@ -132,62 +125,13 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
         )}
       {candidates.length > 0 && (
         <div className="jp-DataAgent-candidates">
-          <div
-            className="jp-DataAgent-candidateBar"
-            role="tablist"
-            aria-label="Candidates"
-          >
-            {candidates.length > 1 &&
-              candidates.map((c, i) => (
-                <button
-                  key={i}
-                  role="tab"
-                  aria-selected={i === selected}
-                  className={`jp-DataAgent-tab${i === selected ? ' jp-mod-selected' : ''}${
-                    c.result && c.result.status !== 'ok' ? ' jp-mod-failed' : ''
-                  }`}
-                  onClick={() => session.select(exchange, i)}
-                  title={`Candidate ${i + 1}`}
-                >
-                  {i + 1}
-                </button>
-              ))}
-            <span className="jp-DataAgent-spacer" />
-            {status && <StatusChip status={status} />}
-            {isFinished(job) &&
-              exchange.turnId &&
-              !placed &&
-              status !== 'accepted' &&
-              status !== 'edited' && (
-                <button
-                  className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-insert"
-                  onClick={() => session.insert(exchange, selected)}
-                  title={
-                    exchange.editCellId
-                      ? 'Show as a diff over the cell it edits'
-                      : 'Insert below the active cell as a suggestion'
-                  }
-                >
-                  {exchange.editCellId ? 'Show diff' : 'Insert'}
-                </button>
-              )}
-            {placed && (
-              <>
-                <button
-                  className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-panelAccept"
-                  onClick={() => session.suggestions.accept(exchange.turnId)}
-                >
-                  Accept
-                </button>
-                <button
-                  className="jp-Button jp-mod-styled jp-mod-small jp-mod-reject jp-DataAgent-panelReject"
-                  onClick={() => session.suggestions.reject(exchange.turnId)}
-                >
-                  Reject
-                </button>
-              </>
-            )}
-          </div>
+          <LiveCandidateBar
+            session={session}
+            exchange={exchange}
+            selected={selected}
+            placed={placed}
+            status={status}
+          />
           <CandidateView
             candidate={candidates[selected]}
             index={selected}
@@ -229,3 +173,95 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
 
 export const ExchangeView = React.memo(ExchangeViewImpl);
 ExchangeView.displayName = 'ExchangeView';
+
+/** The candidates' tabs, the turn's status and what can be done with the one shown. */
+function LiveCandidateBar(props: {
+  session: NotebookSession;
+  exchange: IExchange;
+  selected: number;
+  placed: boolean;
+  status: TurnStatus | 'suggested' | undefined;
+}) {
+  const { session, exchange, selected, placed, status } = props;
+  const job = exchange.job;
+  const candidates = job.candidates;
+  return (
+    <div
+      className="jp-DataAgent-candidateBar"
+      role="tablist"
+      aria-label="Candidates"
+    >
+      {candidates.length > 1 &&
+        candidates.map((c, i) => (
+          <button
+            key={i}
+            role="tab"
+            aria-selected={i === selected}
+            className={`jp-DataAgent-tab${i === selected ? ' jp-mod-selected' : ''}${
+              c.result && c.result.status !== 'ok' ? ' jp-mod-failed' : ''
+            }`}
+            onClick={() => session.select(exchange, i)}
+            title={`Candidate ${i + 1}`}
+          >
+            {i + 1}
+          </button>
+        ))}
+      <span className="jp-DataAgent-spacer" />
+      {status && <StatusChip status={status} />}
+      {isFinished(job) &&
+        exchange.turnId &&
+        !placed &&
+        status !== 'accepted' &&
+        status !== 'edited' && (
+          <button
+            className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-insert"
+            onClick={() => session.insert(exchange, selected)}
+            title={
+              exchange.editCellId
+                ? 'Show as a diff over the cell it edits'
+                : 'Insert below the active cell as a suggestion'
+            }
+          >
+            {exchange.editCellId ? 'Show diff' : 'Insert'}
+          </button>
+        )}
+      {placed && (
+        <>
+          <button
+            className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-panelAccept"
+            onClick={() => session.suggestions.accept(exchange.turnId)}
+          >
+            Accept
+          </button>
+          <button
+            className="jp-Button jp-mod-styled jp-mod-small jp-mod-reject jp-DataAgent-panelReject"
+            onClick={() => session.suggestions.reject(exchange.turnId)}
+          >
+            Reject
+          </button>
+        </>
+      )}
+    </div>
+  );
+}
+
+/** A turn's answer: prose read in the panel, or the one-line answer of a search. */
+function AnswerBlock(props: {
+  answer: string;
+  prose: boolean;
+  rendermime: IRenderMimeRegistry;
+}) {
+  return props.prose ? (
+    // Prose about the cell, or a question answered in words: read
+    // here, nothing goes into the notebook.
+    <MarkdownBlock
+      source={props.answer}
+      rendermime={props.rendermime}
+      className="jp-DataAgent-prose"
+    />
+  ) : (
+    <div className="jp-DataAgent-answer">
+      Answer: <strong>{props.answer}</strong>
+    </div>
+  );
+}

@@ -5,7 +5,7 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
-import { ITurn } from '../metadata';
+import { IStoredRun, ITurn } from '../metadata';
 import type { NotebookSession } from '../session';
 import type { ModelPrice } from '../wire';
 import { CodeBlock, MarkdownBlock, OutputsView } from './blocks';
@@ -90,52 +90,15 @@ export function StoredTurnView(props: {
         </div>
       )}
       {(turn.candidates.length > 0 || (!failure && !turn.answer)) && (
-        <div
-          className="jp-DataAgent-candidateBar"
-          role="tablist"
-          aria-label="Candidates"
-        >
-          {turn.candidates.length > 1 &&
-            (placed ? (
-              <span className="jp-DataAgent-facts">
-                candidate {index + 1} of {turn.candidates.length}
-              </span>
-            ) : (
-              turn.candidates.map((_, i) => (
-                <button
-                  key={i}
-                  role="tab"
-                  aria-selected={i === index}
-                  className={`jp-DataAgent-tab${i === index ? ' jp-mod-selected' : ''}${
-                    turn.runs?.[i] && turn.runs[i]!.status !== 'ok'
-                      ? ' jp-mod-failed'
-                      : ''
-                  }`}
-                  onClick={() => browse(i)}
-                  title={`Candidate ${i + 1}`}
-                >
-                  {i + 1}
-                </button>
-              ))
-            ))}
-          <span className="jp-DataAgent-spacer" />
-          <StatusChip status={status} />
-        </div>
+        <StoredCandidateBar
+          turn={turn}
+          index={index}
+          placed={placed}
+          status={status}
+          browse={browse}
+        />
       )}
-      {run && (
-        <div className="jp-DataAgent-candidateHead">
-          <span className={`jp-DataAgent-status jp-mod-${run.status}`}>
-            {runBadge(run)}
-          </span>
-          {(vote || run.repaired) && (
-            <span className="jp-DataAgent-facts">
-              {[vote?.text, run.repaired ? 'repaired' : '']
-                .filter(Boolean)
-                .join(' · ')}
-            </span>
-          )}
-        </div>
-      )}
+      {run && <RunHead run={run} vote={vote?.text ?? null} />}
       {explanation && (
         <MarkdownBlock
           source={explanation}
@@ -172,6 +135,67 @@ export function StoredTurnView(props: {
         cells={session.turnCellIds(turn.turn_id).length}
         busy={!!session.running}
       />
+    </div>
+  );
+}
+
+/** The stored candidates as tabs (or which one is shown, while placed) and the turn's status. */
+function StoredCandidateBar(props: {
+  turn: ITurn;
+  index: number;
+  placed: boolean;
+  status: React.ComponentProps<typeof StatusChip>['status'];
+  browse: (index: number) => void;
+}) {
+  const { turn, index, placed } = props;
+  return (
+    <div
+      className="jp-DataAgent-candidateBar"
+      role="tablist"
+      aria-label="Candidates"
+    >
+      {turn.candidates.length > 1 &&
+        (placed ? (
+          <span className="jp-DataAgent-facts">
+            candidate {index + 1} of {turn.candidates.length}
+          </span>
+        ) : (
+          turn.candidates.map((_, i) => (
+            <button
+              key={i}
+              role="tab"
+              aria-selected={i === index}
+              className={`jp-DataAgent-tab${i === index ? ' jp-mod-selected' : ''}${
+                turn.runs?.[i] && turn.runs[i]!.status !== 'ok'
+                  ? ' jp-mod-failed'
+                  : ''
+              }`}
+              onClick={() => props.browse(i)}
+              title={`Candidate ${i + 1}`}
+            >
+              {i + 1}
+            </button>
+          ))
+        ))}
+      <span className="jp-DataAgent-spacer" />
+      <StatusChip status={props.status} />
+    </div>
+  );
+}
+
+/** How the candidate shown ran in its kernel copy, and what the vote says. */
+function RunHead(props: { run: IStoredRun; vote: string | null }) {
+  const { run, vote } = props;
+  return (
+    <div className="jp-DataAgent-candidateHead">
+      <span className={`jp-DataAgent-status jp-mod-${run.status}`}>
+        {runBadge(run)}
+      </span>
+      {(vote || run.repaired) && (
+        <span className="jp-DataAgent-facts">
+          {[vote, run.repaired ? 'repaired' : ''].filter(Boolean).join(' · ')}
+        </span>
+      )}
     </div>
   );
 }
