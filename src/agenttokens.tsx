@@ -17,14 +17,23 @@ import { ServerConnection } from '@jupyterlab/services';
 import { LabIcon, ReactWidget } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import {
+  MAX_NAME,
+  TokenForm,
+  TokenTable,
+  TokensNote,
+  describeError,
+  formatCreated,
+  formatLastUsed,
+  useTokenList
+} from './agenttokenlist';
 import { API_NAMESPACE, requestAPI } from './handler';
+
+export { MAX_NAME, describeError, formatCreated, formatLastUsed };
 
 type Message = Parameters<ReactWidget['processMessage']>[0];
 
 export const TOKENS_WIDGET_ID = 'jupyter-data-agent-agent-tokens';
-
-/** The longest agent name the server keeps (store.agent_tokens.MAX_NAME). */
-export const MAX_NAME = 80;
 
 /** One token as listed (never the token itself). */
 export interface IAgentToken {
@@ -80,41 +89,6 @@ export function agentTokensAPI(
   };
 }
 
-/** "never", "just now", "5 minutes ago", "yesterday", "3 days ago". */
-export function formatLastUsed(
-  lastUsed: number | null | undefined,
-  now: number = Date.now()
-): string {
-  if (lastUsed === null || lastUsed === undefined || !isFinite(lastUsed)) {
-    return 'never';
-  }
-  const seconds = Math.max(0, Math.round(now / 1000 - lastUsed));
-  const plural = (n: number, unit: string) =>
-    `${n} ${unit}${n === 1 ? '' : 's'} ago`;
-  if (seconds < 45) {
-    return 'just now';
-  }
-  if (seconds < 45 * 60) {
-    return plural(Math.max(1, Math.round(seconds / 60)), 'minute');
-  }
-  if (seconds < 22 * 3600) {
-    return plural(Math.max(1, Math.round(seconds / 3600)), 'hour');
-  }
-  const days = Math.max(1, Math.round(seconds / 86400));
-  return days === 1 ? 'yesterday' : plural(days, 'day');
-}
-
-/** The creation time in the browser's locale; the server's text if it is no date. */
-export function formatCreated(iso: string): string {
-  const date = new Date(iso);
-  return isNaN(date.getTime())
-    ? iso
-    : date.toLocaleString(undefined, {
-        dateStyle: 'medium',
-        timeStyle: 'short'
-      });
-}
-
 /** The MCP server's address under this server's base URL. */
 export function mcpUrl(baseUrl: string): string {
   return URLExt.join(baseUrl, API_NAMESPACE, 'mcp');
@@ -166,25 +140,6 @@ export function mcpSnippets(url: string, token: string): ISnippet[] {
       )
     }
   ];
-}
-
-/** A failed call in words: the server's own reason where it gave one. */
-export function describeError(error: unknown, doing: string): string {
-  if (error instanceof ServerConnection.NetworkError) {
-    return `Could not ${doing}: the Jupyter server cannot be reached. Is it running?`;
-  }
-  if (error instanceof ServerConnection.ResponseError) {
-    const status = error.response.status;
-    const reason = (error.message || '').trim();
-    if (status === 404 && !reason.startsWith('No agent token')) {
-      return `Could not ${doing}: the server has no agent tokens route. Is the jupyter_data_agent server extension enabled and up to date?`;
-    }
-    if (status === 401 || status === 403) {
-      return `Could not ${doing}: the server refused (${status}). Agent tokens are made from your own browser session, not with an agent's token.`;
-    }
-    return `Could not ${doing}: ${reason || `the server answered ${status}`}`;
-  }
-  return `Could not ${doing}: ${error}`;
 }
 
 /** A button that copies `text` and says so for a moment. */
@@ -303,51 +258,31 @@ async function confirmRevokeDialog(token: IAgentToken): Promise<boolean> {
   return result.button.accept;
 }
 
+/** What an agent token is for and what it cannot reach. */
+function TokensIntro(): JSX.Element {
+  return (
+    <p className="jp-DataAgent-tokensIntro">
+      Give each outside agent (Claude Code, Codex, Cursor, an ACP client) a
+      token of its own instead of the server&apos;s. It reaches only the Data
+      Agent&apos;s MCP server and what the ACP agent needs: it cannot open your
+      kernels or files, or accept its own proposals. Revoke it to cut the agent
+      off.
+    </p>
+  );
+}
+
 /** The list, the form to make a token, and the token just made. */
-// eslint-disable-next-line max-lines-per-function -- over the budget; to split (issue 36, item 8)
 export function AgentTokensView(props: IAgentTokensViewProps): JSX.Element {
   const { api } = props;
   const now = props.now ?? Date.now;
   const confirmRevoke = props.confirmRevoke ?? confirmRevokeDialog;
-  const [tokens, setTokens] = React.useState<IAgentToken[] | null>(null);
-  const [listError, setListError] = React.useState<string | null>(null);
+  const { tokens, listError, setListError, reload, mounted, setTick } =
+    useTokenList(api);
   const [name, setName] = React.useState('');
   const [busy, setBusy] = React.useState(false);
   const [formError, setFormError] = React.useState<string | null>(null);
   const [created, setCreated] = React.useState<ICreatedToken | null>(null);
   const [revoking, setRevoking] = React.useState<string | null>(null);
-  const [, setTick] = React.useState(0);
-  const mounted = React.useRef(true);
-  React.useEffect(
-    () => () => {
-      mounted.current = false;
-    },
-    []
-  );
-
-  const reload = React.useCallback(async () => {
-    try {
-      const listed = await api.list();
-      if (mounted.current) {
-        setTokens(listed);
-        setListError(null);
-      }
-    } catch (error) {
-      if (mounted.current) {
-        setListError(describeError(error, 'list the agent tokens'));
-      }
-    }
-  }, [api]);
-
-  React.useEffect(() => {
-    void reload();
-    // "last used" moves on while the tab is open.
-    const timer = setInterval(() => {
-      void reload();
-      setTick(t => t + 1);
-    }, 30 * 1000);
-    return () => clearInterval(timer);
-  }, [reload]);
 
   const onCreate = async (event: React.FormEvent) => {
     event.preventDefault();
@@ -407,51 +342,15 @@ export function AgentTokensView(props: IAgentTokensViewProps): JSX.Element {
   return (
     <div className="jp-DataAgent-tokens">
       <h2>Agent tokens</h2>
-      <p className="jp-DataAgent-tokensIntro">
-        Give each outside agent (Claude Code, Codex, Cursor, an ACP client) a
-        token of its own instead of the server&apos;s. It reaches only the Data
-        Agent&apos;s MCP server and what the ACP agent needs: it cannot open
-        your kernels or files, or accept its own proposals. Revoke it to cut the
-        agent off.
-      </p>
-      <form
-        className="jp-DataAgent-tokenForm"
-        onSubmit={event => void onCreate(event)}
-      >
-        <label htmlFor="jp-DataAgent-tokenName">Agent name</label>
-        <input
-          id="jp-DataAgent-tokenName"
-          className="jp-mod-styled jp-DataAgent-tokenName"
-          type="text"
-          placeholder="Claude Code"
-          maxLength={MAX_NAME}
-          value={name}
-          aria-invalid={formError ? true : undefined}
-          aria-describedby={
-            formError ? 'jp-DataAgent-tokenFormError' : undefined
-          }
-          onChange={event => {
-            setName(event.currentTarget.value);
-            setFormError(null);
-          }}
-        />
-        <button
-          type="submit"
-          className="jp-mod-styled jp-mod-accept"
-          disabled={busy}
-        >
-          {busy ? 'Making…' : 'Make a token'}
-        </button>
-      </form>
-      {formError && (
-        <p
-          id="jp-DataAgent-tokenFormError"
-          className="jp-DataAgent-tokenError"
-          role="alert"
-        >
-          {formError}
-        </p>
-      )}
+      <TokensIntro />
+      <TokenForm
+        name={name}
+        setName={setName}
+        busy={busy}
+        formError={formError}
+        setFormError={setFormError}
+        onCreate={onCreate}
+      />
       {created && (
         <NewToken
           key={created.id}
@@ -472,66 +371,19 @@ export function AgentTokensView(props: IAgentTokensViewProps): JSX.Element {
           No agent tokens yet: make one above.
         </p>
       ) : (
-        <table className="jp-DataAgent-tokenTable">
-          <caption>Tokens made for agents</caption>
-          <thead>
-            <tr>
-              <th scope="col">Agent</th>
-              <th scope="col">Created</th>
-              <th scope="col" title="Since the Jupyter server started">
-                Last used
-              </th>
-              <th scope="col">
-                <span className="jp-DataAgent-srOnly">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {tokens.map(token => (
-              <tr key={token.id} data-token-id={token.id}>
-                <td className="jp-DataAgent-tokenAgent">{token.name}</td>
-                <td title={token.created}>{formatCreated(token.created)}</td>
-                <td
-                  title={
-                    token.last_used
-                      ? new Date(token.last_used * 1000).toLocaleString()
-                      : 'Not since the Jupyter server started'
-                  }
-                >
-                  {formatLastUsed(token.last_used, now())}
-                </td>
-                <td>
-                  <button
-                    type="button"
-                    className="jp-mod-styled jp-mod-warn jp-DataAgent-tokenRevoke"
-                    aria-label={`Revoke the token for ${token.name}`}
-                    disabled={revoking === token.id}
-                    onClick={() => void onRevoke(token)}
-                  >
-                    {revoking === token.id ? 'Revoking…' : 'Revoke'}
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <TokenTable
+          tokens={tokens}
+          now={now}
+          revoking={revoking}
+          onRevoke={onRevoke}
+        />
       )}
-      <p className="jp-DataAgent-tokensNote">
-        Last use counts from the Jupyter server&apos;s start.{' '}
-        <button
-          type="button"
-          className="jp-DataAgent-link jp-DataAgent-tokensRefresh"
-          onClick={() => {
-            setTick(t => t + 1);
-            void reload();
-          }}
-        >
-          Refresh
-        </button>
-        <br />
-        The same tokens from a terminal:{' '}
-        <code>jupyter-data-agent token list</code>.
-      </p>
+      <TokensNote
+        onRefresh={() => {
+          setTick(t => t + 1);
+          void reload();
+        }}
+      />
     </div>
   );
 }

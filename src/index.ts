@@ -80,6 +80,260 @@ function hasError(panel: NotebookPanel | null): boolean {
   return false;
 }
 
+/**
+ * A session for each notebook once its context is ready, disposed with it;
+ * the sidebar follows the current notebook, and commands re-check their state.
+ */
+function trackSessions(
+  context: {
+    app: JupyterFrontEnd;
+    tracker: INotebookTracker;
+    sidebar: AgentSidebar;
+    sessions: Map<NotebookPanel, NotebookSession>;
+    sessionFor: (panel: NotebookPanel | null) => NotebookSession | null;
+  },
+  create: (panel: NotebookPanel) => NotebookSession
+): void {
+  const { app, tracker, sidebar, sessions, sessionFor } = context;
+  tracker.widgetAdded.connect((_, panel) => {
+    void panel.context.ready.then(() => {
+      if (panel.isDisposed || sessions.has(panel)) {
+        return;
+      }
+      // The conversation (and any pending suggestion) comes back from metadata.
+      const session = create(panel);
+      sessions.set(panel, session);
+      const contextMenu = activateCellOnContextMenu(panel.content);
+      panel.disposed.connect(() => {
+        contextMenu.dispose();
+        sessions.delete(panel);
+        if (sidebar.session === session) {
+          sidebar.session = null;
+        }
+        session.dispose();
+      });
+      if (tracker.currentWidget === panel) {
+        sidebar.session = session;
+      }
+      app.commands.notifyCommandChanged();
+    });
+  });
+  tracker.currentChanged.connect((_, panel) => {
+    sidebar.session = sessionFor(panel);
+    app.commands.notifyCommandChanged();
+  });
+  tracker.activeCellChanged.connect(() => app.commands.notifyCommandChanged());
+}
+
+/** What the command groups share: the app, the sidebar and the current notebook's session. */
+interface ICommandContext {
+  app: JupyterFrontEnd;
+  tracker: INotebookTracker;
+  sidebar: AgentSidebar;
+  current: () => NotebookSession | null;
+  openPanel: () => void;
+  activeCellId: () => string | null;
+  canRun: (name: Strategy) => boolean;
+}
+
+/** The configuration dialog, opening the chat, and the requests about the active cell. */
+function registerCellCommands(context: ICommandContext): void {
+  const { app, tracker, current, openPanel, activeCellId, canRun } = context;
+  const { commands } = app;
+  commands.addCommand(CommandIDs.showConfig, {
+    describedBy: NO_ARGS,
+    label: 'Data Agent: Show Model Configuration',
+    execute: async () => {
+      try {
+        const config = await getConfig();
+        await showDialog({
+          title: 'Data Agent',
+          body: new Widget({
+            node: configTable(config, current()?.model ?? null)
+          }),
+          buttons: [Dialog.okButton()]
+        });
+      } catch (error) {
+        await showDialog({
+          title: 'Data Agent: server extension not reachable',
+          body: `${error}. Is the jupyter_data_agent server extension enabled? Check \`jupyter server extension list\`.`,
+          buttons: [Dialog.okButton()]
+        });
+      }
+    }
+  });
+  commands.addCommand(CommandIDs.open, {
+    describedBy: NO_ARGS,
+    label: 'Data Agent: Open Chat',
+    caption: 'Ask the Data Agent about the current notebook',
+    icon: agentIcon,
+    execute: openPanel
+  });
+  commands.addCommand(CommandIDs.askCell, {
+    describedBy: NO_ARGS,
+    label: 'Ask about this cell',
+    caption: 'Ask the Data Agent a question about the active cell',
+    icon: agentIcon,
+    isEnabled: () => !!current() && !!activeCellId(),
+    execute: () => {
+      const session = current();
+      if (!session) {
+        return;
+      }
+      session.pinnedCellId = activeCellId();
+      openPanel();
+    }
+  });
+  /** A request about the active cell, from a command on it. */
+  const askAboutCell = (options: Omit<ISendOptions, 'cellId'>) => {
+    const session = current();
+    if (!session) {
+      return;
+    }
+    openPanel();
+    void session.send({ ...options, cellId: activeCellId() });
+  };
+  commands.addCommand(CommandIDs.explainCell, {
+    describedBy: NO_ARGS,
+    label: 'Explain this cell',
+    caption:
+      'Ask the Data Agent to explain the active cell (an answer in words)',
+    isEnabled: () =>
+      !!current() && !!activeCellId() && !current()?.running && canRun(EXPLAIN),
+    // The cell (source, outputs, error) goes as the active one; the answer
+    // is Markdown read in the panel, and no cell is inserted.
+    execute: () =>
+      askAboutCell({
+        intent: explainQuestion(current()?.cellIndex(activeCellId()) ?? -1),
+        strategy: EXPLAIN,
+        autoInsert: false
+      })
+  });
+  commands.addCommand(CommandIDs.fixCell, {
+    describedBy: NO_ARGS,
+    label: 'Fix the error in this cell',
+    caption:
+      'The error output is sent as context; the fix comes back as a suggestion',
+    isEnabled: () =>
+      !!current() && hasError(tracker.currentWidget) && !current()?.running,
+    // The cell and its error go as a typed edit; the fix replaces the
+    // cell, shown as a diff over it.
+    execute: () => askAboutCell({ intent: '', edit: 'fix' })
+  });
+  commands.addCommand(CommandIDs.improveCell, {
+    describedBy: NO_ARGS,
+    label: 'Improve this cell',
+    caption:
+      'Suggest a clearer, more idiomatic version of the active code cell, shown as a diff',
+    isEnabled: () =>
+      !!current() &&
+      tracker.currentWidget?.content.activeCell?.model.type === 'code' &&
+      !current()?.running,
+    // The cell and its text output go as a typed edit.
+    execute: () => askAboutCell({ intent: '', edit: 'improve' })
+  });
+}
+
+/** Accept, run, reject, cycle and undo the suggestion; stop the request. */
+function registerSuggestionCommands(context: ICommandContext): void {
+  const { commands } = context.app;
+  const { current } = context;
+  const onSuggestion = (
+    label: string,
+    run: (session: NotebookSession, turnId: string) => unknown
+  ) => ({
+    label,
+    describedBy: NO_ARGS,
+    isEnabled: () => !!current()?.suggestions.currentTurn(),
+    execute: async () => {
+      const session = current();
+      const turnId = session?.suggestions.currentTurn();
+      if (session && turnId) {
+        await run(session, turnId);
+      }
+    }
+  });
+  commands.addCommand(
+    CommandIDs.accept,
+    onSuggestion('Accept Suggestion', (s, id) => s.suggestions.accept(id))
+  );
+  commands.addCommand(
+    CommandIDs.acceptAndRun,
+    onSuggestion('Accept Suggestion and Run', (s, id) =>
+      s.suggestions.acceptAndRun(id)
+    )
+  );
+  commands.addCommand(
+    CommandIDs.reject,
+    onSuggestion('Reject Suggestion', (s, id) => s.suggestions.reject(id))
+  );
+  commands.addCommand(
+    CommandIDs.next,
+    onSuggestion('Next Candidate', (s, id) => s.suggestions.cycle(id, 1))
+  );
+  commands.addCommand(
+    CommandIDs.previous,
+    onSuggestion('Previous Candidate', (s, id) => s.suggestions.cycle(id, -1))
+  );
+  commands.addCommand(CommandIDs.undo, {
+    describedBy: NO_ARGS,
+    label: 'Undo Last Suggestion Action',
+    isEnabled: () => !!current(),
+    execute: () => current()?.suggestions.undo()
+  });
+  commands.addCommand(CommandIDs.stop, {
+    describedBy: NO_ARGS,
+    label: 'Stop the Running Request',
+    isEnabled: () => !!current()?.running,
+    execute: () => current()?.stop()
+  });
+}
+
+/** Reloading the value model and the agent tokens tab. */
+function registerToolCommands(context: ICommandContext): void {
+  const { app, sidebar } = context;
+  const { commands } = app;
+  commands.addCommand(CommandIDs.reloadValueModel, {
+    describedBy: NO_ARGS,
+    label: 'Data Agent: Reload Value Model',
+    caption:
+      'Search turns use the newest value model trained by `jupyter-data-agent train-value`',
+    execute: async () => {
+      try {
+        const reply = await reloadValueModel();
+        Notification.success(
+          `Search turns are guided by ${reply.value_model}.`,
+          { autoClose: 5000 }
+        );
+      } catch (error) {
+        Notification.error(`The value model was not reloaded: ${error}`);
+      }
+    }
+  });
+
+  // Outside agents' scoped tokens, in a tab of their own (agenttokens.tsx).
+  let tokensWidget: MainAreaWidget<AgentTokensPanel> | null = null;
+  commands.addCommand(CommandIDs.manageTokens, {
+    describedBy: NO_ARGS,
+    label: 'Data Agent: Manage Agent Tokens',
+    caption:
+      'Make, list and revoke the tokens of outside agents (Claude Code, Codex, Cursor)',
+    execute: async () => {
+      if (!tokensWidget || tokensWidget.isDisposed) {
+        // Loaded when first opened: nothing at startup needs it.
+        const { createTokensWidget } = await import('./agenttokens');
+        if (!tokensWidget || tokensWidget.isDisposed) {
+          tokensWidget = createTokensWidget(agentIcon);
+          app.shell.add(tokensWidget, 'main');
+        }
+      }
+      // The tab forwards its activation: the keyboard goes to the name field.
+      app.shell.activateById(tokensWidget.id);
+    }
+  });
+  sidebar.manageTokens = () => void commands.execute(CommandIDs.manageTokens);
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description:
@@ -87,7 +341,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker, IRenderMimeRegistry],
   optional: [ICommandPalette, ISettingRegistry, ILayoutRestorer],
-  // eslint-disable-next-line max-lines-per-function -- over the budget; to split (issue 36, item 8)
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
@@ -138,39 +391,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       (panel && sessions.get(panel)) ?? null;
     const current = () => sessionFor(tracker.currentWidget);
 
-    tracker.widgetAdded.connect((_, panel) => {
-      void panel.context.ready.then(() => {
-        if (panel.isDisposed || sessions.has(panel)) {
-          return;
-        }
-        // The conversation (and any pending suggestion) comes back from metadata.
-        const session = new NotebookSession(
+    trackSessions(
+      { app, tracker, sidebar, sessions, sessionFor },
+      panel =>
+        new NotebookSession(
           panel,
           () => settings,
           () => limits
-        );
-        sessions.set(panel, session);
-        const contextMenu = activateCellOnContextMenu(panel.content);
-        panel.disposed.connect(() => {
-          contextMenu.dispose();
-          sessions.delete(panel);
-          if (sidebar.session === session) {
-            sidebar.session = null;
-          }
-          session.dispose();
-        });
-        if (tracker.currentWidget === panel) {
-          sidebar.session = session;
-        }
-        app.commands.notifyCommandChanged();
-      });
-    });
-    tracker.currentChanged.connect((_, panel) => {
-      sidebar.session = sessionFor(panel);
-      app.commands.notifyCommandChanged();
-    });
-    tracker.activeCellChanged.connect(() =>
-      app.commands.notifyCommandChanged()
+        )
     );
 
     const openPanel = () => {
@@ -182,192 +410,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const activeCellId = () =>
       tracker.currentWidget?.content.activeCell?.model.id ?? null;
 
-    const { commands } = app;
-    commands.addCommand(CommandIDs.showConfig, {
-      describedBy: NO_ARGS,
-      label: 'Data Agent: Show Model Configuration',
-      execute: async () => {
-        try {
-          const config = await getConfig();
-          await showDialog({
-            title: 'Data Agent',
-            body: new Widget({
-              node: configTable(config, current()?.model ?? null)
-            }),
-            buttons: [Dialog.okButton()]
-          });
-        } catch (error) {
-          await showDialog({
-            title: 'Data Agent: server extension not reachable',
-            body: `${error}. Is the jupyter_data_agent server extension enabled? Check \`jupyter server extension list\`.`,
-            buttons: [Dialog.okButton()]
-          });
-        }
-      }
-    });
-    commands.addCommand(CommandIDs.open, {
-      describedBy: NO_ARGS,
-      label: 'Data Agent: Open Chat',
-      caption: 'Ask the Data Agent about the current notebook',
-      icon: agentIcon,
-      execute: openPanel
-    });
-    commands.addCommand(CommandIDs.askCell, {
-      describedBy: NO_ARGS,
-      label: 'Ask about this cell',
-      caption: 'Ask the Data Agent a question about the active cell',
-      icon: agentIcon,
-      isEnabled: () => !!current() && !!activeCellId(),
-      execute: () => {
-        const session = current();
-        if (!session) {
-          return;
-        }
-        session.pinnedCellId = activeCellId();
-        openPanel();
-      }
-    });
-    /** A request about the active cell, from a command on it. */
-    const askAboutCell = (options: Omit<ISendOptions, 'cellId'>) => {
-      const session = current();
-      if (!session) {
-        return;
-      }
-      openPanel();
-      void session.send({ ...options, cellId: activeCellId() });
+    const context: ICommandContext = {
+      app,
+      tracker,
+      sidebar,
+      current,
+      openPanel,
+      activeCellId,
+      canRun
     };
-    commands.addCommand(CommandIDs.explainCell, {
-      describedBy: NO_ARGS,
-      label: 'Explain this cell',
-      caption:
-        'Ask the Data Agent to explain the active cell (an answer in words)',
-      isEnabled: () =>
-        !!current() &&
-        !!activeCellId() &&
-        !current()?.running &&
-        canRun(EXPLAIN),
-      // The cell (source, outputs, error) goes as the active one; the answer
-      // is Markdown read in the panel, and no cell is inserted.
-      execute: () =>
-        askAboutCell({
-          intent: explainQuestion(current()?.cellIndex(activeCellId()) ?? -1),
-          strategy: EXPLAIN,
-          autoInsert: false
-        })
-    });
-    commands.addCommand(CommandIDs.fixCell, {
-      describedBy: NO_ARGS,
-      label: 'Fix the error in this cell',
-      caption:
-        'The error output is sent as context; the fix comes back as a suggestion',
-      isEnabled: () =>
-        !!current() && hasError(tracker.currentWidget) && !current()?.running,
-      // The cell and its error go as a typed edit; the fix replaces the
-      // cell, shown as a diff over it.
-      execute: () => askAboutCell({ intent: '', edit: 'fix' })
-    });
-    commands.addCommand(CommandIDs.improveCell, {
-      describedBy: NO_ARGS,
-      label: 'Improve this cell',
-      caption:
-        'Suggest a clearer, more idiomatic version of the active code cell, shown as a diff',
-      isEnabled: () =>
-        !!current() &&
-        tracker.currentWidget?.content.activeCell?.model.type === 'code' &&
-        !current()?.running,
-      // The cell and its text output go as a typed edit.
-      execute: () => askAboutCell({ intent: '', edit: 'improve' })
-    });
-
-    const onSuggestion = (
-      label: string,
-      run: (session: NotebookSession, turnId: string) => unknown
-    ) => ({
-      label,
-      describedBy: NO_ARGS,
-      isEnabled: () => !!current()?.suggestions.currentTurn(),
-      execute: async () => {
-        const session = current();
-        const turnId = session?.suggestions.currentTurn();
-        if (session && turnId) {
-          await run(session, turnId);
-        }
-      }
-    });
-    commands.addCommand(
-      CommandIDs.accept,
-      onSuggestion('Accept Suggestion', (s, id) => s.suggestions.accept(id))
-    );
-    commands.addCommand(
-      CommandIDs.acceptAndRun,
-      onSuggestion('Accept Suggestion and Run', (s, id) =>
-        s.suggestions.acceptAndRun(id)
-      )
-    );
-    commands.addCommand(
-      CommandIDs.reject,
-      onSuggestion('Reject Suggestion', (s, id) => s.suggestions.reject(id))
-    );
-    commands.addCommand(
-      CommandIDs.next,
-      onSuggestion('Next Candidate', (s, id) => s.suggestions.cycle(id, 1))
-    );
-    commands.addCommand(
-      CommandIDs.previous,
-      onSuggestion('Previous Candidate', (s, id) => s.suggestions.cycle(id, -1))
-    );
-    commands.addCommand(CommandIDs.undo, {
-      describedBy: NO_ARGS,
-      label: 'Undo Last Suggestion Action',
-      isEnabled: () => !!current(),
-      execute: () => current()?.suggestions.undo()
-    });
-    commands.addCommand(CommandIDs.stop, {
-      describedBy: NO_ARGS,
-      label: 'Stop the Running Request',
-      isEnabled: () => !!current()?.running,
-      execute: () => current()?.stop()
-    });
-
-    commands.addCommand(CommandIDs.reloadValueModel, {
-      describedBy: NO_ARGS,
-      label: 'Data Agent: Reload Value Model',
-      caption:
-        'Search turns use the newest value model trained by `jupyter-data-agent train-value`',
-      execute: async () => {
-        try {
-          const reply = await reloadValueModel();
-          Notification.success(
-            `Search turns are guided by ${reply.value_model}.`,
-            { autoClose: 5000 }
-          );
-        } catch (error) {
-          Notification.error(`The value model was not reloaded: ${error}`);
-        }
-      }
-    });
-
-    // Outside agents' scoped tokens, in a tab of their own (agenttokens.tsx).
-    let tokensWidget: MainAreaWidget<AgentTokensPanel> | null = null;
-    commands.addCommand(CommandIDs.manageTokens, {
-      describedBy: NO_ARGS,
-      label: 'Data Agent: Manage Agent Tokens',
-      caption:
-        'Make, list and revoke the tokens of outside agents (Claude Code, Codex, Cursor)',
-      execute: async () => {
-        if (!tokensWidget || tokensWidget.isDisposed) {
-          // Loaded when first opened: nothing at startup needs it.
-          const { createTokensWidget } = await import('./agenttokens');
-          if (!tokensWidget || tokensWidget.isDisposed) {
-            tokensWidget = createTokensWidget(agentIcon);
-            app.shell.add(tokensWidget, 'main');
-          }
-        }
-        // The tab forwards its activation: the keyboard goes to the name field.
-        app.shell.activateById(tokensWidget.id);
-      }
-    });
-    sidebar.manageTokens = () => void commands.execute(CommandIDs.manageTokens);
+    registerCellCommands(context);
+    registerSuggestionCommands(context);
+    registerToolCommands(context);
 
     if (palette) {
       const category = 'Data Agent';

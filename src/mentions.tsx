@@ -141,7 +141,6 @@ export interface IMentions {
  * `@` completion for a textarea. `kernelId` reads the notebook's kernel at
  * the moment the popup opens (it changes on a restart).
  */
-// eslint-disable-next-line max-lines-per-function -- over the budget; to split (issue 36, item 8)
 export function useMentions(props: {
   text: string;
   setText: (text: string) => void;
@@ -152,63 +151,15 @@ export function useMentions(props: {
   const [caret, setCaret] = React.useState<number | null>(null);
   const [active, setActive] = React.useState(0);
   const [dismissed, setDismissed] = React.useState<number | null>(null);
-  const [listing, setListing] = React.useState<Listing>({ status: 'loading' });
-  const fetched = React.useRef<{ kernel: string; at: number } | null>(null);
   const id = React.useMemo(() => `jp-DataAgent-mentions-${++popupIds}`, []);
 
   const at = caret === null ? null : mentionAt(text, caret);
   const open = at !== null && dismissed !== at.start;
+  const listing = useVariableListing(open, at?.start, kernelId);
   const options =
     open && listing.status === 'ready'
       ? matchVariables(listing.variables, at.query)
       : [];
-
-  React.useEffect(() => {
-    if (!open) {
-      return;
-    }
-    const kernel = kernelId();
-    if (!kernel) {
-      setListing({
-        status: 'unavailable',
-        reason:
-          'The notebook has no running kernel: start it to mention its DataFrames.'
-      });
-      return;
-    }
-    const last = fetched.current;
-    if (last && last.kernel === kernel && Date.now() - last.at < FRESH_MS) {
-      return;
-    }
-    fetched.current = { kernel, at: Date.now() };
-    let current = true;
-    if (!last || last.kernel !== kernel) {
-      setListing({ status: 'loading' });
-    }
-    getVariables(kernel).then(
-      (reply: VariablesReply) => {
-        if (current) {
-          setListing(
-            reply.available
-              ? { status: 'ready', variables: reply.variables }
-              : { status: 'unavailable', reason: reply.reason }
-          );
-        }
-      },
-      (error: Error) => {
-        fetched.current = null;
-        if (current) {
-          setListing({
-            status: 'unavailable',
-            reason: `Could not read the kernel’s variables: ${error.message}`
-          });
-        }
-      }
-    );
-    return () => {
-      current = false;
-    };
-  }, [open, at?.start]);
 
   React.useEffect(() => setActive(0), [at?.start, at?.query]);
 
@@ -270,6 +221,104 @@ export function useMentions(props: {
   const optionId = (i: number) => `${id}-option-${i}`;
   const showList = open && (options.length > 0 || message !== null);
   const popup = showList ? (
+    <MentionsPopup
+      id={id}
+      message={message}
+      options={options}
+      active={active}
+      optionId={optionId}
+      pick={pick}
+      setActive={setActive}
+    />
+  ) : null;
+
+  const listed = open && options.length > 0;
+  return {
+    onKeyDown,
+    onCaret,
+    popup,
+    inputProps: {
+      'aria-autocomplete': 'list',
+      'aria-controls': listed ? id : undefined,
+      'aria-activedescendant': listed
+        ? optionId(Math.min(active, options.length - 1))
+        : undefined
+    }
+  };
+}
+
+/**
+ * The kernel's DataFrames and Series while the popup is `open`, re-read when
+ * the mention at `start` opens and the listing is stale or of another kernel.
+ */
+function useVariableListing(
+  open: boolean,
+  start: number | undefined,
+  kernelId: () => string | null
+): Listing {
+  const [listing, setListing] = React.useState<Listing>({ status: 'loading' });
+  const fetched = React.useRef<{ kernel: string; at: number } | null>(null);
+  React.useEffect(() => {
+    if (!open) {
+      return;
+    }
+    const kernel = kernelId();
+    if (!kernel) {
+      setListing({
+        status: 'unavailable',
+        reason:
+          'The notebook has no running kernel: start it to mention its DataFrames.'
+      });
+      return;
+    }
+    const last = fetched.current;
+    if (last && last.kernel === kernel && Date.now() - last.at < FRESH_MS) {
+      return;
+    }
+    fetched.current = { kernel, at: Date.now() };
+    let current = true;
+    if (!last || last.kernel !== kernel) {
+      setListing({ status: 'loading' });
+    }
+    getVariables(kernel).then(
+      (reply: VariablesReply) => {
+        if (current) {
+          setListing(
+            reply.available
+              ? { status: 'ready', variables: reply.variables }
+              : { status: 'unavailable', reason: reply.reason }
+          );
+        }
+      },
+      (error: Error) => {
+        fetched.current = null;
+        if (current) {
+          setListing({
+            status: 'unavailable',
+            reason: `Could not read the kernel’s variables: ${error.message}`
+          });
+        }
+      }
+    );
+    return () => {
+      current = false;
+    };
+  }, [open, start]);
+  return listing;
+}
+
+/** The popup: a message, or the listbox of matching variables. */
+function MentionsPopup(props: {
+  id: string;
+  message: string | null;
+  options: readonly VariableInfo[];
+  active: number;
+  optionId: (i: number) => string;
+  pick: (variable: VariableInfo) => void;
+  setActive: (i: number) => void;
+}) {
+  const { id, message, options, active, optionId, pick, setActive } = props;
+  return (
     <div className="jp-DataAgent-mentions">
       {message !== null ? (
         <div className="jp-DataAgent-mentionsMessage" role="status">
@@ -309,19 +358,5 @@ export function useMentions(props: {
         </ul>
       )}
     </div>
-  ) : null;
-
-  const listed = open && options.length > 0;
-  return {
-    onKeyDown,
-    onCaret,
-    popup,
-    inputProps: {
-      'aria-autocomplete': 'list',
-      'aria-controls': listed ? id : undefined,
-      'aria-activedescendant': listed
-        ? optionId(Math.min(active, options.length - 1))
-        : undefined
-    }
-  };
+  );
 }

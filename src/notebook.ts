@@ -195,11 +195,12 @@ export class SuggestionController implements IDisposable {
     turnId: string
   ): IReplaceTarget | null {
     const found = targetOf(this._cells, cellId, turnId, this._stateOf);
-    if (found?.supersedes) {
-      // A newer edit of the same cell supersedes the one still shown.
-      this.reject(found.supersedes);
+    if (!found?.supersedes) {
+      return found?.target ?? null;
     }
-    return found?.target ?? null;
+    // A newer edit supersedes the shown one: target the cell as rejected.
+    this.reject(found.supersedes);
+    return targetOf(this._cells, cellId, turnId, this._stateOf)?.target ?? null;
   }
 
   private _existing(turnId: string): ExistingCells {
@@ -277,8 +278,7 @@ export class SuggestionController implements IDisposable {
       reject(state, { sources: this._sources(state), anchor })
     );
     if (ok && anchor) {
-      // Back to the cell the suggestion hung from, as before the insert
-      // (the empty cell it took, given back).
+      // Back to the cell the suggestion hung from (its empty cell given back).
       const notebook = this.panel.content;
       const from = state.cells[0]?.edits ? state.cells[0].id : anchor.afterId;
       const back = from ? this._cells.indexOf(from) : 0;

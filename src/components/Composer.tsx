@@ -21,7 +21,6 @@ import { IServerStrategies } from './common';
 /** The question box's class: the sidebar puts the keyboard there. */
 export const INPUT_CLASS = 'jp-DataAgent-input';
 
-// eslint-disable-next-line max-lines-per-function -- over the budget; to split (issue 36, item 8)
 export function Composer(props: {
   session: NotebookSession;
   /** The settings, within the server's limits. */
@@ -37,11 +36,10 @@ export function Composer(props: {
   const [model, setModel] = React.useState<string | null>(session.model);
   React.useEffect(() => setModel(session.model), [session]);
   const [text, setText] = React.useState('');
-  const [cursor, setCursor] = React.useState<number | null>(null);
   const [samples, setSamples] = React.useState<number | null>(settings.samples);
   const [budget, setBudget] = React.useState<number | null>(settings.budget);
   const [strategy, setStrategy] = React.useState<Strategy>(session.strategy);
-  const draft = React.useRef('');
+  const history = useHistoryKeys(session, text, setText);
   const input = React.useRef<HTMLTextAreaElement>(null);
   const mentions = useMentions({
     text,
@@ -63,15 +61,13 @@ export function Composer(props: {
     }
     void session.send({ intent: text, strategy, samples, budget });
     setText('');
-    setCursor(null);
+    history.reset();
   };
 
   const onKeyDown = (event: React.KeyboardEvent<HTMLTextAreaElement>) => {
     if (event.nativeEvent.isComposing || mentions.onKeyDown(event)) {
       return;
     }
-    const area = event.currentTarget;
-    const history = session.intentHistory;
     if (event.key === 'Escape' && running) {
       event.preventDefault();
       event.stopPropagation();
@@ -79,7 +75,72 @@ export function Composer(props: {
     } else if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
       send();
-    } else if (
+    } else {
+      history.onKey(event);
+    }
+  };
+
+  return (
+    <div className="jp-DataAgent-composer">
+      {pinned && pinnedIndex >= 0 && (
+        <PinnedCell session={session} index={pinnedIndex} />
+      )}
+      {mentions.popup}
+      <textarea
+        ref={input}
+        className={INPUT_CLASS}
+        rows={3}
+        value={text}
+        placeholder="Ask about this notebook… (Enter sends, Shift+Enter new line, ↑ history, @ names a DataFrame)"
+        aria-label="Question for the Data Agent"
+        {...mentions.inputProps}
+        onSelect={event => mentions.onCaret(event.currentTarget)}
+        onChange={event => {
+          setText(event.target.value);
+          history.reset();
+          mentions.onCaret(event.target);
+        }}
+        onKeyDown={onKeyDown}
+        aria-invalid={problem ? true : undefined}
+      />
+      {problem && (
+        <div className="jp-DataAgent-intentProblem" role="alert">
+          {problem}
+        </div>
+      )}
+      <ComposerControls
+        session={session}
+        strategies={strategies}
+        models={models}
+        limits={limits}
+        strategy={strategy}
+        setStrategy={setStrategy}
+        model={model}
+        setModel={setModel}
+        samples={samples}
+        setSamples={setSamples}
+        budget={budget}
+        setBudget={setBudget}
+        running={!!running}
+        canSend={!!text.trim() && !problem}
+        send={send}
+      />
+    </div>
+  );
+}
+
+/** ↑/↓ through the notebook's past questions, keeping the draft being typed. */
+function useHistoryKeys(
+  session: NotebookSession,
+  text: string,
+  setText: (text: string) => void
+) {
+  const [cursor, setCursor] = React.useState<number | null>(null);
+  const draft = React.useRef('');
+  const onKey = (event: React.KeyboardEvent<HTMLTextAreaElement>) => {
+    const area = event.currentTarget;
+    const history = session.intentHistory;
+    if (
       event.key === 'ArrowUp' &&
       history.length &&
       (cursor === null
@@ -113,106 +174,109 @@ export function Composer(props: {
     }
   };
 
+  return { reset: () => setCursor(null), onKey };
+}
+
+/** The cell the question is pinned to, with a button to unpin it. */
+function PinnedCell(props: { session: NotebookSession; index: number }) {
   return (
-    <div className="jp-DataAgent-composer">
-      {pinned && pinnedIndex >= 0 && (
-        <div className="jp-DataAgent-pinned">
-          About cell {pinnedIndex + 1}
-          <button
-            className="jp-DataAgent-unpin"
-            aria-label="Ask about the active cell instead"
-            onClick={() => (session.pinnedCellId = null)}
-          >
-            ×
-          </button>
-        </div>
-      )}
-      {mentions.popup}
-      <textarea
-        ref={input}
-        className={INPUT_CLASS}
-        rows={3}
-        value={text}
-        placeholder="Ask about this notebook… (Enter sends, Shift+Enter new line, ↑ history, @ names a DataFrame)"
-        aria-label="Question for the Data Agent"
-        {...mentions.inputProps}
-        onSelect={event => mentions.onCaret(event.currentTarget)}
+    <div className="jp-DataAgent-pinned">
+      About cell {props.index + 1}
+      <button
+        className="jp-DataAgent-unpin"
+        aria-label="Ask about the active cell instead"
+        onClick={() => (props.session.pinnedCellId = null)}
+      >
+        ×
+      </button>
+    </div>
+  );
+}
+
+/** The strategy and model pickers, the strategy's knobs, and Ask / Stop. */
+function ComposerControls(props: {
+  session: NotebookSession;
+  strategies: IServerStrategies | null;
+  models: string[];
+  limits: Limits;
+  strategy: Strategy;
+  setStrategy: (strategy: Strategy) => void;
+  model: string | null;
+  setModel: (model: string | null) => void;
+  samples: number | null;
+  setSamples: (samples: number) => void;
+  budget: number | null;
+  setBudget: (budget: number) => void;
+  running: boolean;
+  canSend: boolean;
+  send: () => void;
+}) {
+  const { session, strategies, models, limits, strategy, setStrategy } = props;
+  const { model, setModel, samples, setSamples, budget, setBudget } = props;
+  const { running, canSend, send } = props;
+  return (
+    <div className="jp-DataAgent-controls">
+      <HTMLSelect
+        className="jp-DataAgent-strategy"
+        aria-label="Strategy"
+        value={strategy}
         onChange={event => {
-          setText(event.target.value);
-          setCursor(null);
-          mentions.onCaret(event.target);
+          const value = event.currentTarget.value as Strategy;
+          setStrategy(value);
+          session.strategy = value;
         }}
-        onKeyDown={onKeyDown}
-        aria-invalid={problem ? true : undefined}
+        options={chooserOptions(strategies, strategy)}
       />
-      {problem && (
-        <div className="jp-DataAgent-intentProblem" role="alert">
-          {problem}
-        </div>
-      )}
-      <div className="jp-DataAgent-controls">
+      {models.length > 1 && (
         <HTMLSelect
-          className="jp-DataAgent-strategy"
-          aria-label="Strategy"
-          value={strategy}
+          className="jp-DataAgent-model"
+          aria-label="Model"
+          title="The model that answers this notebook's questions"
+          value={model ?? models[0]}
           onChange={event => {
-            const value = event.currentTarget.value as Strategy;
-            setStrategy(value);
-            session.strategy = value;
+            const value = event.currentTarget.value;
+            const picked = value === models[0] ? null : value;
+            setModel(picked);
+            session.model = picked;
           }}
-          options={chooserOptions(strategies, strategy)}
+          options={models}
         />
-        {models.length > 1 && (
-          <HTMLSelect
-            className="jp-DataAgent-model"
-            aria-label="Model"
-            title="The model that answers this notebook's questions"
-            value={model ?? models[0]}
-            onChange={event => {
-              const value = event.currentTarget.value;
-              const picked = value === models[0] ? null : value;
-              setModel(picked);
-              session.model = picked;
-            }}
-            options={models}
-          />
-        )}
-        {knobDefault(strategies, strategy, 'samples') !== null && (
-          <KnobInput
-            name="samples"
-            title="Candidates sampled (and, for Vote, executed and voted)"
-            max={limits?.max_samples}
-            value={samples ?? knobDefault(strategies, strategy, 'samples')}
-            onChange={setSamples}
-          />
-        )}
-        {knobDefault(strategies, strategy, 'budget') !== null && (
-          <KnobInput
-            name="budget"
-            title="Search iterations (Search) or steps (Agent)"
-            max={limits?.max_budget}
-            value={budget ?? knobDefault(strategies, strategy, 'budget')}
-            onChange={setBudget}
-          />
-        )}
-        <span className="jp-DataAgent-spacer" />
-        {running ? (
-          <button
-            className="jp-Button jp-mod-styled jp-mod-warn jp-DataAgent-stop"
-            onClick={() => void session.stop()}
-          >
-            Stop
-          </button>
-        ) : (
-          <button
-            className="jp-Button jp-mod-styled jp-mod-accept jp-DataAgent-send"
-            disabled={!text.trim() || !!problem}
-            onClick={send}
-          >
-            Ask
-          </button>
-        )}
-      </div>
+      )}
+      {knobDefault(strategies, strategy, 'samples') !== null && (
+        <KnobInput
+          name="samples"
+          title="Candidates sampled (and, for Vote, executed and voted)"
+          max={limits?.max_samples}
+          value={samples ?? knobDefault(strategies, strategy, 'samples')}
+          onChange={setSamples}
+        />
+      )}
+      {knobDefault(strategies, strategy, 'budget') !== null && (
+        <KnobInput
+          name="budget"
+          title="Search iterations (Search) or steps (Agent)"
+          max={limits?.max_budget}
+          value={budget ?? knobDefault(strategies, strategy, 'budget')}
+          onChange={setBudget}
+        />
+      )}
+      <span className="jp-DataAgent-spacer" />
+      {running ? (
+        <button
+          className="jp-Button jp-mod-styled jp-mod-warn jp-DataAgent-stop"
+          onClick={() => void session.stop()}
+        >
+          Stop
+        </button>
+      ) : (
+        <button
+          className="jp-Button jp-mod-styled jp-mod-accept jp-DataAgent-send"
+          disabled={!canSend}
+          onClick={send}
+        >
+          Ask
+        </button>
+      )}
     </div>
   );
 }
