@@ -439,6 +439,17 @@ export function readConversation(
   return { version: METADATA_VERSION, turns };
 }
 
+/**
+ * When the conversation was last cleared (seconds since the epoch; 0:
+ * never): turns listed by the server that started before stay hidden.
+ */
+export function clearedAt(
+  metadata: Record<string, unknown> | undefined
+): number {
+  const raw = metadata?.[METADATA_KEY] as Record<string, unknown> | undefined;
+  return typeof raw?.cleared === 'number' ? raw.cleared : 0;
+}
+
 /** A new conversation with `turn` added or replaced (matched by turn_id). */
 export function upsertTurn(
   conversation: INotebookAgentMetadata,

@@ -27,6 +27,7 @@ import {
   ITurn,
   METADATA_KEY,
   METADATA_VERSION,
+  clearedAt,
   conversationValue,
   newTurnId,
   orderTimeline,
@@ -231,7 +232,11 @@ export class NotebookSession implements IDisposable {
       }));
     const outside: Live[] = this._outside
       .visible(
-        ownTurns(this.suggestions.conversation.turns, this._exchanges.all)
+        ownTurns(
+          this.suggestions.conversation.turns,
+          this._exchanges.all,
+          clearedAt(this.panel.model?.metadata)
+        )
       )
       .map(t => ({
         turnId: t.summary.turn_id,
@@ -445,13 +450,13 @@ export class NotebookSession implements IDisposable {
     this._exchanges.clear();
     const model = this.panel.model;
     if (model) {
-      model.setMetadata(
-        METADATA_KEY,
-        conversationValue(model.getMetadata(METADATA_KEY), {
+      model.setMetadata(METADATA_KEY, {
+        ...conversationValue(model.getMetadata(METADATA_KEY), {
           version: METADATA_VERSION,
           turns: []
-        })
-      );
+        }),
+        cleared: this._outside.clearTime()
+      });
     }
     this._changed.emit();
   }

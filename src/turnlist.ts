@@ -20,6 +20,8 @@ export type { TurnList, TurnSummary } from './wire';
 export interface IOwnTurns {
   turnIds: ReadonlySet<string>;
   jobIds: ReadonlySet<string>;
+  /** When the conversation was cleared (seconds; 0: never): older turns are gone too. */
+  cleared: number;
 }
 
 /** One listed turn and where its replay stands. */
@@ -89,9 +91,11 @@ export function sourceLabel(turn: TurnSummary): string {
 /** The sidebar's own turns: stored in the notebook, or asked here. */
 export function ownTurns(
   stored: readonly { turn_id: string }[],
-  live: readonly IExchange[]
+  live: readonly IExchange[],
+  cleared = 0
 ): IOwnTurns {
   return {
+    cleared,
     turnIds: new Set([
       ...stored.map(t => t.turn_id),
       ...live.map(e => e.turnId ?? e.job.turnId ?? '').filter(Boolean)
@@ -166,10 +170,23 @@ export class OutsideTurns {
     return this._available;
   }
 
-  /** The turns to show: not the sidebar's own, unless replayed here. */
+  /**
+   * The turns to show: not the sidebar's own, unless replayed here, and none
+   * started before the conversation was cleared.
+   */
   visible(own: IOwnTurns): IOutsideTurn[] {
     return this._all.filter(
-      t => t.replay.kind === 'shown' || !isOwnTurn(t.summary, own)
+      t =>
+        t.summary.started > own.cleared &&
+        (t.replay.kind === 'shown' || !isOwnTurn(t.summary, own))
+    );
+  }
+
+  /** When a clear happens now: after every turn listed so far, whatever the clocks say. */
+  clearTime(): number {
+    return Math.max(
+      Date.now() / 1000,
+      ...this._all.map(t => t.summary.started)
     );
   }
 

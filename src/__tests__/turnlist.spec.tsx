@@ -247,6 +247,37 @@ describe('OutsideTurns', () => {
     ]);
   });
 
+  it('hides every turn started before a clear, replayed or not, on every clock', async () => {
+    const turns = new OutsideTurns({
+      path: () => 'nb.ipynb',
+      onChange: () => undefined,
+      // A server clock ahead of the browser's: the clear is after its turns still.
+      list: list([
+        summary('later', { source: 'mcp', started: 4e9 + 10 }),
+        summary('ahead', { source: 'sidebar', started: 4e9 }),
+        summary('mcp', { source: 'mcp', started: 10 })
+      ]),
+      poll: async jobId => poll(jobId)
+    });
+    await turns.refresh();
+    await turns.open('mcp');
+    expect(turns.clearTime()).toBe(4e9 + 10);
+    const cleared = ownTurns([], [], 4e9);
+    expect(turns.visible(cleared).map(t => t.summary.job_id)).toEqual([
+      'later'
+    ]);
+    // Never cleared: all three (none is the sidebar's own).
+    expect(turns.visible(ownTurns([], [])).length).toBe(3);
+    const now = Date.now() / 1000;
+    const early = new OutsideTurns({
+      path: () => 'nb.ipynb',
+      onChange: () => undefined,
+      list: list([summary('old', { started: 10 })])
+    });
+    await early.refresh();
+    expect(early.clearTime()).toBeGreaterThanOrEqual(now);
+  });
+
   it('treats an older server as having no list', async () => {
     const turns = new OutsideTurns({
       path: () => 'nb.ipynb',
