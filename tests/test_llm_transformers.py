@@ -217,3 +217,127 @@ def test_embedded_smollm2_generates(monkeypatch):
     assert c.token_logprobs and len(c.token_logprobs) == c.completion_tokens <= 16
     assert all(lp <= 0 for lp in c.token_logprobs)
     assert backend.prompt_text(prompt)[0].startswith("<|im_start|>")
+
+
+# -- speed: nothing computed that was not asked for, weights placed as they load (issue: GPU speed) --
+
+
+def _spy_generate(backend, monkeypatch) -> list[dict]:
+    """The keyword arguments of every ``model.generate`` call the backend makes."""
+    model = backend.load().model
+    calls: list[dict] = []
+    real = model.generate
+
+    def generate(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "generate", generate)
+    return calls
+
+
+def _recorders(kwargs: dict) -> list:
+    """The logits processors passed that are not sampling warpers: the log-prob recorder."""
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+
+    warpers = (TemperatureLogitsWarper, TopPLogitsWarper)
+    return [p for p in kwargs.get("logits_processor") or () if not isinstance(p, warpers)]
+
+
+def test_no_logprobs_no_recorder(backend, monkeypatch):
+    """Without log-probs no processor of ours runs and no scores are kept: plain generate's steps."""
+    calls = _spy_generate(backend, monkeypatch)
+    [greedy] = backend.generate(TEXT, SamplingParams(max_tokens=8))
+    sampled = backend.generate(TEXT, SamplingParams(n=2, temperature=0.7, max_tokens=8, seed=3))
+    "".join(backend.stream(TEXT, SamplingParams(max_tokens=8, logprobs=True)))  # a stream returns no log-probs
+    assert len(calls) == 3
+    assert "logits_processor" not in calls[0]  # greedy: nothing at all
+    assert all(not _recorders(c) for c in calls)
+    for c in calls:
+        assert not any(c.get(k) for k in ("output_scores", "output_logits", "return_dict_in_generate"))
+    assert greedy.token_logprobs is None and all(c.token_logprobs is None for c in sampled)
+    # The log-probs change no token: the same seed samples the same text with them.
+    with_lp = backend.generate(TEXT, SamplingParams(n=2, temperature=0.7, max_tokens=8, seed=3, logprobs=True))
+    assert len(_recorders(calls[-1])) == 1
+    assert [c.text for c in with_lp] == [c.text for c in sampled]
+
+
+def test_sampled_logprobs_match_a_forward_pass(backend):
+    """With log-probs: each sampled token's log-prob under the model's own distribution,
+    recomputed from one forward pass over prompt + completion."""
+    out = backend.generate(TEXT, SamplingParams(n=2, temperature=0.7, max_tokens=10, logprobs=True, seed=5))
+    loaded = backend.load()
+    prompt = loaded.tokenizer("df = pd.", return_tensors="pt")["input_ids"][0]
+    for c in out:
+        gen = torch.tensor(loaded.tokenizer(c.text, add_special_tokens=False)["input_ids"])
+        assert len(gen) == c.completion_tokens == len(c.token_logprobs)  # ASCII BPE: the text round-trips
+        full = torch.cat([prompt, gen])[None]
+        with torch.inference_mode():
+            logits = loaded.model(full).logits[0, len(prompt) - 1 : -1].float()
+        expected = torch.log_softmax(logits, -1).gather(1, gen[:, None]).squeeze(1).tolist()
+        assert c.token_logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def _devices() -> list[str]:
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_weights_load_onto_the_device(tiny_model_dir, tmp_path, monkeypatch, device):
+    """from_pretrained places the weights (device_map), in the target dtype; no move afterwards."""
+    import shutil
+
+    from jupyter_data_agent.llm import transformers_backend as tb
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    location = shutil.copytree(tiny_model_dir, tmp_path / "model")  # a path of its own: not from the cache
+    seen: list[dict] = []
+    real = tb.AutoModelForCausalLM.from_pretrained
+
+    def from_pretrained(*args, **kwargs):
+        seen.append(kwargs)
+        model = real(*args, **kwargs)
+        monkeypatch.setattr(model, "to", lambda *a, **k: pytest.fail("moved after loading"))
+        return model
+
+    monkeypatch.setattr(tb.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    loaded = TransformersBackend(Settings(backend="transformers", model=str(location), device=device)).load()
+    [kwargs] = seen
+    assert torch.device(kwargs["device_map"]) == torch.device(device) and kwargs["dtype"] == loaded.dtype
+    params = list(loaded.model.parameters()) + list(loaded.model.buffers())
+    assert {p.device.type for p in params} == {torch.device(device).type}
+    assert {p.dtype for p in loaded.model.parameters()} == {loaded.dtype}
+
+
+def test_without_accelerate_weights_load_then_move(tiny_model_dir, tmp_path, monkeypatch):
+    """device_map needs accelerate; without it the weights still end up on the device."""
+    import shutil
+
+    from jupyter_data_agent.llm import transformers_backend as tb
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(tb, "is_accelerate_available", lambda: False)
+    location = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    backend = TransformersBackend(Settings(backend="transformers", model=str(location), device="cpu"))
+    assert {p.device.type for p in backend.load().model.parameters()} == {"cpu"}
+    assert backend.generate(TEXT, SamplingParams(max_tokens=3))[0].completion_tokens >= 1
+
+
+def test_stop_criterion_built_once_per_stop_set(backend, monkeypatch):
+    """Building a StopStringCriteria walks the whole vocabulary: once per stop set, not per call."""
+    from transformers import StopStringCriteria
+
+    built: list[tuple] = []
+    init = StopStringCriteria.__init__
+
+    def counting(self, tokenizer, stop_strings):
+        built.append(tuple(stop_strings))
+        init(self, tokenizer=tokenizer, stop_strings=stop_strings)
+
+    monkeypatch.setattr(StopStringCriteria, "__init__", counting)  # wherever it is built
+    params = SamplingParams(max_tokens=12, stop=("zzq-unseen", "qq-unseen"))
+    first = backend.generate(TEXT, params)[0].text
+    built.clear()  # the per-string usability checks and the set's criterion
+    assert backend.generate(TEXT, params)[0].text == first
+    assert "".join(backend.stream(TEXT, params)) == first
+    assert built == []  # both reused the set's criterion

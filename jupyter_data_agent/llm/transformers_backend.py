@@ -19,11 +19,15 @@ Decisions worth knowing:
   temperature/top-p), as OpenAI reports them, so they are comparable across
   temperatures for the PUCT prior. They are recorded by a logits processor
   that keeps one row per sequence, not the ``steps x vocab`` tensors of
-  ``output_scores``.
-* Stop sequences go to ``generate(stop_strings=...)`` so decoding ends early,
-  and the text is also cut afterwards (the criterion fires only once the
-  token completing the string is out); token log-probabilities are trimmed to
-  the tokens that produced the kept text.
+  ``output_scores``, and only when asked for: without ``logprobs`` a decoding
+  step is plain ``model.generate``'s (``python -m
+  jupyter_data_agent_bench.generation_speed`` measures the two side by side).
+* Weights load straight onto the device (``device_map``), in the target dtype.
+* Stop sequences go to a ``StopStringCriteria`` so decoding ends early (built
+  once per set of stop strings and model: building one walks the whole
+  vocabulary), and the text is also cut afterwards (the criterion fires only
+  once the token completing the string is out); token log-probabilities are
+  trimmed to the tokens that produced the kept text.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from transformers import (
     TextIteratorStreamer,
 )
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+from transformers.utils import is_accelerate_available
 
 from ..config import Settings
 from .base import (
@@ -96,6 +101,11 @@ class LoadedModel:
     load_seconds: float
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop_ok: dict[str, bool] = field(default_factory=dict)  # stop string -> usable by generate
+    # usable stop strings -> their criterion (kept: building one walks the vocabulary)
+    stop_criteria: dict[tuple[str, ...], StopStringCriteria] = field(default_factory=dict)
+
+
+_STOP_CRITERIA_KEPT = 16  # per model; the product uses a handful of stop sets
 
 
 _CACHE: ModelCache[LoadedModel] = ModelCache()
@@ -135,9 +145,7 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
             return torch.float16
         return torch.float32
     if name not in _DTYPES:
-        raise BackendError(
-            f"Unknown dtype {dtype!r}: set c.DataAgent.dtype to auto, float32, float16 or bfloat16."
-        )
+        raise BackendError(f"Unknown dtype {dtype!r}: set c.DataAgent.dtype to auto, float32, float16 or bfloat16.")
     return _DTYPES[name]
 
 
@@ -168,8 +176,12 @@ def _load(source: ModelSource, device: str, dtype, trust: bool, allow_download: 
     start = time.perf_counter()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source.location, dtype=dtype, **kwargs)
-        model.to(device)
+        # Straight onto the device, in the target dtype: no full copy in host memory first. The
+        # device_map path needs accelerate (the transformers extra has it); without: load, move.
+        placement = {"device_map": torch.device(device)} if is_accelerate_available() else {}
+        model = AutoModelForCausalLM.from_pretrained(source.location, dtype=dtype, **placement, **kwargs)
+        if not placement:
+            model.to(device)
     except (OSError, ValueError, EnvironmentError) as exc:
         local = Path(source.location).exists()
         hint = (
@@ -219,13 +231,22 @@ class _LogprobRecorder(LogitsProcessor):
 
 
 class _Cancel(StoppingCriteria):
-    """Ends a streaming generation when the consumer stops reading."""
+    """Ends a streaming generation when the consumer stops reading.
+
+    Until then every step gets the same all-false tensor: no new tensor (and on a GPU no
+    kernel) per step.
+    """
 
     def __init__(self, event: threading.Event) -> None:
         self.event = event
+        self.running: torch.Tensor | None = None
 
     def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
-        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
+        if self.event.is_set():
+            return torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if self.running is None or self.running.shape[0] != input_ids.shape[0]:
+            self.running = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return self.running
 
 
 class TransformersBackend(Backend):
@@ -305,7 +326,14 @@ class TransformersBackend(Backend):
         eos = sorted(self._eos_ids())
         return eos[0] if eos else None
 
-    def _generate_kwargs(self, params: SamplingParams, input_ids, max_new: int, num: int):
+    def _generate_kwargs(
+        self, params: SamplingParams, input_ids, max_new: int, num: int, *, criteria: tuple = ()
+    ) -> tuple[dict[str, Any], _LogprobRecorder | None]:
+        """``generate``'s arguments, and the log-prob recorder when ``params.logprobs`` asks for one.
+
+        Without log-probs no processor of ours runs at a greedy step; ``criteria``: more
+        stopping criteria (the stream's cancellation).
+        """
         sample = params.temperature > 0
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
@@ -316,8 +344,9 @@ class TransformersBackend(Backend):
             "pad_token_id": self._pad_id(),
         }
         processors = LogitsProcessorList()
-        recorder = _LogprobRecorder()
-        processors.append(recorder)
+        recorder = _LogprobRecorder() if params.logprobs else None
+        if recorder is not None:
+            processors.append(recorder)
         if sample:
             # Neutralize the built-in warpers (model defaults such as top_k=50 included) and apply
             # ours after the recorder, so recorded log-probs are the model's, and sampling follows
@@ -327,12 +356,29 @@ class TransformersBackend(Backend):
                 processors.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
                 processors.append(TopPLogitsWarper(params.top_p))
-        kwargs["logits_processor"] = processors
-        stop = self._usable_stop_strings(params.stop)
-        if stop:
-            kwargs["stop_strings"] = stop
-            kwargs["tokenizer"] = self.load().tokenizer
+        if processors:
+            kwargs["logits_processor"] = processors
+        stopping = [*criteria]
+        stop = self._stop_criterion(params.stop)
+        if stop is not None:
+            stopping.append(stop)
+        if stopping:
+            kwargs["stopping_criteria"] = StoppingCriteriaList(stopping)
         return kwargs, recorder
+
+    def _stop_criterion(self, stop) -> StopStringCriteria | None:
+        """The criterion for the usable stop strings, built once per set (call under the model's lock)."""
+        usable = tuple(self._usable_stop_strings(stop))
+        if not usable:
+            return None
+        loaded = self.load()
+        criterion = loaded.stop_criteria.pop(usable, None)
+        if criterion is None:
+            criterion = StopStringCriteria(tokenizer=loaded.tokenizer, stop_strings=list(usable))
+            while len(loaded.stop_criteria) >= _STOP_CRITERIA_KEPT:
+                loaded.stop_criteria.pop(next(iter(loaded.stop_criteria)))  # the least recently used
+        loaded.stop_criteria[usable] = criterion  # (re)inserted last: most recently used
+        return criterion
 
     def _usable_stop_strings(self, stop) -> list[str]:
         """Stop strings transformers can match with this vocabulary.
@@ -386,16 +432,12 @@ class TransformersBackend(Backend):
                     "or c.DataAgent.device = 'cpu'."
                 ) from exc
             sequences = out.sequences if hasattr(out, "sequences") else out
-            logprobs = recorder.finish(sequences, prompt_len)
-            completions = [
-                self._completion(sequences[i, prompt_len:].tolist(), logprobs[i].tolist(), params, prompt_len)
-                for i in range(sequences.shape[0])
-            ]
+            rows = sequences[:, prompt_len:].tolist()  # one copy from the device for all rows
+            logprobs = recorder.finish(sequences, prompt_len).tolist() if recorder is not None else [[] for _ in rows]
+            completions = [self._completion(ids, lps, params, prompt_len) for ids, lps in zip(rows, logprobs)]
         return greedy_copies(completions, n) if greedy else completions
 
-    def _completion(
-        self, ids: list[int], logprobs: list[float], params: SamplingParams, prompt_len: int
-    ) -> Completion:
+    def _completion(self, ids: list[int], logprobs: list[float], params: SamplingParams, prompt_len: int) -> Completion:
         tok = self.load().tokenizer
         eos = self._eos_ids()
         length, finish = len(ids), "length"
@@ -438,9 +480,11 @@ class TransformersBackend(Backend):
                         streamer.end()
                         return
                     input_ids, max_new = self._encode(prompt, single.max_tokens)
-                    kwargs, _ = self._generate_kwargs(single, input_ids, max_new, 1)
+                    # No log-probs: a stream returns text only.
+                    kwargs, _ = self._generate_kwargs(
+                        replace(single, logprobs=False), input_ids, max_new, 1, criteria=(_Cancel(cancel),)
+                    )
                     kwargs["streamer"] = streamer
-                    kwargs["stopping_criteria"] = StoppingCriteriaList([_Cancel(cancel)])
                     with torch.inference_mode(), self._seeded(single.seed):
                         loaded.model.generate(**kwargs)
             except BaseException as exc:  # noqa: BLE001 -- re-raised in the consumer's thread
