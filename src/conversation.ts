@@ -15,7 +15,9 @@ import {
   INotebookAgentMetadata,
   ITurn,
   METADATA_KEY,
+  METADATA_VERSION,
   TurnStatus,
+  clearedAt,
   conversationValue,
   readConversation,
   updateTurn,
@@ -57,6 +59,25 @@ export class ConversationStore {
   get conversation(): INotebookAgentMetadata {
     return readConversation({
       [METADATA_KEY]: this._panel.model?.getMetadata(METADATA_KEY)
+    });
+  }
+
+  /** When the conversation was last cleared (seconds; 0: never). */
+  get cleared(): number {
+    return clearedAt({
+      [METADATA_KEY]: this._panel.model?.getMetadata(METADATA_KEY)
+    });
+  }
+
+  /** Forget every stored turn, and that the server's turns started up to `at` were seen. */
+  clear(at: number): void {
+    const model = this._panel.model;
+    model?.setMetadata(METADATA_KEY, {
+      ...conversationValue(model.getMetadata(METADATA_KEY), {
+        version: METADATA_VERSION,
+        turns: []
+      }),
+      cleared: at
     });
   }
 

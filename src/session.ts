@@ -26,9 +26,6 @@ import {
 import {
   ITurn,
   METADATA_KEY,
-  METADATA_VERSION,
-  clearedAt,
-  conversationValue,
   newTurnId,
   orderTimeline,
   readCellTag,
@@ -235,7 +232,7 @@ export class NotebookSession implements IDisposable {
         ownTurns(
           this.suggestions.conversation.turns,
           this._exchanges.all,
-          clearedAt(this.panel.model?.metadata)
+          this.suggestions.store.cleared
         )
       )
       .map(t => ({
@@ -448,16 +445,7 @@ export class NotebookSession implements IDisposable {
       this.suggestions.reject(turnId);
     }
     this._exchanges.clear();
-    const model = this.panel.model;
-    if (model) {
-      model.setMetadata(METADATA_KEY, {
-        ...conversationValue(model.getMetadata(METADATA_KEY), {
-          version: METADATA_VERSION,
-          turns: []
-        }),
-        cleared: this._outside.clearTime()
-      });
-    }
+    this.suggestions.store.clear(this._outside.clearTime());
     this._changed.emit();
   }
 
