@@ -134,6 +134,11 @@ class DataAgentExtension(ExtensionApp):
         4, min=1, help="Of those, one user's at most; that user's further tries wait in a line of their own "
         "(another user's try starts at once while slots are free)."
     ).tag(config=True)
+    warm_root_idle_s = Float(
+        600.0, min=0.0, help="Seconds a kernel's warm root (a confined copy of it, made when it goes idle "
+        "after a cell, that fresh tries fork from in milliseconds) is kept after the last try on that "
+        "kernel; 0: no warm roots, each fresh try forks the live kernel."
+    ).tag(config=True)
     max_proposals_per_user = Int(
         200, min=1, help="Proposals from outside agents kept per user (decided ones are dropped first)."
     ).tag(config=True)
@@ -198,7 +203,8 @@ class DataAgentExtension(ExtensionApp):
         self.tries = TryManager(jobs=self.jobs, session_manager=self.serverapp.session_manager,
                                 redact=self.jobs.scrub.json,
                                 limits=TryLimits(max_concurrent=self.max_concurrent_tries,
-                                                 max_concurrent_per_user=self.max_concurrent_tries_per_user))
+                                                 max_concurrent_per_user=self.max_concurrent_tries_per_user,
+                                                 warm_root_idle_s=self.warm_root_idle_s))
         self.state = AgentState(
             settings=self.agent_settings,
             jobs=self.jobs,

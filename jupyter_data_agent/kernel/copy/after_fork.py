@@ -32,11 +32,24 @@ from .reaper import REAPER
 
 
 def fork() -> int:
+    """``os.fork()``, the child keeping the ``random`` module's state.
+
+    ``random`` reseeds itself in every child (an at-fork hook), so a copy drew
+    other numbers than the kernel it copies would; a copy is that kernel's state,
+    random state included (numpy's is kept by the fork itself)."""
+    rnd = sys.modules.get("random")
+    state = None
+    with contextlib.suppress(Exception):
+        state = rnd.getstate() if rnd is not None else None
     # Python >= 3.12 warns about forking a threaded process; the child here
     # never relies on another thread's locks (see the module docstring).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return os.fork()
+        pid = os.fork()
+    if pid == 0 and state is not None:
+        with contextlib.suppress(Exception):
+            rnd.setstate(state)  # type: ignore[union-attr]
+    return pid
 
 
 def enter_forked_child(conn: socket.socket, fd: int, parent_pid: int) -> socket.socket:
