@@ -181,17 +181,25 @@ async def start_kernel(jp_fetch, jp_serverapp, code: str | None = DF_CELL):
     return kernel_id, km, kc
 
 
-def kernel_children(km) -> list[psutil.Process]:
+def kernel_children(km, but=()) -> list[psutil.Process]:
+    """The kernel's live descendants, but the pids in ``but`` (a kept warm root)."""
     try:
         return [p for p in psutil.Process(km.provisioner.pid).children(recursive=True)
-                if p.status() != psutil.STATUS_ZOMBIE]
+                if p.status() != psutil.STATUS_ZOMBIE and p.pid not in but]
     except psutil.NoSuchProcess:
         return []
 
 
-async def wait_no_children(km, timeout=15.0) -> list[psutil.Process]:
+def warm_root_pids(app) -> set[int]:
+    """The processes of the kernels' warm roots (``server.warm_roots``): kept between tries."""
+    warm = app.web_app.settings["jupyter_data_agent"].tries.warm
+    roots = [w.root for w in warm.watches.values()] if warm is not None else []
+    return {r.node.pid for r in roots if r is not None and r.node.pid}
+
+
+async def wait_no_children(km, timeout=15.0, but=()) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
-    while (left := kernel_children(km)) and time.monotonic() < deadline:
+    while (left := kernel_children(km, but)) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     return left
 
