@@ -270,3 +270,103 @@ async def test_warm_roots_off_each_fresh_try_forks_the_live_kernel(server, jp_fe
     finally:
         await classic.shutdown()
         kc.stop_channels()
+
+
+#: Run in try A's copy: write a file everywhere it might, and say where that worked.
+WRITE_EVERYWHERE = """\
+import os, tempfile
+here = os.getcwd()
+places = {'cwd': here, 'tmpdir': os.environ.get('TMPDIR') or here, 'tempfile': tempfile.gettempdir(),
+          'above cwd': os.path.dirname(here), 'tmp': '/tmp', 'dev/shm': '/dev/shm', 'var/tmp': '/var/tmp',
+          'home': os.path.expanduser('~'), 'notebook folder': NOTEBOOK_DIR,
+          'notebook folder/sub': os.path.join(NOTEBOOK_DIR, 'sub')}
+wrote, paths = {}, []
+for label, folder in places.items():
+    path = os.path.join(folder, 'secret_of_alice.txt')
+    try:
+        with open(path, 'w') as f:
+            f.write('alice-secret')
+        wrote[label] = True
+        paths.append(os.path.realpath(path))
+    except OSError:
+        wrote[label] = False
+try:  # through the link to a notebook file in the copy's folder: the user's file is never written
+    with open('flights.ipynb', 'a') as f:
+        f.write('x')
+    wrote['notebook file'] = True
+except OSError:
+    wrote['notebook file'] = False
+(wrote, paths, here)
+"""
+
+#: Run in try B's copy: look for what A wrote, by its paths, by listing, by walking.
+LOOK_FOR = """\
+import os
+seen = []
+for path in PATHS + [os.path.join(os.getcwd(), 'secret_of_alice.txt')]:
+    try:
+        seen.append(('read', path, open(path).read()))
+    except OSError:
+        pass
+for folder in {os.path.dirname(p) for p in PATHS} | {ALICE_CWD, os.path.dirname(ALICE_CWD), os.getcwd(),
+                                                     os.path.dirname(os.getcwd())}:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        continue
+    seen += [('listed', folder, n) for n in names if 'alice' in n or n.startswith('try-')]
+for top in (os.path.dirname(os.getcwd()), os.getcwd()):
+    for folder, dirs, files in os.walk(top):
+        seen += [('walked', folder, n) for n in files if 'alice' in n]
+(seen, os.getcwd())
+"""
+
+
+@on_server_loop
+async def test_tries_from_one_warm_root_never_see_each_others_files(server, jp_fetch):
+    """Every fresh try forks the one warm root: each has a scratch folder of its own, as a fork of
+    the live kernel has, so a file alice's try wrote is seen neither by bob's try nor by alice's
+    next fresh try (read by path, listed, walked); and a child of the warm root can write no more
+    than a fork of the live kernel can (never the notebook's folder or files)."""
+    app, port, root_dir = server
+    km, kc = await open_notebook(jp_fetch, app, root_dir)
+    tries = tries_of(app)
+    classic = TryManager(
+        jobs=tries.jobs,
+        session_manager=tries.session_manager,
+        redact=tries.redact,
+        limits=TryLimits(warm_root_idle_s=0),
+    )
+    notebook_dir = str((root_dir / "work").resolve())
+    write = WRITE_EVERYWHERE.replace("NOTEBOOK_DIR", repr(notebook_dir))
+    try:
+        alice = await tries.try_code("user:alice", NOTEBOOK, write)
+        assert alice.result.status == "ok", alice.result.evalue
+        assert tries.handles[alice.handle].tree.lease is not None  # a child of the warm root
+        layers = {layer["name"]: layer["on"] for layer in alice.confinement.layers}
+        assert layers["landlock_fs"], alice.confinement.message
+        wrote, paths, alice_cwd = comparable(alice)["value"]
+        assert wrote["cwd"] and wrote["tmpdir"] and paths
+        assert not wrote["above cwd"], "a child of the warm root wrote in the root's scratch folder"
+        for label in ("notebook folder", "notebook folder/sub", "notebook file", "home", "tmp"):
+            assert not wrote[label], label
+        assert not (root_dir / "work" / "secret_of_alice.txt").exists()
+        # the same code in a fork of the live kernel writes exactly where the warm root's child does
+        fresh = await classic.try_code("user:alice", NOTEBOOK, write)
+        assert comparable(fresh)["value"][0] == wrote
+        # alice's copy lives on (its handle is kept) while the others look
+        look = LOOK_FOR.replace("PATHS", repr(paths)).replace("ALICE_CWD", repr(alice_cwd))
+        for owner in ("user:bob", "user:alice"):
+            other = await tries.try_code(owner, NOTEBOOK, look)
+            assert other.result.status == "ok", other.result.evalue
+            assert tries.handles[other.handle].tree.lease.root is tries.handles[alice.handle].tree.lease.root
+            seen, cwd = comparable(other)["value"]
+            assert seen == [], (owner, seen)
+            assert cwd != alice_cwd
+        # a child of alice's try (``from``) continues her state: her files are there
+        child = await tries.try_code("user:alice", NOTEBOOK, "open('secret_of_alice.txt').read()", parent=alice.handle)
+        assert comparable(child)["value"] == "alice-secret"
+        assert tries.handles[alice.handle].node.is_live
+    finally:
+        await classic.shutdown()
+        kc.stop_channels()

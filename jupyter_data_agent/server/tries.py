@@ -348,7 +348,8 @@ class TryManager:
         if base is not None:
             node = base.node.fork()
         elif tree.lease is not None:
-            node = tree.top = tree.lease.root.node.fork()
+            # a scratch folder of its own, as a fork of the live kernel has: never another try's files
+            node = tree.top = tree.lease.root.node.fork(own_scratch=True)
         else:
             node = tree.start
         work["node"] = node
