@@ -289,7 +289,7 @@ async def test_turn_against_real_kernel(jp_fetch, jp_ws_fetch, jp_serverapp, mod
         reply = await kc.execute("'big' in globals()", reply=True, timeout=60,
                                  user_expressions={"x": "'big' in globals()"})
         assert reply["content"]["user_expressions"]["x"]["data"]["text/plain"] == "False"
-        assert await wait_no_children(km) == []
+        assert await wait_no_children(km, but=warm_root_pids(jp_serverapp)) == []
 
         # Polling sees the same stream; `after` skips what was already seen.
         reply = await poll(jp_fetch, job_id)
@@ -351,8 +351,8 @@ async def test_cancel_ends_job_and_its_kernel_copies(jp_fetch, jp_serverapp, mod
 
         r = await jp_fetch(NS, "jobs", job_id, "cancel", method="POST", body="{}")
         assert json.loads(r.body)["status"] == "cancelled"
-        # The reply comes only once every copy is gone: no waiting here.
-        assert kernel_children(km) == []
+        # The reply comes only once every copy is gone (the kernel's warm root is kept): no waiting here.
+        assert kernel_children(km, but=warm_root_pids(jp_serverapp)) == []
 
         reply = await poll(jp_fetch, job_id)
         assert reply["status"] == "cancelled"
@@ -719,7 +719,7 @@ async def test_search_strategy_streams_live_statistics(jp_fetch, jp_ws_fetch, jp
         assert list(checks) == ["rows", "nan", "dtype", "empty", "index", "range", "type", "plausible", "agree"]
         assert checks["agree"] == {"name": "agree", "passed": True, "detail": "3 of 3 answers agree"}
         assert checks["empty"]["passed"] and checks["rows"]["passed"]
-        assert await wait_no_children(km) == []
+        assert await wait_no_children(km, but=warm_root_pids(jp_serverapp)) == []
     finally:
         model_server.reply = replies
         kc.stop_channels()

@@ -31,6 +31,7 @@ from .handlers import (
     TurnsHandler,
     ValueModelReloadHandler,
     VariablesHandler,
+    WarmRootsHandler,
 )
 from .jobs import JobLimits, JobManager
 from .turns import TurnService
@@ -205,6 +206,7 @@ class DataAgentExtension(ExtensionApp):
                                 limits=TryLimits(max_concurrent=self.max_concurrent_tries,
                                                  max_concurrent_per_user=self.max_concurrent_tries_per_user,
                                                  warm_root_idle_s=self.warm_root_idle_s))
+        self.jobs.warm_roots = self.tries.warm  # turns fork their copies from the kernels' warm roots
         self.state = AgentState(
             settings=self.agent_settings,
             jobs=self.jobs,
@@ -303,6 +305,7 @@ class DataAgentExtension(ExtensionApp):
                 (route("decisions"), DecisionsHandler),
                 (route("value-model", "reload"), ValueModelReloadHandler),
                 (route("variables"), VariablesHandler),
+                (route("warm-roots"), WarmRootsHandler),
                 (route("jobs", _JOB_ID), JobHandler),
                 (route("jobs", _JOB_ID, "cancel"), CancelHandler),
                 (route("jobs", _JOB_ID, "finish"), FinishHandler),

@@ -122,6 +122,18 @@ class WarmRootStats:
     unique_bytes: int | None  # the root's own memory (USS), counted against the copies' budget
     leases: int
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel_id": self.kernel_id,
+            "generation": self.generation,
+            "live_generation": self.live_generation,
+            "current": self.generation == self.live_generation and not self.running,
+            "running": self.running,
+            "age_s": round(self.age_s, 3),
+            "unique_bytes": self.unique_bytes,
+            "leases": self.leases,
+        }
+
 
 @dataclass(eq=False)
 class _Watch:
