@@ -155,6 +155,7 @@ export interface ProgressData {
         | 'loading_model'
         | 'waiting_model'
         | 'waiting_for_kernel'
+        | 'state_age'
         | 'kernel_ready'
         | 'schema_ready'
         | 'kernel_copy_ready'
@@ -187,6 +188,7 @@ export interface ProgressData {
   tokens?: number | null;
   elapsed_s?: number | null;
   queue?: number | null;
+  state_age?: StateAgeData | null;
 }
 /**
  * Which layers are really active in a snapshot (``kernel.results.Protections.to_json``).
@@ -247,6 +249,15 @@ export interface PlanStepState {
   number: number;
   title: string;
   status: 'pending' | 'generating' | 'running' | 'repairing' | 'ok' | 'error' | 'skipped';
+}
+/**
+ * The kernel state a turn starts from while a cell runs (``server.warm_roots.StateAge``).
+ */
+export interface StateAgeData {
+  as_of: string;
+  running: boolean;
+  executions_since: number;
+  note: string;
 }
 export interface CandidateEvent {
   version: 1;

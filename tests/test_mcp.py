@@ -22,7 +22,7 @@ import time
 import nbformat
 import pytest
 
-from tests.test_server import NS, kernel_children, on_server_loop, wait_no_children
+from tests.test_server import NS, kernel_children, on_server_loop, wait_no_children, warm_root_pids
 
 mcp = pytest.importorskip("mcp")
 
@@ -446,8 +446,9 @@ async def test_chained_tries_accumulate_and_a_branch_does_not_see_its_sibling(se
             assert "No live handle 'h-nope'" in error_text(
                 await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "1", "from": "h-nope"}))
         assert await live_value(kc, "'s' in dir()") == "False"
-        # every copy is a process under the kernel; the bound holds them (8 handles here)
-        assert len(kernel_children(km)) <= 8 + 1
+        # every copy is a process under the kernel; the bound holds them (8 handles here, and
+        # the warm root they were forked from)
+        assert len(kernel_children(km, but=warm_root_pids(app))) <= 8
     finally:
         kc.stop_channels()
 
@@ -531,7 +532,8 @@ async def test_a_long_try_reports_progress_and_a_running_cell_says_so(server, jp
             assert out["value"]["preview"] == 7
             assert len(heard) >= 2 and any("running the code in a copy" in m for _, m in heard), heard
             assert [v for v, _ in heard] == sorted(v for v, _ in heard)
-            # the user runs a 6-s cell: a fresh try says it waits for it
+            # the user runs a 6-s cell: a fresh try starts at once from the kernel's warm root,
+            # the state before that cell, and says so (issue 37; `fresh_state` waits: test_warm_roots)
             kc.execute("import time\ntime.sleep(6)")
             deadline = time.monotonic() + 30
             while km.execution_state != "busy" and time.monotonic() < deadline:
@@ -540,7 +542,7 @@ async def test_a_long_try_reports_progress_and_a_running_cell_says_so(server, jp
             again = data(await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": "8"},
                                            progress_callback=progress))
             assert again["value"]["preview"] == 8
-            assert any("a cell is running" in m for _, m in heard), heard
+            assert again["state"]["running"] and "a cell is running" in again["state"]["note"], again
     finally:
         kc.stop_channels()
 
@@ -811,14 +813,16 @@ async def test_a_client_killed_mid_call_leaves_no_copy_behind(server, jp_fetch, 
     try:
         tries = app.web_app.settings["jupyter_data_agent"].tries
         deadline = time.monotonic() + 120
-        # the long call is running: two copies (the first try's, and the long one's, sleeping)
-        while time.monotonic() < deadline and len(kernel_children(km)) < 2:
+        # the long call is running: two copies (the first try's, and the long one's, sleeping),
+        # children of the kernel's warm root, which is kept for the next try
+        while time.monotonic() < deadline and len(kernel_children(km, but=warm_root_pids(app))) < 2:
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.0)
-        assert len(kernel_children(km)) >= 2 and proc.poll() is None
+        assert len(kernel_children(km, but=warm_root_pids(app))) >= 2 and proc.poll() is None
         proc.kill()
         proc.wait(10)
-        assert await wait_no_children(km, timeout=30) == [], "a kernel copy outlived its killed client"
+        assert await wait_no_children(km, timeout=30, but=warm_root_pids(app)) == [], \
+            "a kernel copy outlived its killed client"
         assert tries.handles == {}
     finally:
         if proc.poll() is None:

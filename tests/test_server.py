@@ -181,17 +181,25 @@ async def start_kernel(jp_fetch, jp_serverapp, code: str | None = DF_CELL):
     return kernel_id, km, kc
 
 
-def kernel_children(km) -> list[psutil.Process]:
+def kernel_children(km, but=()) -> list[psutil.Process]:
+    """The kernel's live descendants, but the pids in ``but`` (a kept warm root)."""
     try:
         return [p for p in psutil.Process(km.provisioner.pid).children(recursive=True)
-                if p.status() != psutil.STATUS_ZOMBIE]
+                if p.status() != psutil.STATUS_ZOMBIE and p.pid not in but]
     except psutil.NoSuchProcess:
         return []
 
 
-async def wait_no_children(km, timeout=15.0) -> list[psutil.Process]:
+def warm_root_pids(app) -> set[int]:
+    """The processes of the kernels' warm roots (``server.warm_roots``): kept between tries."""
+    warm = app.web_app.settings["jupyter_data_agent"].tries.warm
+    roots = [w.root for w in warm.watches.values()] if warm is not None else []
+    return {r.node.pid for r in roots if r is not None and r.node.pid}
+
+
+async def wait_no_children(km, timeout=15.0, but=()) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
-    while (left := kernel_children(km)) and time.monotonic() < deadline:
+    while (left := kernel_children(km, but)) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     return left
 
@@ -281,7 +289,7 @@ async def test_turn_against_real_kernel(jp_fetch, jp_ws_fetch, jp_serverapp, mod
         reply = await kc.execute("'big' in globals()", reply=True, timeout=60,
                                  user_expressions={"x": "'big' in globals()"})
         assert reply["content"]["user_expressions"]["x"]["data"]["text/plain"] == "False"
-        assert await wait_no_children(km) == []
+        assert await wait_no_children(km, but=warm_root_pids(jp_serverapp)) == []
 
         # Polling sees the same stream; `after` skips what was already seen.
         reply = await poll(jp_fetch, job_id)
@@ -343,8 +351,8 @@ async def test_cancel_ends_job_and_its_kernel_copies(jp_fetch, jp_serverapp, mod
 
         r = await jp_fetch(NS, "jobs", job_id, "cancel", method="POST", body="{}")
         assert json.loads(r.body)["status"] == "cancelled"
-        # The reply comes only once every copy is gone: no waiting here.
-        assert kernel_children(km) == []
+        # The reply comes only once every copy is gone (the kernel's warm root is kept): no waiting here.
+        assert kernel_children(km, but=warm_root_pids(jp_serverapp)) == []
 
         reply = await poll(jp_fetch, job_id)
         assert reply["status"] == "cancelled"
@@ -711,7 +719,7 @@ async def test_search_strategy_streams_live_statistics(jp_fetch, jp_ws_fetch, jp
         assert list(checks) == ["rows", "nan", "dtype", "empty", "index", "range", "type", "plausible", "agree"]
         assert checks["agree"] == {"name": "agree", "passed": True, "detail": "3 of 3 answers agree"}
         assert checks["empty"]["passed"] and checks["rows"]["passed"]
-        assert await wait_no_children(km) == []
+        assert await wait_no_children(km, but=warm_root_pids(jp_serverapp)) == []
     finally:
         model_server.reply = replies
         kc.stop_channels()

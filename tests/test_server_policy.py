@@ -35,6 +35,7 @@ from tests.test_server import (
     states,
     stream_events,
     wait_no_children,
+    warm_root_pids,
 )
 
 NO_SECCOMP = {"DataAgent": {"snapshot_limits": {"seccomp": False}}}
@@ -90,7 +91,7 @@ async def test_require_generates_but_does_not_run_in_partial_copies(
         # Generated, explained, not run: no preview, and no copy left.
         cand = [e for e in events if e["type"] == "candidate"][0]["data"]["candidate"]
         assert "big = df[df['a'] > 1]" in cand["code"] and cand["result"] is None
-        assert await wait_no_children(km) == []
+        assert await wait_no_children(km, but=warm_root_pids(jp_serverapp)) == []
         # The old per-turn warning is gone: one report, one place.
         assert "partial_confinement" not in states(events)
     finally:
@@ -112,7 +113,7 @@ async def test_warn_runs_and_lists_what_is_missing(server_overrides, jp_fetch, j
         assert report["execute"] is True and report["missing"] == ["seccomp"]
         cand = [e for e in events if e["type"] == "candidate"][0]["data"]["candidate"]
         assert cand["result"]["status"] == "ok"
-        assert await wait_no_children(km) == []
+        assert await wait_no_children(km, but=warm_root_pids(jp_serverapp)) == []
     finally:
         kc.stop_channels()
 

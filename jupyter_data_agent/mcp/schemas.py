@@ -173,12 +173,21 @@ class ConfinementInfo(_Out):
     layers: list[Layer] | None = Field(None, description="Sent on a session's first try, or when asked.")
 
 
+class StateAge(_Out):
+    as_of: str = Field(description="When the live kernel had this state (ISO 8601, the server's clock).")
+    running: bool = Field(description="A cell runs in the live kernel now.")
+    executions_since: int = Field(description="Cells started in the live kernel since, the running one included.")
+    note: str
+
+
 class TryOutcome(Run):
     handle: str | None
     from_: str | None = Field(alias="from")
     notebook: str
     namespace: NamespaceChange
     confinement: ConfinementInfo
+    state: StateAge | None = Field(None, description="Sent when the copy started from a state older than the "
+                                   "live kernel's (a cell was running): its age.")
 
     model_config = {"populate_by_name": True}
 

@@ -232,13 +232,18 @@ def build_server() -> MCPServer:
         explain_confinement: Annotated[bool, Field(description="Also return the confinement layers (what "
                                                                "a copy cannot do); they come with a "
                                                                "session's first try only.")] = False,
+        fresh_state: Annotated[bool, Field(description="While a cell runs in the live kernel, wait for it "
+                                                       "to end (with progress) instead of starting at once "
+                                                       "from the state before it. Ignored with `from`.")
+                               ] = False,
     ) -> Annotated[CallToolResult, TryOutcome]:
         """Run code in a confined copy of the notebook's live kernel; the user's kernel never changes.
 
         Returns stdout, stderr, error, the value (as JSON) and its canonical answer form, plots as
         images, the variables the code added, changed or deleted in the copy, the confinement status
         (its layers on a session's first try), and a handle on the copy in its new state (expires
-        when unused)."""
+        when unused). While a cell runs in the live kernel, a try without `from` starts at once from
+        the state before that cell and `state` says its age (`fresh_state: true` waits instead)."""
         caller = caller_of(ctx)
         caller.require_execute()
         path = normalize(notebook)
@@ -246,7 +251,8 @@ def build_server() -> MCPServer:
         try:
             outcome = await with_progress(ctx, caller.tries.try_code(
                 caller.owner, path, code, timeout=timeout, parent=from_, session=caller.session,
-                abandoned=caller.disconnected, say=lambda what: doing.__setitem__(0, what)), lambda: doing[0])
+                abandoned=caller.disconnected, say=lambda what: doing.__setitem__(0, what),
+                fresh_state=fresh_state), lambda: doing[0])
         except TryError as exc:
             raise _fail(exc) from None
         caller.proposals.record_try(caller.owner, outcome.notebook_path, caller.agent(ctx))
@@ -255,7 +261,7 @@ def build_server() -> MCPServer:
             confinement.update(message=outcome.confinement.message, layers=outcome.confinement.layers)
         data = {"handle": outcome.handle, "from": outcome.parent, "notebook": outcome.notebook_path,
                 **exec_json(outcome.result), "namespace": outcome.namespace.to_json(),
-                "confinement": confinement}
+                "confinement": confinement, **({"state": outcome.state.to_json()} if outcome.state else {})}
         return tool_result(data, images(outcome.result))
 
     @server.tool(annotations=READ_ONLY)

@@ -31,6 +31,7 @@ from .handlers import (
     TurnsHandler,
     ValueModelReloadHandler,
     VariablesHandler,
+    WarmRootsHandler,
 )
 from .jobs import JobLimits, JobManager
 from .turns import TurnService
@@ -134,6 +135,11 @@ class DataAgentExtension(ExtensionApp):
         4, min=1, help="Of those, one user's at most; that user's further tries wait in a line of their own "
         "(another user's try starts at once while slots are free)."
     ).tag(config=True)
+    warm_root_idle_s = Float(
+        600.0, min=0.0, help="Seconds a kernel's warm root (a confined copy of it, made when it goes idle "
+        "after a cell, that fresh tries fork from in milliseconds) is kept after the last try on that "
+        "kernel; 0: no warm roots, each fresh try forks the live kernel."
+    ).tag(config=True)
     max_proposals_per_user = Int(
         200, min=1, help="Proposals from outside agents kept per user (decided ones are dropped first)."
     ).tag(config=True)
@@ -198,7 +204,9 @@ class DataAgentExtension(ExtensionApp):
         self.tries = TryManager(jobs=self.jobs, session_manager=self.serverapp.session_manager,
                                 redact=self.jobs.scrub.json,
                                 limits=TryLimits(max_concurrent=self.max_concurrent_tries,
-                                                 max_concurrent_per_user=self.max_concurrent_tries_per_user))
+                                                 max_concurrent_per_user=self.max_concurrent_tries_per_user,
+                                                 warm_root_idle_s=self.warm_root_idle_s))
+        self.jobs.warm_roots = self.tries.warm  # turns fork their copies from the kernels' warm roots
         self.state = AgentState(
             settings=self.agent_settings,
             jobs=self.jobs,
@@ -297,6 +305,7 @@ class DataAgentExtension(ExtensionApp):
                 (route("decisions"), DecisionsHandler),
                 (route("value-model", "reload"), ValueModelReloadHandler),
                 (route("variables"), VariablesHandler),
+                (route("warm-roots"), WarmRootsHandler),
                 (route("jobs", _JOB_ID), JobHandler),
                 (route("jobs", _JOB_ID, "cancel"), CancelHandler),
                 (route("jobs", _JOB_ID, "finish"), FinishHandler),

@@ -376,6 +376,25 @@ class VariablesHandler(AgentAPIHandler):
         self.finish(reply.model_dump_json())
 
 
+class WarmRootsHandler(AgentAPIHandler):
+    """``GET warm-roots``: the kernels' warm roots (``server.warm_roots``), the copies kept between
+    tries and turns: each one's own memory (USS, bytes, counted against the copies' budget), age,
+    the executions it holds and the kernel has seen, and the copies forked from it in use now.
+    For whoever may read kernels on this server (their ids are listed in ``api/kernels`` too)."""
+
+    @tornado.web.authenticated
+    @authorized
+    async def get(self) -> None:
+        if not await self.may("read", "kernels"):
+            raise web.HTTPError(403, "You may not read kernels on this server.")
+        warm = self.agent_state.tries.warm
+        roots = await asyncio.to_thread(warm.stats) if warm is not None else []
+        self.finish(json.dumps({
+            "enabled": warm is not None, "idle_s": warm.idle_s if warm is not None else 0.0,
+            "warm_roots": [root.to_json() for root in roots],
+            "dropped": dict(warm.dropped) if warm is not None else {}}))
+
+
 class JobEventsHandler(AgentMixin, WebSocketMixin, WebSocketHandler, JupyterHandler):
     """``jobs/<id>/events``: every event of the job, earlier ones replayed first.
 

@@ -93,6 +93,8 @@ class JobManager:
         self._closing = False
         # The model service (server/model_service.py), when it runs: its line is the turns' too.
         self.service: Any = None
+        # The kernels' warm roots (``server.warm_roots``, the tries' manager's): turns fork from them.
+        self.warm_roots: Any = None
 
     # -- public API ---------------------------------------------------------------
     def start(self, owner: str, request: TurnRequestModel, context: NotebookContext, *,
@@ -338,7 +340,7 @@ class JobManager:
         job.phase = "preparing"
         job.prepared.clear()
         try:
-            job.handle = handle = await self._kernel_handle(job)
+            job.handle = handle = self._through_warm_root(job, await self._kernel_handle(job), sink)
             inputs = await aprepare(
                 spec, job.context, handle, events=sink, cancel=job.cancel_event, give_up=job.skip_kernel,
                 max_live=self.limits.max_snapshot_processes, redact=self.scrub.json)
@@ -392,6 +394,24 @@ class JobManager:
                             message="Live kernel state is off for this turn: the model sees the notebook "
                                     "text only and candidates are not run before you see them.")
         return await self.kernels.open(request.kernel_id, request.notebook_path)
+
+    def _through_warm_root(self, job: Job, handle: KernelHandle, sink: Callable[[Any], None]) -> KernelHandle:
+        """The turn's handle, its copies forked from the kernel's warm root (``server.warm_turns``)
+        where the server keeps warm roots and the turn's copy policy is the tries' (the roots')."""
+        request, policy = job.request, job.spec.copies
+        if (self.warm_roots is None or job.given_handle is not None or isinstance(handle, NoKernel)
+                or not request.kernel_id or policy.mode not in ("auto", "fork")
+                or policy.confinement != self.settings.confinement):
+            return handle
+        from ..kernel.results import Limits
+        from ..search.base import Event
+        from .warm_turns import WarmRootHandle
+
+        def say(message: str, age: dict) -> None:
+            sink(Event("progress", message, {"state": "state_age", "state_age": age}))
+
+        return WarmRootHandle(handle, self.warm_roots, request.kernel_id, request.notebook_path,
+                              limits=Limits.from_json(self.settings.snapshot_limits), say=say)
 
     @property
     def kernels(self) -> KernelHandles:

@@ -37,6 +37,7 @@ from ..turn import CopyPolicy, open_copies
 from .fair import FairSlots
 from .job import SERVER_OWNER
 from .threads import in_thread
+from .warm_roots import Lease, StateAge, WarmRoots
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class TryLimits:
     max_concurrent: int = 32  # tries forking or running at once, all users together
     max_concurrent_per_user: int = 4  # of those, one user's (the rest wait in that user's line)
     max_waiting_per_user: int = 32  # one user's tries waiting for a slot; beyond: refused
+    warm_root_idle_s: float = 600.0  # a kernel's warm root is kept this long after a try (0: none)
 
 
 class TryError(Exception):
@@ -71,13 +73,20 @@ class Abandoned(TryError):
 
 @dataclass(eq=False)  # one fork: compared and hashed by identity
 class _Tree:
-    """One fork of the live kernel and the handles on copies in it."""
+    """One fork of the live kernel (or one child of its warm root) and the handles on copies in it."""
 
-    copies: Any  # turn.Copies
-    kernel: KernelHandle
+    copies: Any  # turn.Copies; None for a child of a warm root
+    kernel: KernelHandle | None
     confinement: Confinement
     handles: set[str] = field(default_factory=set)
     closed: bool = False
+    lease: Lease | None = None  # a child of a warm root: the root stays the warm roots'
+    top: Any = None  # with ``lease``: the child forked from the root, where the try runs
+
+    @property
+    def start(self) -> Any:
+        """The copy a fresh try runs in (a leased tree's is forked in ``_run``)."""
+        return self.top if self.lease is not None else self.copies.executor
 
 
 @dataclass
@@ -111,6 +120,7 @@ class TryOutcome:
     result: ExecResult
     namespace: NamespaceDiff
     confinement: Confinement
+    state: StateAge | None = None  # the copy holds an older state than the live kernel's (a cell runs)
 
 
 class TryManager:
@@ -128,15 +138,22 @@ class TryManager:
         self._reaper: asyncio.Task | None = None
         self._closing = False
         self._running: set[_Tree] = set()  # trees of the tries running now
+        self.warm: WarmRoots | None = None
+        if self.limits.warm_root_idle_s > 0:
+            self.warm = WarmRoots(jobs.kernel_manager, self._open_root, idle_s=self.limits.warm_root_idle_s,
+                                  notebook_dir=lambda path: jobs.kernels.notebook_dir(path))
 
     # -- public API ------------------------------------------------------------------
     async def try_code(self, owner: str, notebook_path: str, code: str, *, timeout: float | None = None,
                        parent: str | None = None, session: str | None = None, keep: bool = True,
-                       abandoned: asyncio.Event | None = None, say: Callable[[str], None] | None = None
-                       ) -> TryOutcome:
+                       abandoned: asyncio.Event | None = None, say: Callable[[str], None] | None = None,
+                       fresh_state: bool = False) -> TryOutcome:
         """Run ``code`` in a fresh copy of the notebook's kernel, or in a child of ``parent``'s copy.
 
-        ``say`` hears what the try is doing now, in words (a client shows it as progress)."""
+        A fresh copy is a child of the kernel's warm root (``warm_roots``); while a cell runs in
+        the kernel it starts from the state before it at once (the outcome's ``state`` says its
+        age), unless ``fresh_state``: then it waits for the cell. ``say`` hears what the try is
+        doing now, in words (a client shows it as progress)."""
         say = say or _silent
         if self._closing:
             raise TryError("The server is shutting down.", 503)
@@ -154,11 +171,11 @@ class TryManager:
                       f"{self._slots.waiting(owner)} wait)")
         async with self._slots.slot(owner):  # one user's many tries never hold up another's
             return await self._try_in_slot(owner, notebook_path, code, timeout, base, session, keep, abandoned,
-                                           say)
+                                           say, fresh_state)
 
     async def _try_in_slot(self, owner: str, notebook_path: str, code: str, timeout: float, base: Handle | None,
                            session: str | None, keep: bool, abandoned: asyncio.Event | None,
-                           say: Callable[[str], None]) -> TryOutcome:
+                           say: Callable[[str], None], fresh_state: bool = False) -> TryOutcome:
         if self._closing:  # the server stopped while this try waited for its slot
             raise TryError("The server is shutting down.", 503)
         if base is not None:
@@ -169,13 +186,16 @@ class TryManager:
             notebook_path = base.notebook_path
             tree = base.tree
         else:
-            tree = await self._fork(notebook_path, say)
+            tree = await self._fresh(notebook_path, fresh_state, say)
         say("running the code in a copy" if base is None else f"running the code in a child of {base.id}")
         self._running.add(tree)  # closed by a shutdown, even before it holds a handle
         try:
-            return await self._run_in(tree, owner, notebook_path, code, timeout, base, session, keep, abandoned)
+            outcome = await self._run_in(tree, owner, notebook_path, code, timeout, base, session, keep,
+                                         abandoned)
         finally:
             self._running.discard(tree)
+        outcome.state = tree.lease.age if tree.lease is not None else None
+        return outcome
 
     async def _run_in(self, tree: _Tree, owner: str, notebook_path: str, code: str, timeout: float,
                       base: Handle | None, session: str | None, keep: bool,
@@ -259,6 +279,8 @@ class TryManager:
         trees.update({id(t): t for t in self._running})  # tries in flight: their copies end now
         self.handles.clear()
         await asyncio.gather(*(self._close_tree(t) for t in trees.values()), return_exceptions=True)
+        if self.warm is not None:
+            await self.warm.shutdown()
 
     # -- internals -------------------------------------------------------------------
     def _timeout(self, timeout: float | None) -> float:
@@ -278,32 +300,58 @@ class TryManager:
                            "`from` to start from the live kernel again.", 404)
         return handle
 
-    async def _fork(self, notebook_path: str, say: Callable[[str], None] = lambda _: None) -> _Tree:
-        """A new copy of the notebook's live kernel (the copy policy of turns: confinement required)."""
+    async def _kernel_id(self, notebook_path: str) -> str:
         from .notebooks import kernel_of
 
         kernel_id = await kernel_of(self.session_manager, notebook_path)
         if kernel_id is None:
             raise TryError(f"No running kernel for {notebook_path!r}: open the notebook and start its "
                            "kernel (list_notebooks shows the open ones).", 409)
+        return kernel_id
+
+    async def _fresh(self, notebook_path: str, fresh_state: bool, say: Callable[[str], None]) -> _Tree:
+        """Where a try without ``from`` starts: a child of the kernel's warm root, else its own fork."""
+        if self.warm is None:
+            return await self._fork(notebook_path, say)
+        kernel_id = await self._kernel_id(notebook_path)
+        lease = await self.warm.acquire(kernel_id, notebook_path, fresh=fresh_state, say=say)
+        return _Tree(copies=None, kernel=None, confinement=lease.root.confinement, lease=lease)
+
+    async def _fork(self, notebook_path: str, say: Callable[[str], None] = lambda _: None) -> _Tree:
+        """A new copy of the notebook's live kernel (the copy policy of turns: confinement required)."""
+        kernel_id = await self._kernel_id(notebook_path)
         say("waiting for the notebook's kernel: a cell is running in it, the copy is made when it ends"
             if _busy(self.jobs.kernel_manager, kernel_id) else "copying the notebook's live kernel")
+        copies, kernel = await self._open_root(kernel_id, notebook_path)
+        return _Tree(copies=copies, kernel=kernel, confinement=copies.confinement)
+
+    async def _open_root(self, kernel_id: str, notebook_path: str) -> tuple[Any, KernelHandle]:
+        """A confined root copy of the kernel and the handle it came through (``TryError``: none)."""
         kernel = await self.jobs.kernels.open(kernel_id, notebook_path)
         if isinstance(kernel, NoKernel):
             raise TryError(f"Cannot copy the kernel of {notebook_path!r}: {kernel.reason}.", 409)
         settings = self.jobs.settings
+        # A warm root's tree holds every try's copies forked from it: room for several users' handles.
+        max_live = self.limits.max_handles_per_user * (4 if self.warm is not None else 1) + 1
         policy = CopyPolicy(mode="fork", confinement=settings.confinement, limits=settings.snapshot_limits,
-                            max_live=self.limits.max_handles_per_user + 1)
+                            max_live=max_live)
         copies = await open_copies(policy, redact=self.redact, fork=lambda limits: kernel.fork(limits, policy.max_live))
         if copies.tree is None:
             await asyncio.to_thread(kernel.close)
             raise TryError(f"The code was not run: {copies.confinement.message}", 409)
-        return _Tree(copies=copies, kernel=kernel, confinement=copies.confinement)
+        return copies, kernel
 
     def _run(self, tree: _Tree, base: Handle | None, code: str, timeout: float, work: dict,
              cancel: threading.Event) -> tuple[Any, ExecResult, NamespaceDiff]:
-        """In a worker: the copy to run in (a fork of ``base``'s, or the tree's root), then the run."""
-        node = base.node.fork() if base is not None else tree.copies.executor
+        """In a worker: the copy to run in (a fork of ``base``'s, a child of the warm root, or the
+        tree's root), then the run."""
+        if base is not None:
+            node = base.node.fork()
+        elif tree.lease is not None:
+            # a scratch folder of its own, as a fork of the live kernel has: never another try's files
+            node = tree.top = tree.lease.root.node.fork(own_scratch=True)
+        else:
+            node = tree.start
         work["node"] = node
         if cancel.is_set():
             _close_node(node)
@@ -351,7 +399,15 @@ class TryManager:
         for hid in list(tree.handles):
             self.handles.pop(hid, None)
         tree.handles.clear()
-        await asyncio.to_thread(_close_all, tree)
+        if tree.lease is None:
+            await asyncio.to_thread(_close_all, tree)
+            return
+        try:
+            if tree.top is not None:
+                await asyncio.to_thread(_close_node, tree.top)
+        finally:
+            if self.warm is not None:
+                self.warm.release(tree.lease)
 
     def _start_reaper(self) -> None:
         if self._reaper is None or self._reaper.done():
@@ -400,4 +456,5 @@ def _close_all(tree: _Tree) -> None:
     except Exception:  # the kernel handle is released either way
         log.warning("closing kernel copies failed", exc_info=True)
     finally:
-        tree.kernel.close()
+        if tree.kernel is not None:
+            tree.kernel.close()

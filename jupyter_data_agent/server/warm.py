@@ -93,6 +93,9 @@ class WarmHandler(CompleteHandler):
     async def post(self) -> None:
         request = self.parse_body(WarmRequest, "warm request")
         settings: Settings = self.agent_settings
+        warm_roots = self.agent_state.tries.warm
+        if warm_roots is not None and request.kernel_id:
+            warm_roots.touch(request.kernel_id)  # the sidebar is open on it: keep its kernel's warm root
         if settings.backend == "openai":
             return self._reply(WarmReply(warmed=False, reason="an endpoint model keeps its own cache"))
         if request.kind == "inline" and not settings.inline_enabled:

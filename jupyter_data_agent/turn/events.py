@@ -51,6 +51,7 @@ ProgressState = Literal[
     "loading_model",
     "waiting_model",  # the model serves another turn first: ``queue`` turns ahead
     "waiting_for_kernel",  # the kernel is busy running a cell
+    "state_age",  # a cell runs: the turn starts from the kernel's state before it (``state_age``)
     "kernel_ready",
     "schema_ready",  # DataFrame schemas read from the kernel
     "kernel_copy_ready",
@@ -195,6 +196,15 @@ class AnswerVotes(_Wire):
 
 # -- event data ---------------------------------------------------------------------
 
+class StateAgeData(_Wire):
+    """The kernel state a turn starts from while a cell runs (``server.warm_roots.StateAge``)."""
+
+    as_of: str  # the state's time, ISO 8601
+    running: bool  # a cell runs in the kernel now
+    executions_since: int = Field(ge=0)  # cells started since (the running one included)
+    note: str  # in words
+
+
 class ProgressData(_Sparse):
     """Where the turn stands; every field but the ones an event sets is absent."""
 
@@ -219,6 +229,7 @@ class ProgressData(_Sparse):
     tokens: int | None = Field(default=None, ge=0)  # generating
     elapsed_s: float | None = Field(default=None, ge=0)  # generating
     queue: int | None = Field(default=None, ge=0)  # waiting_model
+    state_age: StateAgeData | None = None  # state_age
 
 
 class LogData(_Sparse):

@@ -21,6 +21,7 @@ import gc
 import os
 import socket
 import sys
+import tempfile
 import warnings
 
 from . import cell_exec as _cell_exec
@@ -32,16 +33,30 @@ from .reaper import REAPER
 
 
 def fork() -> int:
+    """``os.fork()``, the child keeping the ``random`` module's state.
+
+    ``random`` reseeds itself in every child (an at-fork hook), so a copy drew
+    other numbers than the kernel it copies would; a copy is that kernel's state,
+    random state included (numpy's is kept by the fork itself)."""
+    rnd = sys.modules.get("random")
+    state = None
+    with contextlib.suppress(Exception):
+        state = rnd.getstate() if rnd is not None else None
     # Python >= 3.12 warns about forking a threaded process; the child here
     # never relies on another thread's locks (see the module docstring).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return os.fork()
+        pid = os.fork()
+    if pid == 0 and state is not None:
+        with contextlib.suppress(Exception):
+            rnd.setstate(state)  # type: ignore[union-attr]
+    return pid
 
 
-def enter_forked_child(conn: socket.socket, fd: int, parent_pid: int) -> socket.socket:
+def enter_forked_child(conn: socket.socket, fd: int, parent_pid: int, own_scratch: bool = False) -> socket.socket:
     """In a copy just forked from a copy: its own channel (on ``fd``), once it
-    is set up like its parent; any failure ends it."""
+    is set up like its parent (with a scratch folder of its own when
+    ``own_scratch``: ``take_own_scratch``); any failure ends it."""
     try:
         _confine.set_pdeathsig()
         if os.getppid() != parent_pid:
@@ -50,12 +65,46 @@ def enter_forked_child(conn: socket.socket, fd: int, parent_pid: int) -> socket.
         state = _cell_exec.STATE
         if state is not None and state.protections.processes:
             _procs.set_subreaper()  # not inherited: a candidate's orphans stay ours
-        if state is not None and state.protections.signal_scope:
+        if own_scratch:
+            take_own_scratch(state)  # its Landlock layer scopes signals too
+        elif state is not None and state.protections.signal_scope:
             _confine.isolate_signals(state.protections.landlock_abi)
         renew()
         return socket.socket(fileno=fd)
     except BaseException:
         os._exit(70)
+
+
+def take_own_scratch(state) -> None:
+    """A scratch folder of its own for a copy forked from a shared root (a kernel's warm root).
+
+    Every fresh try forks the kernel's one warm root, whose scratch folder they
+    would share: a file one try wrote would be there for the next, another
+    user's included. A fork of the live kernel gets a new scratch folder; so
+    does this child: a new folder in the root's, made its working directory and
+    TMPDIR, the notebook folder's entries linked anew; then one more Landlock
+    layer (inherited by the copies forked from it) under which it writes only
+    there, and reads nothing of the root's scratch but that folder, nor any
+    other copy tree's scratch beside it. Landlock grants a folder's whole
+    subtree, so under that layer the folders above those (``/``, the temporary
+    folder) cannot be listed; their other entries stay readable. Raises when a
+    step fails: the copy then ends, unused.
+    """
+    p = state.protections
+    if not p.scratch:
+        raise RuntimeError("the root copy has no scratch folder")
+    root_scratch = os.path.realpath(p.scratch)
+    own = tempfile.mkdtemp(prefix="try-", dir=root_scratch)
+    p.notes = [*p.notes, *_confine.prepare_scratch(own, getattr(state, "notebook_dir", None))]
+    os.chdir(own)
+    os.environ["TMPDIR"] = os.path.join(own, _confine.TMP_SUBDIR)
+    tempfile.tempdir = None  # recomputed from TMPDIR on next use
+    p.scratch = own
+    if p.landlock_fs:
+        hidden = [root_scratch, *_confine.other_scratch(root_scratch)]
+        _confine.apply_landlock([own], False, p.landlock_abi, hidden, list_all=False)
+    elif p.signal_scope:
+        _confine.isolate_signals(p.landlock_abi)
 
 
 def run_root(main, *, conn, listener, close_in_child, parent_pid: int) -> None:

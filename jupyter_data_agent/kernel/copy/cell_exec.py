@@ -100,6 +100,7 @@ class State:
         self.shell = shell
         self.limits = limits
         self.protections = protections
+        self.notebook_dir: str | None = None
         self.devnull = os.open(os.devnull, os.O_RDWR)
         self.out = CaptureStream("stdout", 1)
         self.err = CaptureStream("stderr", 2)

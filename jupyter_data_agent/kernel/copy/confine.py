@@ -128,12 +128,14 @@ def _fs_rights(abi: int) -> int:
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
-def read_rules(hidden: list[str], read: int) -> list[tuple[str, int]]:
+def read_rules(hidden: list[str], read: int, *, list_all: bool = True) -> list[tuple[str, int]]:
     """Read access to the whole filesystem except ``hidden`` paths.
 
     Landlock only grants, so "all but X" is the entries of each ancestor of X
     other than the one leading to X. Listing directories stays allowed
-    everywhere (names are not secrets; the files' contents are). Entries
+    everywhere (names are not secrets; the files' contents are) unless
+    ``list_all`` is False: then hidden folders cannot be listed either, nor
+    (Landlock grants a folder's whole subtree) their ancestors. Entries
     created later under a walked directory (a new process's ``/proc/<pid>``)
     get no rule, so they are unreadable too.
     """
@@ -153,7 +155,7 @@ def read_rules(hidden: list[str], read: int) -> list[tuple[str, int]]:
             path = os.path.dirname(path)
         return False
 
-    rules: list[tuple[str, int]] = [("/", FS_READ_DIR)]
+    rules: list[tuple[str, int]] = [("/", FS_READ_DIR)] if list_all else []
     stack = ["/"]
     while stack:
         try:
@@ -188,11 +190,12 @@ def process_dirs() -> list[str]:
 
 
 def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | None = None,
-                   hidden: list[str] = ()) -> tuple[bool, bool, bool, list[str]]:
+                   hidden: list[str] = (), *, list_all: bool = True) -> tuple[bool, bool, bool, list[str]]:
     """Restrict this (single-threaded) process and its future children.
 
     ``hidden`` paths cannot be read at all (Jupyter's runtime directory: the
-    server's token, the kernels' connection files). Returns (fs, net,
+    server's token, the kernels' connection files); ``list_all``: see
+    ``read_rules``. Returns (fs, net,
     signal_scope, notes). Must run after fork: Landlock binds the calling
     thread only, and a fresh fork has just one.
     """
@@ -220,7 +223,7 @@ def apply_landlock(writable: list[str], deny_network: bool = True, abi: int | No
     try:
         read = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE
         dev_file = (FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV) & handled_fs
-        rules = read_rules([*hidden, "/dev"], read)
+        rules = read_rules([*hidden, "/dev"], read, list_all=list_all)
         for dev in DEVICES:
             if os.path.exists(dev):
                 rules.append((dev, dev_file))
@@ -385,6 +388,19 @@ def prepare_scratch(scratch: str, notebook_dir: str | None) -> list[str]:
     return notes
 
 
+def other_scratch(scratch: str) -> list[str]:
+    """The other copy trees' scratch folders beside ``scratch`` (another try's, another user's):
+    unreadable to a copy, as are those made after it (their folder is walked for rules)."""
+    from .procs import SCRATCH_PREFIX
+
+    mine = os.path.realpath(scratch)
+    try:
+        with os.scandir(os.path.dirname(mine)) as entries:
+            return [e.path for e in entries if e.name.startswith(SCRATCH_PREFIX) and e.path != mine]
+    except OSError:
+        return []
+
+
 #: Credentials under the home directory: useless in a copy (it has no network), so
 #: kept out of its reach rather than scrubbed from what it prints.
 CREDENTIALS = (".aws", ".azure", ".config/gcloud", ".ssh", ".gnupg", ".kube", ".docker",
@@ -518,7 +534,7 @@ def confine(scratch: str, notebook_dir: str | None, limits: Limits, *, keep_fds:
     harden.privatize_shared_mappings()
     p.shared_mappings = True
     processes = process_dirs()  # listed once: hidden, and searched for runtime dirs
-    hidden = runtime_paths(processes) + credential_paths() + processes
+    hidden = runtime_paths(processes) + credential_paths() + processes + other_scratch(scratch)
     harden.scrub_secrets(list(secrets))
     p.secrets = True
     p.landlock_abi = abi = landlock_abi()

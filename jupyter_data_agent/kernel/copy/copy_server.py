@@ -29,13 +29,14 @@ from .reaper import REAPER
 ACCEPT_TIMEOUT_S = 60.0
 
 
-def _fork_child(conn: socket.socket, fd: int):
-    """Fork a child snapshot that talks on ``fd``; returns ('child', sock) in
-    the child and ('parent', pid) in the parent."""
+def _fork_child(conn: socket.socket, fd: int, own_scratch: bool = False):
+    """Fork a child snapshot that talks on ``fd`` (with a scratch folder of its
+    own when ``own_scratch``); returns ('child', sock) in the child and
+    ('parent', pid) in the parent."""
     parent_pid = os.getpid()
     pid = _after_fork.fork()
     if pid == 0:
-        return "child", _after_fork.enter_forked_child(conn, fd, parent_pid)
+        return "child", _after_fork.enter_forked_child(conn, fd, parent_pid, own_scratch)
     os.close(fd)
     REAPER.watch(pid)
     return "parent", pid
@@ -66,7 +67,7 @@ def serve(conn: socket.socket) -> None:
             elif op == "fork":
                 if not fds:
                     raise ValueError("fork request without a descriptor")
-                who, val = _fork_child(conn, fds[0])
+                who, val = _fork_child(conn, fds[0], msg.get("own_scratch") is True)
                 fds = fds[1:]
                 if who == "child":
                     conn = val
@@ -145,6 +146,7 @@ def root_main(shell, out, err, *, conn, listener, token, sockdir, notebook_dir, 
                           "error": f"confinement failed: {type(e).__name__}: {e}"})
         os._exit(0)
     state = State(shell, limits, protections)
+    state.notebook_dir = notebook_dir  # a child with a scratch folder of its own links it anew
     state.out, state.err = out, err
     install(state)
     send_frame(conn, _hello_reply(hello.get("id"), state))

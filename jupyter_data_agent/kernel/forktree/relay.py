@@ -100,7 +100,7 @@ class Relay:
             timeout = float(timeout) if isinstance(timeout, (int, float)) else None
             return {"result": self._node(data).exec(code, timeout=timeout).to_json()}
         if op == "fork":
-            return {"node": self._node(data).fork().id}
+            return {"node": self._node(data).fork(own_scratch=data.get("own_scratch") is True).id}
         if op == "close":
             self._node(data).close()
             return {}

@@ -56,6 +56,7 @@ class Snapshot(_tree.CopyNode):
         self.pid: int | None = None  # the kernel's word for it (never the copy's)
         self.uss: int | None = None
         self.death: str | None = None
+        self.own_scratch = False  # forked with a scratch folder of its own (a child of a warm root)
         self._chan: Channel | None = None
         self._proc = None
         self._pidfd: int | None = None
@@ -72,17 +73,19 @@ class Snapshot(_tree.CopyNode):
             tree.check_memory()
         return res
 
-    def fork(self) -> "Snapshot":
-        """A child copy of this snapshot's current state (a new process)."""
+    def fork(self, own_scratch: bool = False) -> "Snapshot":
+        """A child copy of this snapshot's current state (a new process); ``own_scratch``: it
+        writes and reads its own scratch folder, not this copy's (``after_fork.take_own_scratch``)."""
         if self.tree.closed:
             raise SnapshotClosed("the snapshot tree is closed")
         self.tree._reserve_slot(protect=self)
         try:
             with self._lock:
                 self._ensure_live()
-                pid, chan, pidfd = self._fork_locked()
+                pid, chan, pidfd = self._fork_locked(own_scratch)
                 parent_len = len(self.cells)
             child = self._new_child(parent_len)
+            child.own_scratch = own_scratch
             child._attach(pid, chan, pidfd)
         finally:
             self.tree._release_slot()
@@ -253,14 +256,15 @@ class Snapshot(_tree.CopyNode):
         result.pid = pid  # the copy's word for its pid is not kept either
         return result
 
-    def _fork_locked(self) -> tuple[int, Channel, int | None]:
+    def _fork_locked(self, own_scratch: bool = False) -> tuple[int, Channel, int | None]:
         """A child of this copy: (its pid as the kernel tells it, its channel, its pidfd)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         timeout = self.tree.limits.fork_timeout_s
         try:
             pass_credentials(mine)  # before the child can write anything
             try:
-                reply = self._chan.request("fork", timeout=timeout, fds=[theirs.fileno()])
+                extra = {"own_scratch": True} if own_scratch else {}
+                reply = self._chan.request("fork", timeout=timeout, fds=[theirs.fileno()], **extra)
             finally:
                 theirs.close()
             if not reply.get("ok"):
@@ -306,9 +310,11 @@ class Snapshot(_tree.CopyNode):
         # Base: the nearest live ancestor still in the state it had when the
         # path below it was forked; replay every cell from there down.
         n, limit = self.parent, self.parent_len
+        own_scratch = self.own_scratch  # the new process's scratch is its own when a node's between was
         while n is not None and not (n.is_live and len(n.cells) == limit):
             if n.state == "closed":
                 raise SnapshotClosed(f"snapshot {n.id} is closed")
+            own_scratch = own_scratch or n.own_scratch
             limit, n = n.parent_len, n.parent
         if n is None:
             raise SnapshotError(f"cannot rebuild {self.id}: no live ancestor is still in the "
@@ -318,7 +324,7 @@ class Snapshot(_tree.CopyNode):
             with n._lock:
                 if not (n.is_live and len(n.cells) == limit):
                     raise SnapshotError(f"cannot rebuild {self.id}: {n.id} changed meanwhile")
-                pid, chan, pidfd = n._fork_locked()
+                pid, chan, pidfd = n._fork_locked(own_scratch)
                 done = len(n.lineage())  # the cells the new process already ran
             self._attach(pid, chan, pidfd)
         finally:

@@ -289,8 +289,9 @@ class ChannelNode:
             raise SnapshotError("the relay's reply carried no result")
         return _tree.received(self.tree, ExecResult.from_json(result))
 
-    def fork(self) -> "ChannelNode":
-        reply = self.tree.request("fork", self.tree.limits.fork_timeout_s + RELAY_GRACE_S, node=self.id)
+    def fork(self, own_scratch: bool = False) -> "ChannelNode":
+        extra = {"own_scratch": True} if own_scratch else {}
+        reply = self.tree.request("fork", self.tree.limits.fork_timeout_s + RELAY_GRACE_S, node=self.id, **extra)
         return self.tree._node(str(reply.get("node")), self)
 
     def close(self) -> None:
