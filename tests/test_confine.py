@@ -16,7 +16,7 @@ import psutil
 import pytest
 from jupyter_client import KernelManager
 
-from jupyter_data_agent.kernel.copy import confine
+from jupyter_data_agent.kernel.copy import confine, harden
 from jupyter_data_agent.kernel.forktree.snapshot import SnapshotTree
 from jupyter_data_agent.kernel.results import Limits, Protections
 
@@ -282,8 +282,6 @@ def test_user_interrupt_does_not_reach_copies(tree, kernel):
 def test_environment_allow_list():
     """What a copy's environment keeps: listed names and prefixes, unless the name
     looks secret or the value carries credentials; everything else goes."""
-    from jupyter_data_agent.kernel.copy import harden
-
     env = {"PATH": "/usr/bin", "LC_ALL": "C", "NLTK_DATA": "/data/nltk", "CONDA_PREFIX": "/c",
            "DB_PWD": "x", "GITHUB_PAT": "x", "API_PASS": "x", "SLACK_WEBHOOK_URL": "x",
            "CONDA_TOKEN": "x", "SPARK_HOME": "https://user:pw@host/", "JPY_SESSION_NAME": "x",
@@ -294,3 +292,37 @@ def test_environment_allow_list():
                                    "SOME_SETTING"])
     assert {"DB_PWD", "GITHUB_PAT", "API_PASS", "SLACK_WEBHOOK_URL", "CONDA_TOKEN",
             "SPARK_HOME"} <= set(harden.secret_env_names(env))  # these are wiped from memory too
+
+
+def test_secrets_are_wiped_without_touching_pages_that_hold_nothing():
+    """The wipe finds a secret in private anonymous memory and reads only pages that hold data:
+    a page never written stays unmapped (reading it would map the zero page, and each later
+    fork of a root copies every such entry)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page, pages = harden._PAGE, 64
+    base = libc.mmap(None, pages * page, mmap.PROT_READ | mmap.PROT_WRITE,
+                     mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    secret = b"not-a-real-key-7f3a9c"
+    try:
+        ctypes.memmove(base + 5 * page - 7, secret, len(secret))  # across pages 4 and 5
+        ctypes.memset(base + 40 * page, 1, 1)
+        pagemap = harden._open_pagemap()
+        assert pagemap is not None
+        try:
+            runs = harden.held_runs(pagemap, base, base + pages * page)
+            assert runs == [(base + 4 * page, base + 6 * page), (base + 40 * page, base + 41 * page)]
+            assert harden.wipe_memory([secret]) >= 1
+            assert ctypes.string_at(base + 5 * page - 7, len(secret)) == bytes(len(secret))
+            assert harden.held_runs(pagemap, base, base + pages * page) == runs  # nothing else mapped
+        finally:
+            os.close(pagemap)
+        assert harden.held_runs(None, base, base + page) == [(base, base + page)]
+    finally:
+        libc.munmap(base, pages * page)

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernel.host.client import kernel_alive, open_client
+from ..kernel.host.client import kernel_alive, open_client, still_reading
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +219,9 @@ class WarmRoots:
         """Follow ``kernel_id`` (someone can ask now): its IOPub is read from here on."""
         self._start_reaper()
         w = self.watches.get(kernel_id)
+        if w is not None and w.kc is not None and not still_reading(w.kc):  # deaf: executions unseen
+            await self.drop(kernel_id, "the kernel's messages stopped coming (its websocket closed)")
+            w = None
         if w is None:
             w = self.watches[kernel_id] = _Watch(kernel_id, notebook_path, time.monotonic())
             w.idle.set()

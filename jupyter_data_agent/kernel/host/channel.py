@@ -30,6 +30,7 @@ from ..forktree.bootstrap import kernel_call
 from ..protocol import PROTOCOL_VERSION
 from ..results import ExecResult, Limits, Protections
 from ..tree import ForkUnavailable, SnapshotClosed, SnapshotError
+from .client import no_read_timeout
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +64,6 @@ async def _subshell(kc: Any, timeout: float) -> str | None:
         pass
     log.debug("no kernel subshell: the relay's calls go on the main shell")
     return None
-
-
-def _no_read_timeout(kc: Any) -> None:
-    """A gateway's client (jupyter_server's ``GatewayKernelClient``) reads every channel from one
-    websocket in a thread of its own, with KERNEL_LAUNCH_TIMEOUT (40 s by default) as the socket's
-    timeout: a copy computing that long without output (and no ping from the gateway in between)
-    ended the reading for good ("Response router had finished"), and with it the copies. Waits
-    have deadlines of their own here; a websocket that closes still ends the reading."""
-    sock = getattr(kc, "channel_socket", None)
-    if sock is not None and callable(getattr(sock, "settimeout", None)):
-        sock.settimeout(None)
 
 
 class ChannelTree(_tree.Closing):
@@ -137,7 +127,7 @@ class ChannelTree(_tree.Closing):
             tree = cls(kc, asyncio.get_running_loop(), info, limits, max_live)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ForkUnavailable(f"the kernel's relay answered something else: {e}") from e
-        _no_read_timeout(kc)
+        no_read_timeout(kc)
         if info.get("subshells") and subshell:
             tree.subshell_id = await _subshell(kc, timeout=min(timeout, SUBSHELL_WAIT_S))
         tree._reader = asyncio.ensure_future(tree._read())

@@ -84,7 +84,27 @@ async def open_client(km: Any, *, iopub: bool = False, control: bool = False) ->
     kc = own_client(km)
     await ensure_async(kc.start_channels(shell=True, iopub=iopub or on_another_host(km), stdin=False,
                                          hb=False, control=control))
+    no_read_timeout(kc)
     return kc
+
+
+def no_read_timeout(kc: Any) -> None:
+    """A gateway's client (jupyter_server's ``GatewayKernelClient``) reads every channel from one
+    websocket in a thread of its own, with KERNEL_LAUNCH_TIMEOUT (40 s by default) as the socket's
+    timeout: a copy computing that long without output (and no ping from the gateway in between),
+    or a kernel idle that long under a warm root's watch, ended the reading for good ("Response
+    router had finished"), and with it the copies or the watch. Waits have deadlines of their own
+    here; a websocket that closes still ends the reading. Other clients: unchanged."""
+    sock = getattr(kc, "channel_socket", None)
+    if sock is not None and callable(getattr(sock, "settimeout", None)):
+        sock.settimeout(None)
+
+
+def still_reading(kc: Any) -> bool:
+    """Whether ``kc`` still hears its kernel: a gateway's client whose routing thread ended (its
+    websocket closed) gets no message again, and waits on its queues for ever instead of failing."""
+    router = getattr(kc, "response_router", None)
+    return router is None or not callable(getattr(router, "is_alive", None)) or router.is_alive()
 
 
 async def kernel_alive(km: Any) -> bool:
