@@ -16,7 +16,8 @@ import type {
   Confinement,
   DoneResult,
   JobEvent,
-  ProgressData
+  ProgressData,
+  StateAgeData
 } from './wire';
 
 export type JobViewStatus = 'starting' | 'running' | JobStatus;
@@ -64,6 +65,11 @@ export interface IJobView {
   turnId: string | null;
   /** The verdict on this turn's kernel copies, once the server sent it. */
   confinement: Confinement | null;
+  /**
+   * The kernel state the turn started from, where it was not the live
+   * kernel's now (a cell was running): its age; null: the live state.
+   */
+  stateAge: StateAgeData | null;
   /** Streamed text of the candidate being written; null once it arrived. */
   streaming: IStreamedText | null;
   error: string | null;
@@ -88,6 +94,7 @@ export function initialJob(jobId: string | null = null): IJobView {
     chosen: null,
     turnId: null,
     confinement: null,
+    stateAge: null,
     streaming: null,
     error: null
   };
@@ -206,6 +213,10 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
       if (data.state === 'confinement' && data.confinement) {
         // Once per turn, before candidates run (or are shown unrun).
         next.confinement = data.confinement;
+      }
+      if (data.state === 'state_age' && data.state_age) {
+        // Kept for the turn's note, after the progress line has moved on.
+        next.stateAge = data.state_age;
       }
       break;
     }

@@ -96,6 +96,8 @@ export interface IRetryRequest {
   editKind?: EditKind | null;
   /** The user's words of an edit. */
   instruction?: string;
+  /** Wait for the cell running in the kernel, and start from its state. */
+  freshState?: boolean;
 }
 
 export function toSuggestionCandidate(

@@ -70,6 +70,8 @@ export interface ISendOptions {
    * ("rewrite …") is an edit too.
    */
   edit?: EditKind;
+  /** Wait for the kernel's running cell, start from its state (`fresh_state`). */
+  freshState?: boolean;
 }
 
 let exchangeCounter = 0;
@@ -381,10 +383,12 @@ export class NotebookSession implements IDisposable {
   /**
    * Ask the same question again, with the same strategy, about the same
    * cell; a turn that edited a cell edits it again (while it exists), with
-   * the cell as it is now.
+   * the cell as it is now. `freshState`: after the cell running in the
+   * kernel ends, from the state it leaves.
    */
   retry(request: IRetryRequest): void {
     const strategy = request.strategy as Strategy;
+    const freshState = request.freshState || undefined;
     const editCellId = request.editCellId ?? null;
     const cell = this._cellJSON(editCellId);
     if (editCellId && cell?.cell_type === 'code') {
@@ -396,7 +400,8 @@ export class NotebookSession implements IDisposable {
         intent: words,
         strategy,
         cellId: editCellId,
-        edit: request.editKind ?? editKindFor(cell, words)
+        edit: request.editKind ?? editKindFor(cell, words),
+        freshState
       });
       return;
     }
@@ -404,7 +409,8 @@ export class NotebookSession implements IDisposable {
     void this.send({
       intent: request.intent,
       strategy,
-      cellId: about && this.cellIndex(about) >= 0 ? about : undefined
+      cellId: about && this.cellIndex(about) >= 0 ? about : undefined,
+      freshState
     });
   }
 

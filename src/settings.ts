@@ -80,9 +80,15 @@ export function withinLimits(
  * A turn's options: the composer's knobs, else the settings', within the
  * server's limits. Knobs left unset take the server's default for the
  * strategy; the server ignores a knob the strategy does not have.
+ * `freshState`: the turn waits for a cell running in the kernel instead of
+ * starting from the state before it.
  */
 export function turnOptions(
-  knobs: { samples?: number | null; budget?: number | null },
+  knobs: {
+    samples?: number | null;
+    budget?: number | null;
+    freshState?: boolean;
+  },
   settings: IAgentSettings,
   limits: Limits
 ): TurnOptions {
@@ -100,6 +106,9 @@ export function turnOptions(
   }
   if (settings.temperature !== null) {
     opts.temperature = settings.temperature;
+  }
+  if (knobs.freshState) {
+    opts.fresh_state = true;
   }
   return opts;
 }

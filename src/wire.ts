@@ -80,6 +80,7 @@ export interface TurnOptions {
   budget?: number | null;
   temperature?: number | null;
   use_live_state?: boolean;
+  fresh_state?: boolean;
 }
 /**
  * Fix or Improve one cell: the cell itself, typed, not a sentence about it.

@@ -5,7 +5,9 @@ OpenAI-protocol server (as ``test_server_turns``): a sidebar turn's copies
 fork from the kernel's warm root (process parentage), a later turn reuses it
 while it is current; a turn asked while the user's 20-s cell runs starts at
 once from the state before the cell, reads the DataFrame schemas from a child
-of the root, says the state's age in its events, and the cell runs undisturbed.
+of the root, says the state's age in its events, and the cell runs undisturbed;
+the same turn asked with ``fresh_state`` (the sidebar's "Wait for the cell and
+run again") waits for the cell and runs on the state after it.
 """
 
 from __future__ import annotations
@@ -137,6 +139,70 @@ async def test_a_turn_during_a_20_s_cell_starts_at_once_and_says_the_states_age(
         assert check["content"]["status"] == "ok"
     finally:
         kc.stop_channels()
+
+
+@on_server_loop
+async def test_the_same_turn_with_fresh_state_waits_for_the_cell(jp_fetch, jp_ws_fetch, jp_serverapp, copies_made):
+    """``options.fresh_state`` (the sidebar's "Wait for the cell and run again"): no state before the
+    cell; the turn waits for it (saying so), reads the live kernel after it, and forks a root made then."""
+    kernel_id, km, kc = await start_kernel(jp_fetch, jp_serverapp)
+    warm = warm_of(jp_serverapp)
+    try:
+        events = await stream_events(jp_ws_fetch, (await post_turn(jp_fetch, kernel_id=kernel_id))["job_id"])
+        assert events[-1]["type"] == "done", events[-1]
+        w = warm.watches[kernel_id]
+        await until(lambda: w.root is not None and w.root.generation == w.generation and not w.running, what="root")
+        old_root, old_pid = w.root, w.root.node.pid
+        msg_id = kc.execute("import time\ntime.sleep(20)\ndf = df.head(2)\ny = 5")
+        await until(lambda: w.running, what="the user's cell running")
+        t0 = time.monotonic()
+        job_id = (await post_turn(jp_fetch, kernel_id=kernel_id, options={"fresh_state": True}))["job_id"]
+        cell_ended: list[float] = []
+
+        async def cell_reply() -> None:  # the user's cell, read as it ends (the turn goes on meanwhile)
+            reply = await kc.get_shell_msg(timeout=60)
+            while reply["parent_header"].get("msg_id") != msg_id:
+                reply = await kc.get_shell_msg(timeout=60)
+            cell_ended.append(time.monotonic())
+            assert reply["content"]["status"] == "ok", reply["content"]
+
+        waiting = asyncio.ensure_future(cell_reply())
+        timed = await timed_events(jp_ws_fetch, job_id)
+        await asyncio.wait_for(waiting, 60)
+        events = [e for _, e in timed]
+        assert events[-1]["type"] == "done", events[-1]
+        got = states(events)
+        assert "state_age" not in got, got  # never the state before the cell
+        assert "waiting_for_kernel" in got and got.index("waiting_for_kernel") < got.index("schema_ready"), got
+        assert got.index("schema_ready") < got.index("kernel_copy_ready"), got
+        schema = [e for e in events if e["data"].get("state") == "schema_ready"][0]
+        assert schema["data"]["frames"] == ["df"]
+        first = [(at, e) for at, e in timed if e["type"] == "candidate"][0]
+        assert cell_ended and first[0] > cell_ended[0] and first[0] - t0 > 12  # it came after the cell ended
+        cand = first[1]["data"]["candidate"]
+        # run on the state after the cell: df.head(2) has one row with a above 1 (before it: 2)
+        assert cand["result"]["status"] == "ok" and cand["result"]["value"]["value"] == 1, cand["result"]
+        # its copy: a child of a root made after the cell, not of the root from before it
+        root = w.root
+        assert root is not None and root is not old_root and root.generation == w.generation
+        assert copies_made[-1]["parent"] == root.node.pid != old_pid
+        # the user's cell ran undisturbed, in the live kernel
+        check = await kc.execute("assert y == 5 and len(df) == 2", reply=True, timeout=30)
+        assert check["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+
+
+async def timed_events(jp_ws_fetch, job_id: str, timeout: float = 180.0) -> list[tuple[float, dict]]:
+    """A job's events as ``stream_events`` reads them, each with when it came (monotonic)."""
+    ws = await jp_ws_fetch("jupyter-data-agent", "jobs", job_id, "events")
+    out: list[tuple[float, dict]] = []
+    try:
+        while (msg := await asyncio.wait_for(ws.read_message(), timeout)) is not None:
+            out.append((time.monotonic(), json.loads(msg)))
+    finally:
+        ws.close()
+    return out
 
 
 def _zombie(pid: int) -> bool:

@@ -397,7 +397,8 @@ class JobManager:
 
     def _through_warm_root(self, job: Job, handle: KernelHandle, sink: Callable[[Any], None]) -> KernelHandle:
         """The turn's handle, its copies forked from the kernel's warm root (``server.warm_turns``)
-        where the server keeps warm roots and the turn's copy policy is the tries' (the roots')."""
+        where the server keeps warm roots and the turn's copy policy is the tries' (the roots');
+        ``options.fresh_state``: never the state before a running cell (it waits for the cell)."""
         request, policy = job.request, job.spec.copies
         if (self.warm_roots is None or job.given_handle is not None or isinstance(handle, NoKernel)
                 or not request.kernel_id or policy.mode not in ("auto", "fork")
@@ -411,7 +412,8 @@ class JobManager:
             sink(Event("progress", message, {"state": "state_age", "state_age": age}))
 
         return WarmRootHandle(handle, self.warm_roots, request.kernel_id, request.notebook_path,
-                              limits=Limits.from_json(self.settings.snapshot_limits), say=say)
+                              limits=Limits.from_json(self.settings.snapshot_limits), say=say,
+                              fresh=request.options.fresh_state)
 
     @property
     def kernels(self) -> KernelHandles:

@@ -67,6 +67,9 @@ class TurnOptions(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     # False: no schema inspection and no kernel copies (the notebook text only).
     use_live_state: bool = True
+    # True: while a cell runs in the live kernel, wait for it (schemas and copies from the state
+    # after it) instead of starting at once from the kernel's warm root, the state before it.
+    fresh_state: bool = False
 
 
 class NotebookCell(BaseModel):

@@ -7,9 +7,13 @@ of its own, as a fork of the live kernel has) whenever the root holds the live
 kernel's state now, or a cell runs; while a cell runs, the schemas are read
 from a child of the root too (it holds the same namespace the live kernel had
 before the cell) instead of waiting for the cell, and the turn says the
-state's age in its events. A turn whose copy limits are not the root's forks
-the live kernel as before; a root older than the live kernel's state is never
-used silently (``WarmRoots.acquire`` makes a new one when the kernel is idle).
+state's age in its events. A turn asked with ``fresh_state`` never starts from
+the state before a running cell: it reads the live kernel once the cell ended
+(the base handle waits, saying so) and its copies are a child of a root made
+after the cell (``WarmRoots.acquire(fresh=True)``). A turn whose copy limits
+are not the root's forks the live kernel as before; a root older than the live
+kernel's state is never used silently (``WarmRoots.acquire`` makes a new one
+when the kernel is idle).
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ def _descends(node: Any, top: Any) -> bool:
 
 class WarmRootHandle(KernelHandle):
     """``base`` (the turn's handle on the live kernel), with its copies and, while a cell runs,
-    its schema reading through the kernel's warm root."""
+    its schema reading through the kernel's warm root; ``fresh``: both wait for a running cell."""
 
     def __init__(
         self,
@@ -96,6 +100,7 @@ class WarmRootHandle(KernelHandle):
         *,
         limits: Limits,
         say: SayAge,
+        fresh: bool = False,
     ) -> None:
         self.base = base
         self.warm = warm
@@ -103,6 +108,7 @@ class WarmRootHandle(KernelHandle):
         self.notebook_path = notebook_path
         self.limits = limits  # the copies' limits the warm roots are made with
         self.say = say
+        self.fresh = fresh  # the state after any running cell: wait for it, never an older root
         self.transport = base.transport
         self.replay_allowed = base.replay_allowed
         self.notebook_dir = base.notebook_dir
@@ -130,10 +136,11 @@ class WarmRootHandle(KernelHandle):
     async def inspect(
         self, ask: InspectAsk, *, waiting: Callable[[], None] | None = None, give_up: Callable[[], bool] | None = None
     ) -> Inspection:
-        """The live kernel's answer when it is idle; while a cell runs, a child of the warm root's."""
+        """The live kernel's answer when it is idle; while a cell runs, a child of the warm root's
+        (``fresh``: the live kernel's, after the cell, as the base handle waits for it)."""
         w = self.warm.watches.get(self.kernel_id)
         root = w.root if w is not None else None
-        if w is None or not w.running or root is None or root.closed or root.retired:
+        if self.fresh or w is None or not w.running or root is None or root.closed or root.retired:
             return await self.base.inspect(ask, waiting=waiting, give_up=give_up)
         try:
             lease = await self.warm.acquire(self.kernel_id, self.notebook_path)
@@ -153,11 +160,13 @@ class WarmRootHandle(KernelHandle):
 
     # -- copies ----------------------------------------------------------------------------
     async def fork(self, limits: Limits, max_live: int) -> Any:
-        """A child of the warm root (limits as the root's), else a fork of the live kernel."""
+        """A child of the warm root (limits as the root's), else a fork of the live kernel;
+        ``fresh``: of a root holding the state after any running cell (made once it ended)."""
         if limits != self.limits:
             return await self.base.fork(limits, max_live)
         try:
-            lease = await self.warm.acquire(self.kernel_id, self.notebook_path, say=lambda _what: None)
+            lease = await self.warm.acquire(self.kernel_id, self.notebook_path, fresh=self.fresh,
+                                            say=lambda _what: None)
         except Exception:  # no root (refused by the policy...): the live kernel, as ever
             log.debug("no warm root for a turn on %s", self.kernel_id, exc_info=True)
             return await self.base.fork(limits, max_live)

@@ -427,6 +427,43 @@ describe('stopping and turn ids', () => {
   });
 });
 
+describe('state age', () => {
+  const age = {
+    as_of: '2025-01-01T12:00:00+0000',
+    running: true,
+    executions_since: 1,
+    note: "the state after the cell that ended at 12:00:00; a cell is running now in the notebook's kernel"
+  };
+
+  it('is none while the turn runs on the live state', () => {
+    const job = reduceJob(
+      initialJob(JOB),
+      progress(1, 'Read 1 DataFrame schema(s)', { state: 'schema_ready' })
+    );
+    expect(job.stateAge).toBeNull();
+  });
+
+  it('is kept from the state_age event through later events and done', () => {
+    let job = reduceJob(
+      initialJob(JOB),
+      progress(1, "Starting from the kernel's state before the running cell", {
+        state: 'state_age',
+        state_age: age
+      })
+    );
+    expect(job.stateAge).toEqual(age);
+    job = reduceJob(job, progress(2, 'Searching', { state: 'searching' }));
+    job = reduceJob(job, sent(3, 0, candidate('len(df)')));
+    job = reduceJob(job, done(4));
+    expect(job.status).toBe('done');
+    // The progress line moved on; the turn still says what state it ran on.
+    expect(job.message).not.toContain('before the running cell');
+    expect(job.stateAge).toEqual(age);
+    // A replayed event changes nothing.
+    expect(reduceJob(job, progress(1, '', { state: 'state_age' }))).toBe(job);
+  });
+});
+
 describe('confinement verdict', () => {
   it('is read from the progress event and kept through candidates', () => {
     let job = initialJob(JOB);

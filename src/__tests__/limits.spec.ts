@@ -84,6 +84,15 @@ describe('turnOptions', () => {
   it("leaves unset knobs to the server's default", () => {
     expect(turnOptions({}, DEFAULT_SETTINGS, LIMITS)).toEqual({});
   });
+
+  it('asks for the fresh state only when told to', () => {
+    expect(turnOptions({ freshState: true }, DEFAULT_SETTINGS, LIMITS)).toEqual(
+      { fresh_state: true }
+    );
+    expect(
+      turnOptions({ freshState: false }, DEFAULT_SETTINGS, LIMITS)
+    ).toEqual({});
+  });
 });
 
 describe('the question length', () => {

@@ -11,7 +11,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
 import { isFinished } from '../events';
-import type { IExchange } from '../exchange';
+import type { IExchange, IRetryRequest } from '../exchange';
 import type { TurnStatus } from '../metadata';
 import { EXPLAIN } from '../models';
 import type { NotebookSession } from '../session';
@@ -28,6 +28,7 @@ import {
 } from './common';
 import { ConfinementBadge } from './ConfinementBadge';
 import { Progress } from './Progress';
+import { StateAgeNote } from './StateAgeNote';
 import { TurnActions } from './TurnActions';
 import { UsageLine } from './UsageLine';
 
@@ -79,6 +80,7 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
     exchange.strategy === EXPLAIN
       ? null
       : (job.confinement ?? props.storedConfinement ?? null);
+  const retry = retryOf(exchange);
   return (
     <div className="jp-DataAgent-exchange" data-turn-id={exchange.turnId ?? ''}>
       <div className="jp-DataAgent-intent">
@@ -91,6 +93,11 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
         )}
         {confinement && <ConfinementBadge confinement={confinement} />}
       </div>
+      <StateAgeNote
+        job={job}
+        busy={busy}
+        onWaitForCell={() => session.retry({ ...retry, freshState: true })}
+      />
       <Progress
         job={job}
         rendermime={rendermime}
@@ -154,14 +161,7 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
       {isFinished(job) && (
         <TurnActions
           session={session}
-          retry={{
-            intent: exchange.intent,
-            strategy: exchange.strategy,
-            cellId: exchange.anchorCellId,
-            editCellId: exchange.editCellId,
-            editKind: exchange.editKind,
-            instruction: exchange.instruction
-          }}
+          retry={retry}
           turnId={exchange.turnId}
           cells={turnCells}
           busy={busy}
@@ -169,6 +169,18 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
       )}
     </div>
   );
+}
+
+/** What Retry (and "Wait for the cell and run again") under a turn asks again. */
+function retryOf(exchange: IExchange): IRetryRequest {
+  return {
+    intent: exchange.intent,
+    strategy: exchange.strategy,
+    cellId: exchange.anchorCellId,
+    editCellId: exchange.editCellId,
+    editKind: exchange.editKind,
+    instruction: exchange.instruction
+  };
 }
 
 export const ExchangeView = React.memo(ExchangeViewImpl);
