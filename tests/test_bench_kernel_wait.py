@@ -5,11 +5,14 @@ with "Kernel died before replying to kernel_info": jupyter_client's
 ``wait_for_ready`` on a client made from a connection file judges the kernel by
 its heartbeat, and a kernel that stalls for more than a second (a loaded
 machine, a kernel still importing) is called dead though it answers a moment
-later. A real kernel is stalled here with SIGSTOP for 3 s.
+later. A real kernel is stalled here with SIGSTOP for 3 s. Whether a kernel died is
+asked of the server instead (``JupyterServer.kernel_died``): a killed kernel is said
+dead at once, not after the whole wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -30,7 +33,8 @@ def kernel():
     try:
         yield km
     finally:
-        os.kill(km.provisioner.process.pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):  # a test may have killed it
+            os.kill(km.provisioner.process.pid, signal.SIGCONT)
         stop_kernel(km, kc)
 
 
@@ -80,3 +84,14 @@ def test_ready_client_gives_up_in_words_on_a_kernel_that_never_answers(kernel):
     with pytest.raises(RuntimeError, match="respond"):
         ready_client(kernel.connection_file, timeout=2)
     assert time.monotonic() - t0 < 15
+
+
+def test_ready_client_says_at_once_that_a_killed_kernel_died(kernel):
+    """A real death is not waited out: ``died`` (the server's account, here the kernel manager's)
+    is asked between the waits."""
+    kernel.provisioner.process.kill()
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="died before it answered kernel_info: killed"):
+        ready_client(kernel.connection_file, timeout=120,
+                     died=lambda: None if kernel.provisioner.process.poll() is None else "killed")
+    assert time.monotonic() - t0 < 30

@@ -126,8 +126,8 @@ def test_second_turn_through_a_real_server_is_timed_after_the_warm():
     from jupyter_data_agent_bench import first_token
 
     _embedded_or_skip()
-    with first_token.served(QUICK) as (server, runtime):
-        warm = first_token.second_turn(server, runtime, warm=True)
+    with first_token.served(QUICK) as server:
+        warm = first_token.second_turn(server, warm=True)
     assert not warm.error, warm.error
     assert warm.turn1_model_calls >= 1 and warm.ttft_s > 0
     # The warm evaluated the turn's prompt up to the intent: the notebook's cells and schema.

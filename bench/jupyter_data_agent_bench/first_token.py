@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .contention import MATMUL  # the same loop as the contention rows
-from .loop import NS, JupyterServer, ready_client
+from .loop import NS, JupyterServer
 
 SALES_ROWS = 240
 SETUP = (
@@ -97,10 +97,10 @@ class AgentTurn:
 class Kernel:
     """A kernel started by the server (``POST /api/kernels``), driven over its connection file."""
 
-    def __init__(self, server: JupyterServer, runtime_dir: Path) -> None:
+    def __init__(self, server: JupyterServer) -> None:
         self.server = server
         self.id = server.call("POST", "api/kernels", {"name": "python3"})["id"]
-        self.client = ready_client(runtime_dir / f"kernel-{self.id}.json")
+        self.client = server.kernel_client(self.id)
 
     def run(self, code: str, timeout: float = 600.0) -> tuple[int | None, list[dict], str]:
         """(execution count, nbformat outputs, error) of ``code``."""
@@ -200,9 +200,9 @@ def _notebook(kernel: Kernel) -> list[dict]:
     return cells
 
 
-def second_turn(server: JupyterServer, runtime_dir: Path, warm: bool) -> SecondTurn:
+def second_turn(server: JupyterServer, warm: bool) -> SecondTurn:
     result = SecondTurn(warm)
-    kernel = Kernel(server, runtime_dir)
+    kernel = Kernel(server)
     try:
         cells = _notebook(kernel)
         body = {"version": 1, "notebook_path": "sales.ipynb", "kernel_id": kernel.id, "strategy": "direct"}
@@ -248,7 +248,7 @@ def served(extra_args: list[str] | None = None):
                                log_path=Path(tmp) / "server.log", runtime_dir=runtime,
                                agent_args=list(extra_args or []))
         try:
-            yield server.start(), runtime
+            yield server.start()
         except Exception:
             print(Path(server.log_path).read_text(errors="replace")[-3000:], file=sys.stderr)
             raise
@@ -258,10 +258,10 @@ def served(extra_args: list[str] | None = None):
 
 def measure_second_turn(rounds: int, log=print) -> list[SecondTurn]:
     out: list[SecondTurn] = []
-    with served() as (server, runtime):
+    with served() as server:
         for i in range(rounds):
             for warm in (False, True):
-                out.append(second_turn(server, runtime, warm))
+                out.append(second_turn(server, warm))
                 log(f"second turn, round {i + 1}, {'warm' if warm else 'cold'}: {json.dumps(asdict(out[-1]))}")
     return out
 
@@ -276,12 +276,12 @@ def agent_turn(situation: str, extra_args: list[str] | None = None) -> AgentTurn
     result = AgentTurn(situation)
     beside = subprocess.Popen([sys.executable, "-c", MATMUL]) if situation == "matmul" else None
     try:
-        with served(extra_args) as (server, runtime):
+        with served(extra_args) as server:
             if beside is not None:
                 time.sleep(1.0)
             result.load1 = os.getloadavg()[0]
             start = time.perf_counter()
-            kernel = Kernel(server, runtime)
+            kernel = Kernel(server)
             result.kernel_s = time.perf_counter() - start
             try:
                 error = kernel.run(AGENT_SETUP)[2]

@@ -47,6 +47,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,24 +106,46 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ready_client(connection_file: Path | str, timeout: float = 120.0):
+#: Seconds of one ``wait_for_ready`` between two looks at whether the kernel died.
+READY_STEP_S = 5.0
+
+
+def ready_client(connection_file: Path | str, timeout: float = 300.0,
+                 died: Callable[[], str | None] | None = None):
     """A client of one of the server's kernels, by its connection file, once it answers ``kernel_info``.
 
-    Without the heartbeat channel: under load a kernel still starting misses beats,
-    and ``wait_for_ready`` then calls it dead ("Kernel died before replying to
-    kernel_info") a moment before it answers. A kernel that really died is the
-    server's to report (``GET api/kernels/<id>``); here it runs out ``timeout``."""
+    Without the heartbeat channel: for a client not made by a KernelManager,
+    jupyter_client's ``wait_for_ready`` judges the kernel by its heartbeat, and a
+    kernel stalled past a second (a loaded machine, a kernel still importing) is
+    called dead ("Kernel died before replying to kernel_info") a moment before it
+    answers. Whether it died is asked of ``died`` instead (the reason, or None
+    while it lives: ``JupyterServer.kernel_died`` asks the server), between waits of
+    ``READY_STEP_S``, so a real death is said at once; a kernel that lives but
+    never answers is given up on, in words, after ``timeout`` (generous: a loaded
+    machine takes a while)."""
     from jupyter_client import BlockingKernelClient
 
     client = BlockingKernelClient(connection_file=str(connection_file))
     client.load_connection_file()
     client.start_channels(hb=False)
+    deadline = time.monotonic() + timeout
     try:
-        client.wait_for_ready(timeout=timeout)
+        while True:
+            step = max(1.0, min(READY_STEP_S, deadline - time.monotonic()))
+            try:
+                client.wait_for_ready(timeout=step)
+                return client
+            except RuntimeError:  # without the heartbeat, only "didn't respond in <step> seconds"
+                pass
+            why = died() if died is not None else None
+            if why:
+                raise RuntimeError(f"the kernel died before it answered kernel_info: {why} ({connection_file})")
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"the kernel did not respond to kernel_info within {timeout:.0f} s, "
+                                   f"though not reported dead ({connection_file})")
     except BaseException:
         client.stop_channels()
         raise
-    return client
 
 
 @dataclass
@@ -180,6 +203,25 @@ class JupyterServer:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             raw = r.read()
         return json.loads(raw) if raw else None
+
+    def kernel_died(self, kernel_id: str) -> str | None:
+        """Why one of this server's kernels is gone, by the server's account; None: it lives
+        (or the server is too busy to say: the caller waits on)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            return f"jupyter server exited ({self.proc.returncode}); see {self.log_path}"
+        try:
+            state = self.call("GET", f"api/kernels/{kernel_id}", timeout=10)["execution_state"]
+        except urllib.error.HTTPError as exc:
+            return f"the server has no kernel {kernel_id} (HTTP {exc.code})" if exc.code == 404 else None
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
+        return f"the server says kernel {kernel_id} is {state}" if state == "dead" else None
+
+    def kernel_client(self, kernel_id: str, timeout: float = 300.0):
+        """A ZMQ client of one of this server's kernels once it answers (``ready_client``)."""
+        assert self.runtime_dir is not None, "set runtime_dir: the kernels' connection files go there"
+        return ready_client(self.runtime_dir / f"kernel-{kernel_id}.json", timeout,
+                            died=lambda: self.kernel_died(kernel_id))
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -1,20 +1,36 @@
-"""try_code (the MCP tool) vs the same cell in the live kernel, at several kernel state sizes.
+"""try_code (the MCP tool) and sidebar turns vs the same cell in the live kernel, at several state sizes.
 
-    python -m jupyter_data_agent_bench.try_code [--sizes 10MB,1GB] [--calls 100] [--json PATH]
+    python -m jupyter_data_agent_bench.try_code [--sizes 10MB,1GB] [--calls 15] [--json PATH]
 
-A real Jupyter server with this extension runs in a subprocess; a notebook
-session's kernel holds a state of each size (a NumPy array of random floats,
-every page touched). Then, per size:
+Two real Jupyter servers with this extension run side by side in one run: W with
+warm roots (the default) and C with them off (``warm_root_idle_s=0``: every fresh
+copy forks the live kernel, the behaviour before warm roots), both on one local
+model (the tests' OpenAI-protocol server) that answers every request with the same
+cell, so a turn's time is the server's. Each server's notebook session has a
+kernel holding a state of each size (a NumPy array of random floats, every page
+touched). Per size, p50 and p90 of ``--calls`` calls, the first five rows taken in
+turn in one loop so that the machine's load falls on all alike:
 
-- ``live``: the cell run in the live kernel by a kernel client (execute
-  request to reply), what running it in the notebook costs;
-- ``try_code``: the MCP tool through the SDK's Streamable HTTP client, end to
-  end: HTTP, a fresh confined fork of the live kernel, the namespace
-  fingerprint before and after, the run, the reply;
-- ``try_code from``: the same from the first call's handle (a child of that copy).
+- ``live (websocket)``: the cell in a live kernel through the server's kernel
+  websocket (execute request to reply and idle), what the notebook UI costs;
+- ``live (ZMQ)``: the same through a kernel client;
+- ``try_code fresh, warm root``: the MCP tool on W through the SDK's client, end
+  to end (HTTP, a child of the kernel's warm root, the namespace fingerprints,
+  the run, the reply);
+- ``try_code fresh, no warm root``: the same on C: a confined fork of the live kernel;
+- ``try_code from``: on W, from the first try's handle (a child of that copy);
+- ``first copy of a Vote turn`` / ``Direct turn``, on W and on C (``--turns`` each,
+  after one not counted): ``POST turns`` to the first candidate event carrying
+  its run's result;
+- ``busy kernel``: one fresh try while a user's cell runs, on W (it answers at
+  once and says the state's age) and on C (it waits for the cell, at most
+  ``--busy-cap`` seconds).
 
-p50 and p90 of ``--calls`` calls each. The live kernel never changes: the
-cell only reads the state.
+The live rows run in a third kernel with the same state (a second notebook on C)
+that no copy is forked from: a cell run in W's kernel would make its warm root
+stale, and one in C's would pay the copy-on-write faults of the fork just made.
+No row changes the state. The ratios printed are the targets of issue 37: a fresh
+try within 3x the live websocket cell, a try ``from`` a handle within 2x.
 """
 
 from __future__ import annotations
@@ -22,120 +38,189 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
-import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .copy_transport import quantile
 from .kernel_copy import fmt_size, parse_size
-from .loop import JupyterServer, ready_client
+from .try_code_rows import (
+    CELL,
+    LIVE_NOTEBOOK,
+    REPLY,
+    KernelSocket,
+    Server,
+    Tries,
+    busy_try,
+    current_root,
+    first_candidate,
+    run_zmq,
+)
 
-CELL = "float(x[:1000].sum()) + len(x)"
-NOTEBOOK = "bench.ipynb"
-
-
-class Server(JupyterServer):
-    """``jupyter server`` with the extension (no model: the tools need none), in a folder of its own."""
-
-    def __init__(self) -> None:
-        self.dir = tempfile.TemporaryDirectory(prefix="jda-bench-try-")
-        root = Path(self.dir.name)
-        import nbformat
-
-        nbformat.write(nbformat.v4.new_notebook(), str(root / NOTEBOOK))
-        super().__init__(root=root, data_dir=root / "data", model_url="", log_path=root / "server.log",
-                         runtime_dir=root / "runtime", confinement="require",  # copies as users get them
-                         agent_args=["--MCPExtension.max_try_handles_per_user=16"])
-        self.start()
-
-    def kernel_client(self):
-        """A client of the notebook session's kernel (a session is opened for it), once it answers."""
-        session = self.call("POST", "api/sessions", {"path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook",
-                                                     "kernel": {"name": "python3"}}, timeout=120)
-        assert self.runtime_dir is not None
-        return ready_client(self.runtime_dir / f"kernel-{session['kernel']['id']}.json")
-
-    def close(self) -> None:
-        self.stop()
-        self.dir.cleanup()
+LIVE_WS, LIVE_ZMQ = "live (websocket)", "live (ZMQ)"
+FRESH_WARM, FRESH_COLD, FROM = "try_code fresh, warm root", "try_code fresh, no warm root", "try_code from"
+BUSY_WARM, BUSY_COLD = "busy kernel: try_code fresh, warm root", "busy kernel: try_code fresh, no warm root"
+STRATEGIES = ("vote", "direct")
 
 
-def run_live(kc, code: str) -> float:
-    t0 = time.perf_counter()
-    reply = kc.execute_interactive(code, store_history=False, output_hook=lambda msg: None, timeout=600)
-    assert reply["content"]["status"] == "ok", reply["content"]
-    return time.perf_counter() - t0
+def turn_row(strategy: str, warm: bool) -> str:
+    return f"first copy of a {strategy.capitalize()} turn, {'warm root' if warm else 'no warm root'}"
 
 
-async def run_tries(server: Server, calls: int) -> tuple[list[float], list[float]]:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    http = httpx2.AsyncClient(headers={"Authorization": f"token {server.token}"}, timeout=httpx2.Timeout(60, read=600))
-    fresh, child = [], []
-    async with Client(streamable_http_client(server.url + "/jupyter-data-agent/mcp", http_client=http)) as c:
-        async def call(args: dict) -> tuple[float, dict]:
-            t0 = time.perf_counter()
-            result = await c.call_tool("try_code", {"notebook": NOTEBOOK, "code": CELL, **args})
-            took = time.perf_counter() - t0
-            data = json.loads(result.content[0].text)
-            assert not result.is_error and data["status"] == "ok", result.content[0].text[:500]
-            return took, data
-
-        _, first = await call({})  # warm-up; its handle is the base of ``from``
-        for _ in range(calls):
-            fresh.append((await call({}))[0])
-            base = first["handle"]
-            took, _ = await call({"from": base})
-            child.append(took)
-    return fresh, child
+#: The rows taken in turn in one loop, ``--calls`` each.
+LOOP_ROWS = (LIVE_WS, LIVE_ZMQ, FRESH_WARM, FRESH_COLD, FROM)
+#: Every row, in the table's order.
+ROWS = (*LOOP_ROWS, BUSY_WARM, BUSY_COLD,
+        *(turn_row(s, w) for s in STRATEGIES for w in (True, False)))
+#: The targets: (row, its short name, bound) of p50 over ``live (websocket)``'s.
+TARGETS = ((FRESH_WARM, "fresh try (warm root)", 3.0), (FROM, "try from a handle", 2.0))
 
 
-def bench_size(server: Server, kc, size: int, calls: int, log) -> dict:
-    code = (f"import numpy as np\nx = np.random.default_rng(0).random({size // 8})\n"
-            "x += 0  # every page touched")
-    run_live(kc, code)
-    log(f"{fmt_size(size)} of state in the kernel")
-    live = [run_live(kc, CELL) for _ in range(calls)]
-    fresh, child = asyncio.run(run_tries(server, calls))
-    row = {"size": size}
-    for name, xs in (("live", live), ("try_code", fresh), ("try_code_from", child)):
-        row[name] = {"p50_ms": 1000 * quantile(xs, 0.5), "p90_ms": 1000 * quantile(xs, 0.9), "n": len(xs)}
-    return row
+@dataclass
+class Side:
+    """One server, its notebook's kernel and the clients that reach it."""
+
+    server: Server
+    kernel_id: str
+    kc: Any  # a ZMQ client of the kernel (loop.ready_client)
+    tries: Tries
 
 
-def print_table(rows: list[dict]) -> None:
-    print(f"{'state':>8} | {'live p50':>9} {'p90':>8} | {'try_code p50':>12} {'p90':>8} | "
-          f"{'from p50':>9} {'p90':>8}  (ms)")
-    for r in rows:
-        print(f"{fmt_size(r['size']):>8} | {r['live']['p50_ms']:9.1f} {r['live']['p90_ms']:8.1f} | "
-              f"{r['try_code']['p50_ms']:12.1f} {r['try_code']['p90_ms']:8.1f} | "
-              f"{r['try_code_from']['p50_ms']:9.1f} {r['try_code_from']['p90_ms']:8.1f}")
+def setup(size: int) -> str:
+    return f"import numpy as np\nx = np.random.default_rng(0).random({size // 8})\nx += 0  # every page touched"
+
+
+def stats(size: int, row: str, xs: list[float], **extra: Any) -> dict:
+    return {"size": size, "row": row, "p50_ms": 1000 * quantile(xs, 0.5), "p90_ms": 1000 * quantile(xs, 0.9),
+            "n": len(xs), **extra}
+
+
+async def bench_size(warm: Side, cold: Side, live: Any, ws: KernelSocket, size: int, calls: int, turns: int,
+                     cap: float, log: Callable[[str], None]) -> list[dict]:
+    """Every row at one state size; ``live``: the ZMQ client of the live rows' kernel, ``ws`` its socket."""
+    for kc in (warm.kc, cold.kc, live):
+        run_zmq(kc, setup(size))
+    log(f"{fmt_size(size)} of state in the three kernels")
+    _, first = await warm.tries.call()  # makes the warm root; its handle is the base of ``from``
+    await cold.tries.call()  # the first fork of a kernel sets up its snapshot server
+    await current_root(warm.server, warm.kernel_id)
+    await ws.execute(CELL)
+    got: dict[str, list[float]] = {r: [] for r in LOOP_ROWS}
+    for _ in range(calls):
+        got[LIVE_WS].append(await ws.execute(CELL))
+        got[LIVE_ZMQ].append(run_zmq(live, CELL))
+        got[FRESH_WARM].append((await warm.tries.call())[0])
+        got[FRESH_COLD].append((await cold.tries.call())[0])
+        got[FROM].append((await warm.tries.call({"from": first["handle"]}))[0])
+    log(f"{fmt_size(size)}: {calls} calls of each live and try_code row")
+    for strategy in STRATEGIES:
+        got.update({turn_row(strategy, is_warm): [] for is_warm in (True, False)})
+        for side in (warm, cold):  # a server's first turn of a strategy sets up its model client
+            await first_candidate(side.server, side.kernel_id, strategy)
+        for _ in range(turns):
+            for side, is_warm in ((warm, True), (cold, False)):
+                got[turn_row(strategy, is_warm)].append(await first_candidate(side.server, side.kernel_id, strategy))
+        log(f"{fmt_size(size)}: {turns} {strategy} turns on each server")
+    rows = [stats(size, row, xs) for row, xs in got.items()]
+    for side, row in ((warm, BUSY_WARM), (cold, BUSY_COLD)):
+        busy = await busy_try(side.server, side.kernel_id, side.kc, side.tries, cap)
+        rows.append(stats(size, row, [busy.pop("s")], cap_s=cap, **busy))
+    log(f"{fmt_size(size)}: busy kernel rows")
+    return sorted(rows, key=lambda r: ROWS.index(r["row"]))
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """Per size, each target's p50 over ``live (websocket)``'s p50, and whether it is met."""
+    out = []
+    for size in dict.fromkeys(r["size"] for r in rows):
+        p50 = {r["row"]: r["p50_ms"] for r in rows if r["size"] == size}
+        for row, _, bound in TARGETS:
+            ratio = p50[row] / p50[LIVE_WS]
+            out.append({"size": size, "ratio": f"{row} / {LIVE_WS}", "p50_ratio": ratio, "target": bound,
+                        "met": ratio <= bound})
+    return out
+
+
+def cell(r: dict) -> str:
+    if r["row"] in (BUSY_WARM, BUSY_COLD):
+        said = f"timeout > {r['cap_s']:g} s" if r["timed_out"] else f"{r['p50_ms']:.0f}"
+        return f"{said}, state age {'said' if r['state_age'] else 'not said'}"
+    return f"{r['p50_ms']:.1f} ({r['p90_ms']:.1f})"
+
+
+def table(rows: list[dict], ratio_rows: list[dict]) -> str:
+    """Rows down, sizes across: p50 (p90) ms; the busy rows' one call; the targets' ratios."""
+    sizes = list(dict.fromkeys(r["size"] for r in rows))
+    by = {(r["size"], r["row"]): r for r in rows}
+    lines = [(row, [cell(by[s, row]) for s in sizes]) for row in ROWS]
+    for row, short, bound in TARGETS:
+        got = [next(x for x in ratio_rows if x["size"] == s and x["ratio"] == f"{row} / {LIVE_WS}") for s in sizes]
+        lines.append((f"p50 {short} / live websocket (<= {bound:g}x)",
+                      [f"{x['p50_ratio']:.1f}x, {'met' if x['met'] else 'not met'}" for x in got]))
+    head = ("p50 (p90) ms", [fmt_size(s) for s in sizes])
+    name_w = max(len(n) for n, _ in [head, *lines])
+    col_w = [max(len(cells[i]) for _, cells in [head, *lines]) for i in range(len(sizes))]
+
+    def fmt(name: str, cells: list[str]) -> str:
+        return f"{name:<{name_w}} | " + " | ".join(c.rjust(w) for c, w in zip(cells, col_w))
+
+    out = [fmt(*head)]
+    return "\n".join([*out, "-" * len(out[0]), *(fmt(n, c) for n, c in lines)])
+
+
+async def run(sizes: list[int], calls: int, turns: int, cap: float, log: Callable[[str], None]) -> list[dict]:
+    from .model_server import OpenAITestServer  # the checkout's tests/ (see model_server)
+
+    with ExitStack() as stack:
+        model = stack.enter_context(OpenAITestServer(reply=REPLY, models=None))
+        sides = []
+        for warm_roots in (True, False):
+            server = Server(model.base_url, warm_roots)
+            stack.callback(server.close)
+            server.start()
+            kernel_id, kc = server.open_notebook()
+            stack.callback(kc.stop_channels)
+            sides.append(Side(server, kernel_id, kc, Tries(server)))
+        warm, cold = sides
+        live_id, live = cold.server.open_notebook(LIVE_NOTEBOOK)  # no warm root watches it, no copy forks it
+        stack.callback(live.stop_channels)
+        async with AsyncExitStack() as clients:
+            for side in sides:
+                await side.tries.open(clients)
+            ws = await KernelSocket(cold.server, live_id).open()
+            clients.callback(ws.close)
+            rows = []
+            for size in sizes:
+                rows += await bench_size(warm, cold, live, ws, size, calls, turns, cap, log)
+            return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--sizes", default="10MB,1GB", help="comma-separated state sizes (default 10MB,1GB)")
-    p.add_argument("--calls", type=int, default=100, help="calls per size and path (default 100)")
-    p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--calls", type=int, default=15, help="calls per size of each live and try_code row (default 15)")
+    p.add_argument("--turns", type=int, default=None, help="turns per size, strategy and server (default: --calls)")
+    p.add_argument("--busy-cap", type=float, default=10.0,
+                   help="seconds the busy-kernel try may wait for the user's cell (default 10)")
+    p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)
-    server = Server()
-    rows = []
-    try:
-        kc = server.kernel_client()
-        try:
-            for size in (parse_size(s) for s in args.sizes.split(",")):
-                rows.append(bench_size(server, kc, size, args.calls, lambda m: print(m, file=sys.stderr)))
-        finally:
-            kc.stop_channels()
-    finally:
-        server.close()
-    print_table(rows)
+    turns = args.calls if args.turns is None else args.turns
+    load_before = os.getloadavg()
+    rows = asyncio.run(run([parse_size(s) for s in args.sizes.split(",")], args.calls, turns, args.busy_cap,
+                           lambda m: print(m, file=sys.stderr, flush=True)))
+    ratio_rows = ratios(rows)
+    load = {"before": load_before, "after": os.getloadavg()}
+    print(f"load average (1, 5, 15 min): before {' '.join(f'{x:.2f}' for x in load['before'])}, "
+          f"after {' '.join(f'{x:.2f}' for x in load['after'])}; {os.cpu_count()} cores")
+    print(table(rows, ratio_rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        Path(args.json).write_text(json.dumps({"calls": args.calls, "turns": turns,
+                                               "busy_cap_s": args.busy_cap, "load_avg": load, "rows": rows,
+                                               "ratios": ratio_rows}, indent=2))
     return 0
 
 
