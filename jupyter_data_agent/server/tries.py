@@ -101,6 +101,8 @@ class Handle:
     result: ExecResult
     session: str | None = None
     last_used: float = field(default_factory=time.monotonic)
+    #: ``AFTER`` left the copy's fingerprint in it: a try from this handle needs no ``BEFORE``
+    fingerprinted: bool = False
 
     def touch(self) -> None:
         now = time.monotonic()
@@ -223,7 +225,8 @@ class TryManager:
         handle = None
         if keep and result.status in ("ok", "error") and not tree.closed:
             handle = Handle(id="h-" + uuid.uuid4().hex[:12], owner=owner, notebook_path=notebook_path, tree=tree,
-                            node=node, parent=base, code=code, result=result, session=session)
+                            node=node, parent=base, code=code, result=result, session=session,
+                            fingerprinted=not diff.note)
             self.handles[handle.id] = handle
             tree.handles.add(handle.id)
             handle.touch()
@@ -356,14 +359,15 @@ class TryManager:
         if cancel.is_set():
             _close_node(node)
             raise Abandoned("The client went away.")
-        before = node.exec(namespace_diff.BEFORE, timeout=FINGERPRINT_TIMEOUT_S)
+        before = None if base is not None and base.fingerprinted else (
+            node.exec(namespace_diff.BEFORE, timeout=FINGERPRINT_TIMEOUT_S))
         result = node.exec(code, timeout=timeout)
         diff = NamespaceDiff(note="the copy did not survive the run")
         if result.status in ("ok", "error"):
             after = node.exec(namespace_diff.AFTER, timeout=FINGERPRINT_TIMEOUT_S)
-            diff = (namespace_diff.parse(after.stream("stdout")) if before.ok and after.ok else
-                    NamespaceDiff(note="the namespace could not be read: "
-                                       + (after.error_line() if before.ok else before.error_line())))
+            failed = before if before is not None and not before.ok else (None if after.ok else after)
+            diff = (namespace_diff.parse(after.stream("stdout")) if failed is None else
+                    NamespaceDiff(note="the namespace could not be read: " + failed.error_line()))
         return node, result, diff
 
     async def _abandon(self, tree: _Tree, base: Handle | None, work: dict) -> None:

@@ -2,7 +2,9 @@
 
 Computed inside the copy, around the cell: ``BEFORE`` fingerprints every
 user variable, the cell runs, ``AFTER`` fingerprints again, prints the
-difference as one JSON line and forgets the first fingerprint. Both are
+difference as one JSON line and keeps the new fingerprint in place of the
+first: a copy forked from this one (a try ``from`` its handle) starts with
+its own state's fingerprint and needs no ``BEFORE`` of its own. Both are
 plain cells (standard library, pandas and numpy only where the kernel has
 them), so they run in any copy the way the cell does, and an evicted copy
 rebuilt by replay replays them harmlessly.
@@ -82,8 +84,10 @@ def __jda_diff(before, after, listed=%(listed)d):
     deleted = [item(n, fp) for n, fp in before.items() if n not in after]
     print(json.dumps({"new": new[:listed], "changed": changed[:listed], "deleted": deleted[:listed],
                       "truncated": max(len(new), len(changed), len(deleted)) > listed}))
-__jda_diff(globals().pop(%(mark)r, {}), __jda_fp(globals()))
-del __jda_fp, __jda_diff
+__jda_after = __jda_fp(globals())
+__jda_diff(globals().pop(%(mark)r, {}), __jda_after)
+globals()[%(mark)r] = __jda_after
+del __jda_fp, __jda_diff, __jda_after
 ''' % {"listed": MAX_LISTED, "mark": MARK})
 
 
