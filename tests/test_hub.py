@@ -387,7 +387,8 @@ def test_nothing_of_one_user_reaches_the_other(hub, kernels, value_models):
         bob_job = start_turn(hub, BOB, turn_body(BOB, kernels[BOB][0], HOLD_INTENT))
         bob_kernel = kernels_pid(hub, BOB)
         deadline = time.monotonic() + 90
-        while not glob.glob(f"{tempfile.gettempdir()}/jda-scratch-k{bob_kernel}-*/holding"):
+        # a copy's scratch: the tree's, or a folder of its own in the warm root's (server.warm_turns)
+        while not glob.glob(f"{tempfile.gettempdir()}/jda-scratch-k{bob_kernel}-*/**/holding", recursive=True):
             assert time.monotonic() < deadline, [e["message"] for e in poll(hub, BOB, bob_job["job_id"])["events"]]
             assert poll(hub, BOB, bob_job["job_id"])["status"] == "running"
             time.sleep(0.2)
