@@ -30,7 +30,6 @@ from ..forktree.bootstrap import kernel_call
 from ..protocol import PROTOCOL_VERSION
 from ..results import ExecResult, Limits, Protections
 from ..tree import ForkUnavailable, SnapshotClosed, SnapshotError
-from .client import no_read_timeout
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +105,8 @@ class ChannelTree(_tree.Closing):
 
         ``kc``: an async client of this loop with its IOPub channel started,
         which nobody else reads from, and its control channel too unless
-        ``subshell`` is False (the calls then wait behind the user's cells).
+        ``subshell`` is False (the calls then wait behind the user's cells);
+        a gateway's, from ``client.open_client`` (it reads without a timeout).
         ``idle_close_s``: the relay ends the copies after that long without a
         request (this server went away).
         """
@@ -127,7 +127,6 @@ class ChannelTree(_tree.Closing):
             tree = cls(kc, asyncio.get_running_loop(), info, limits, max_live)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ForkUnavailable(f"the kernel's relay answered something else: {e}") from e
-        no_read_timeout(kc)
         if info.get("subshells") and subshell:
             tree.subshell_id = await _subshell(kc, timeout=min(timeout, SUBSHELL_WAIT_S))
         tree._reader = asyncio.ensure_future(tree._read())
