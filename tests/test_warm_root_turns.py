@@ -51,6 +51,26 @@ async def until(predicate, timeout: float = 30.0, what: str = "") -> None:
         await asyncio.sleep(0.05)
 
 
+async def a_root_then_a_20_s_cell(jp_fetch, jp_ws_fetch, app, kernel_id: str, kc, df_after: str):
+    """A turn (the kernel's warm root is made, then current), then a user's 20-s cell that sets
+    ``df = <df_after>`` and ``y = 5``, running now: (the kernel's watch, the cell's msg_id)."""
+    events = await stream_events(jp_ws_fetch, (await post_turn(jp_fetch, kernel_id=kernel_id))["job_id"])
+    assert events[-1]["type"] == "done", events[-1]
+    w = warm_of(app).watches[kernel_id]
+    await until(lambda: w.root is not None and w.root.generation == w.generation and not w.running, what="root")
+    msg_id = kc.execute(f"import time\ntime.sleep(20)\ndf = {df_after}\ny = 5")
+    await until(lambda: w.running, what="the user's cell running")
+    return w, msg_id
+
+
+async def shell_reply(kc, msg_id: str, timeout: float) -> dict:
+    """The user's cell's execute_reply (other replies on the shell channel skipped)."""
+    reply = await kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = await kc.get_shell_msg(timeout=timeout)
+    return reply
+
+
 @pytest.fixture
 def copies_made(monkeypatch) -> list[dict]:
     """Each turn's copies made from a warm root: the root's and the copy's processes, at once."""
@@ -101,15 +121,9 @@ async def test_a_turn_during_a_20_s_cell_starts_at_once_and_says_the_states_age(
     jp_fetch, jp_ws_fetch, jp_serverapp, copies_made
 ):
     kernel_id, km, kc = await start_kernel(jp_fetch, jp_serverapp)
-    warm = warm_of(jp_serverapp)
     try:
-        events = await stream_events(jp_ws_fetch, (await post_turn(jp_fetch, kernel_id=kernel_id))["job_id"])
-        assert events[-1]["type"] == "done", events[-1]
-        w = warm.watches[kernel_id]
-        await until(lambda: w.root is not None and w.root.generation == w.generation and not w.running, what="root")
+        w, msg_id = await a_root_then_a_20_s_cell(jp_fetch, jp_ws_fetch, jp_serverapp, kernel_id, kc, "df.head(1)")
         root = w.root
-        msg_id = kc.execute("import time\ntime.sleep(20)\ndf = df.head(1)\ny = 5")
-        await until(lambda: w.running, what="the user's cell running")
         t0 = time.monotonic()
         events = await stream_events(jp_ws_fetch, (await post_turn(jp_fetch, kernel_id=kernel_id))["job_id"])
         took = time.monotonic() - t0
@@ -130,9 +144,7 @@ async def test_a_turn_during_a_20_s_cell_starts_at_once_and_says_the_states_age(
         assert copies_made[-1]["parent"] == root.node.pid
         assert w.running  # the cell still runs
         # the user's cell ran to its end, undisturbed, in the live kernel
-        reply = await kc.get_shell_msg(timeout=30)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = await kc.get_shell_msg(timeout=30)
+        reply = await shell_reply(kc, msg_id, 30)
         assert reply["content"]["status"] == "ok"
         assert time.monotonic() - t0 > 12
         check = await kc.execute("assert y == 5 and len(df) == 1", reply=True, timeout=30)
@@ -146,23 +158,15 @@ async def test_the_same_turn_with_fresh_state_waits_for_the_cell(jp_fetch, jp_ws
     """``options.fresh_state`` (the sidebar's "Wait for the cell and run again"): no state before the
     cell; the turn waits for it (saying so), reads the live kernel after it, and forks a root made then."""
     kernel_id, km, kc = await start_kernel(jp_fetch, jp_serverapp)
-    warm = warm_of(jp_serverapp)
     try:
-        events = await stream_events(jp_ws_fetch, (await post_turn(jp_fetch, kernel_id=kernel_id))["job_id"])
-        assert events[-1]["type"] == "done", events[-1]
-        w = warm.watches[kernel_id]
-        await until(lambda: w.root is not None and w.root.generation == w.generation and not w.running, what="root")
+        w, msg_id = await a_root_then_a_20_s_cell(jp_fetch, jp_ws_fetch, jp_serverapp, kernel_id, kc, "df.head(2)")
         old_root, old_pid = w.root, w.root.node.pid
-        msg_id = kc.execute("import time\ntime.sleep(20)\ndf = df.head(2)\ny = 5")
-        await until(lambda: w.running, what="the user's cell running")
         t0 = time.monotonic()
         job_id = (await post_turn(jp_fetch, kernel_id=kernel_id, options={"fresh_state": True}))["job_id"]
         cell_ended: list[float] = []
 
         async def cell_reply() -> None:  # the user's cell, read as it ends (the turn goes on meanwhile)
-            reply = await kc.get_shell_msg(timeout=60)
-            while reply["parent_header"].get("msg_id") != msg_id:
-                reply = await kc.get_shell_msg(timeout=60)
+            reply = await shell_reply(kc, msg_id, 60)
             cell_ended.append(time.monotonic())
             assert reply["content"]["status"] == "ok", reply["content"]
 
