@@ -315,6 +315,9 @@ export interface ExecResult {
   pid: number | null;
   limit: string | null;
   truncated: boolean;
+  namespace: {
+    [k: string]: unknown | undefined;
+  } | null;
 }
 /**
  * One notebook output (``kernel.results.OutputItem.to_json``); unused fields are null.

@@ -130,10 +130,10 @@ def test_the_same_answers_as_the_local_transport_and_the_kernel_untouched(kernel
             try:
                 assert tree.protections.missing() == [], tree.protections  # every layer, as locally
                 child = tree.root.fork()
-                first = child.exec("x = df['a'] + 1\nx.max()")
+                first = child.exec("x = df['a'] + 1\nx.max()", namespace=True)  # and what it changed
                 grandchild = child.fork()  # a copy of a copy: x is there
                 answers[kind.transport] = (child.exec(code).value.form, grandchild.exec("int(x.max())").value.value,
-                                           first.value.value)
+                                           first.value.value, [v["name"] for v in first.namespace["new"]])
                 assert tree.root.exec("'x' in globals()").value.value is False  # siblings do not share
             finally:
                 tree.close()
@@ -141,7 +141,7 @@ def test_the_same_answers_as_the_local_transport_and_the_kernel_untouched(kernel
             h.close()
         assert wait_no_copies(km) == [], kind
     assert answers["kernel channel"] == answers["local"]
-    assert answers["kernel channel"][1:] == (4, 4)
+    assert answers["kernel channel"][1:] == (4, 4, ["x"])
     assert rpc.call(kc, STATE, timeout=30) == before
 
 

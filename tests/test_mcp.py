@@ -435,15 +435,15 @@ async def test_chained_tries_accumulate_and_a_branch_does_not_see_its_sibling(se
             h3 = await step("u = t + s; (s, t, u)", h2["handle"])
             assert h3["value"]["preview"] == [1, 2, 3] and h3["from"] == h2["handle"]
             assert [v["name"] for v in h3["namespace"]["new"]] == ["u"]
-            # a try from a handle starts from the fingerprint its parent's run left (no BEFORE of its own)
+            # a try from a handle starts from the fingerprint its parent's run left (none of its own)
             assert [v["name"] for v in h2["namespace"]["new"]] == ["t"] and not h2["namespace"]["changed"]
             gone = await step("del s; t = 5", h2["handle"])
             names = {k: [v["name"] for v in gone["namespace"][k]] for k in ("new", "changed", "deleted")}
             assert names == {"new": [], "changed": ["t"], "deleted": ["s"]}, names
-            # a run that spoils the kept fingerprint: its own diff says so, and its child fingerprints anew
-            spoiled = await step("globals()['__jda_ns_before__'] = 1; v = 1", h1["handle"])
-            assert spoiled["namespace"]["note"].startswith("the namespace could not be read"), spoiled["namespace"]
-            after = await step("w = v + 1", spoiled["handle"])
+            # the kept fingerprint is not in the user's namespace: nothing of it to see or to spoil
+            seen = await step("v = 1; [k for k in globals() if 'jda' in k.lower()]", h1["handle"])
+            assert seen["value"]["preview"] == [] and [v["name"] for v in seen["namespace"]["new"]] == ["v"], seen
+            after = await step("w = v + 1", seen["handle"])
             assert [v["name"] for v in after["namespace"]["new"]] == ["w"] and not after["namespace"]["note"]
             branch = await step("'t' in dir(), s", h1["handle"])
             assert branch["value"]["preview"] == [False, 1]
@@ -458,6 +458,10 @@ async def test_chained_tries_accumulate_and_a_branch_does_not_see_its_sibling(se
         assert await live_value(kc, "'s' in dir()") == "False"
         # every copy is a process under the kernel; the bound holds them (8 handles here, and
         # the warm root they were forked from)
+        # (the copies closed to make room, and spares being forked, end or settle in the background)
+        deadline = time.monotonic() + 30
+        while len(kernel_children(km, but=warm_root_pids(app))) > 8 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
         assert len(kernel_children(km, but=warm_root_pids(app))) <= 8
     finally:
         kc.stop_channels()

@@ -190,11 +190,19 @@ def kernel_children(km, but=()) -> list[psutil.Process]:
         return []
 
 
-def warm_root_pids(app) -> set[int]:
-    """The processes of the kernels' warm roots (``server.warm_roots``): kept between tries."""
-    warm = app.web_app.settings["jupyter_data_agent"].tries.warm
-    roots = [w.root for w in warm.watches.values()] if warm is not None else []
-    return {r.node.pid for r in roots if r is not None and r.node.pid}
+class warm_root_pids:  # lower case: used as the set it stands for
+    """The processes kept between tries, read anew at each look (a spare is forked in the
+    background): the kernels' warm roots (``server.warm_roots``), the child each keeps forked
+    ahead, and the children kept ahead of the handles used last (``server.fork_ahead``)."""
+
+    def __init__(self, app) -> None:
+        self.tries = app.web_app.settings["jupyter_data_agent"].tries
+
+    def __contains__(self, pid: object) -> bool:
+        warm = self.tries.warm
+        roots = [w.root for w in warm.watches.values() if w.root is not None] if warm is not None else []
+        aheads = [r.ahead for r in roots] + [h.ahead for h in self.tries.handles.values() if h.ahead is not None]
+        return pid in {r.node.pid for r in roots} | {a.pid for a in aheads}
 
 
 async def wait_no_children(km, timeout=15.0, but=()) -> list[psutil.Process]:

@@ -134,6 +134,26 @@ def test_child_of_child_sees_parent_changes(tree):
     assert g.state == "closed" and c.state == "closed"
 
 
+def test_a_cell_says_what_it_changed_in_the_namespace_in_its_own_answer(tree):
+    """``exec(namespace=True)``: new, changed and deleted variables come with the cell's result
+    (``copy.namespace_diff``); the fingerprint after it is kept outside the user's namespace and
+    inherited by a fork, and a cell run without asking drops it (the next diff is still right)."""
+    def names(res):
+        ns = res.namespace
+        return {k: [v["name"] for v in ns[k]] for k in ("new", "changed", "deleted")}
+
+    c = tree.root.fork()
+    first = c.exec("counter = 11\nlst.append(4)\ndel df\nfresh = pd.Series([1, 2])", namespace=True)
+    assert first.ok and names(first) == {"new": ["fresh"], "changed": ["counter", "lst"], "deleted": ["df"]}
+    assert [v["shape"] for v in first.namespace["new"]] == [[2]] and first.namespace["truncated"] is False
+    g = c.fork()  # starts from the fingerprint its parent kept
+    assert names(g.exec("lst = 'x'", namespace=True)) == {"new": [], "changed": ["lst"], "deleted": []}
+    assert g.exec("counter = 12").namespace is None  # not asked: none, and the kept one is dropped
+    assert names(g.exec("z = counter", namespace=True)) == {"new": ["z"], "changed": [], "deleted": []}
+    assert value(g.exec("[k for k in globals() if 'jda' in k.lower()]")) == []
+    c.close()
+
+
 def test_copies_run_at_lower_priority_than_the_kernel(tree, kernel):
     """Copies yield the cores to the model and the user's kernel: niceness ``Limits.nice``,
     inherited by a copy's copies; the user's kernel keeps its own."""

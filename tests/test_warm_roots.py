@@ -6,7 +6,8 @@ gives (values, namespace, outputs: a mutated DataFrame, a deleted name, a file
 a cell wrote, a changed working directory, random state); a root older than
 the last execution is never used for the live state; a try while the user's
 20-s cell runs answers at once with the state's age, and the cell and kernel
-are unaffected; a restart or shutdown drops the root.
+are unaffected; a restart or shutdown drops the root; the next try runs in
+a child forked ahead of it (of the root, or of a handle used last).
 """
 
 from __future__ import annotations
@@ -369,4 +370,47 @@ async def test_tries_from_one_warm_root_never_see_each_others_files(server, jp_f
         assert tries.handles[alice.handle].node.is_live
     finally:
         await classic.shutdown()
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_the_next_try_runs_in_a_child_forked_ahead(server, jp_fetch):
+    """A warm root keeps a child forked ahead, and so does each of the handles a user used last
+    (``server.fork_ahead``): the next fresh try, or try ``from`` such a handle, runs in that very
+    process, with the right namespace diff, and the next spare is forked behind it; a handle that
+    drops out of the last ``SPARES_PER_USER`` used ends its spare."""
+    from jupyter_data_agent.server.tries import SPARES_PER_USER
+
+    app, port, root_dir = server
+    km, kc = await open_notebook(jp_fetch, app, root_dir)
+    tries = tries_of(app)
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    try:
+        await tries.try_code(OWNER, NOTEBOOK, "a = 1")
+        root = await current_root(app, km)
+        await until(lambda: root.ahead.pid is not None, what="a child of the warm root forked ahead")
+        spare = root.ahead.pid
+        fresh = await tries.try_code(OWNER, NOTEBOOK, "b = 2")
+        assert tries.handles[fresh.handle].node.pid == spare
+        assert [v.name for v in fresh.namespace.new] == ["b"] and not fresh.namespace.changed
+        await until(lambda: root.ahead.pid not in (None, spare), what="the next child of the root forked ahead")
+        base = tries.handles[fresh.handle]
+        await until(lambda: base.ahead is not None and base.ahead.pid is not None, what="a child of the handle")
+        ahead = base.ahead.pid
+        child = await tries.try_code(OWNER, NOTEBOOK, "c = b + 1", parent=fresh.handle)
+        assert tries.handles[child.handle].node.pid == ahead
+        assert [v.name for v in child.namespace.new] == ["c"] and child.result.status == "ok"
+        await until(lambda: base.ahead.pid not in (None, ahead), what="the base's next child forked ahead")
+        dropped = base.ahead.pid
+        for n in range(SPARES_PER_USER):
+            await tries.try_code(OWNER, NOTEBOOK, f"d{n} = {n}")
+        assert base.ahead is None and fresh.handle in tries.handles  # the handle stays, its spare goes
+        await until(lambda: not alive(dropped), what="the dropped spare's end")
+    finally:
         kc.stop_channels()

@@ -9,14 +9,16 @@ model (the tests' OpenAI-protocol server) that answers every request with the sa
 cell, so a turn's time is the server's. Each server's notebook session has a
 kernel holding a state of each size (a NumPy array of random floats, every page
 touched). Per size, p50 and p90 of ``--calls`` calls, the first five rows taken in
-turn in one loop so that the machine's load falls on all alike:
+turn in one loop so that the machine's load falls on all alike, ``PAUSE_S`` apart
+(an agent's calls come seconds apart: what a call leaves to do in the background,
+closing a copy made for C's try or forking the next spare, is not the next row's):
 
 - ``live (websocket)``: the cell in a live kernel through the server's kernel
   websocket (execute request to reply and idle), what the notebook UI costs;
 - ``live (ZMQ)``: the same through a kernel client;
 - ``try_code fresh, warm root``: the MCP tool on W through the SDK's client, end
-  to end (HTTP, a child of the kernel's warm root, the namespace fingerprints,
-  the run, the reply);
+  to end (HTTP, a child of the kernel's warm root (forked ahead), the run with
+  its namespace diff, the reply);
 - ``try_code fresh, no warm root``: the same on C: a confined fork of the live kernel;
 - ``try_code from``: on W, from the first try's handle (a child of that copy);
 - ``first copy of a Vote turn`` / ``Direct turn``, on W and on C (``--turns`` each,
@@ -40,7 +42,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +67,12 @@ LIVE_WS, LIVE_ZMQ = "live (websocket)", "live (ZMQ)"
 FRESH_WARM, FRESH_COLD, FROM = "try_code fresh, warm root", "try_code fresh, no warm root", "try_code from"
 BUSY_WARM, BUSY_COLD = "busy kernel: try_code fresh, warm root", "busy kernel: try_code fresh, no warm root"
 STRATEGIES = ("vote", "direct")
+#: Seconds between two calls of the row loop.
+PAUSE_S = 0.25
+
+
+async def seconds(call: Awaitable[tuple[float, dict]]) -> float:
+    return (await call)[0]
 
 
 def turn_row(strategy: str, warm: bool) -> str:
@@ -110,12 +118,17 @@ async def bench_size(warm: Side, cold: Side, live: Any, ws: KernelSocket, size: 
     await current_root(warm.server, warm.kernel_id)
     await ws.execute(CELL)
     got: dict[str, list[float]] = {r: [] for r in LOOP_ROWS}
+    row_calls: list[tuple[str, Callable[[], Awaitable[float]]]] = [
+        (LIVE_WS, lambda: ws.execute(CELL)),
+        (LIVE_ZMQ, lambda: asyncio.to_thread(run_zmq, live, CELL)),
+        (FRESH_WARM, lambda: seconds(warm.tries.call())),
+        (FRESH_COLD, lambda: seconds(cold.tries.call())),
+        (FROM, lambda: seconds(warm.tries.call({"from": first["handle"]}))),
+    ]
     for _ in range(calls):
-        got[LIVE_WS].append(await ws.execute(CELL))
-        got[LIVE_ZMQ].append(run_zmq(live, CELL))
-        got[FRESH_WARM].append((await warm.tries.call())[0])
-        got[FRESH_COLD].append((await cold.tries.call())[0])
-        got[FROM].append((await warm.tries.call({"from": first["handle"]}))[0])
+        for row, call in row_calls:
+            await asyncio.sleep(PAUSE_S)
+            got[row].append(await call())
     log(f"{fmt_size(size)}: {calls} calls of each live and try_code row")
     for strategy in STRATEGIES:
         got.update({turn_row(strategy, is_warm): [] for is_warm in (True, False)})

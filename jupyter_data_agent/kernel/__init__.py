@@ -12,12 +12,12 @@
 - ``inkernel``: what runs inside the user's kernel: ``fork_server`` (the root
   copy is forked here), and the inspection code shipped into the kernel or its
   copies as source, with the parser of its answer (``schema``, ``survey``,
-  ``probes``, ``namespace_diff``).
+  ``probes``).
 - ``copy``: what runs inside a copy: the confinement in one place (``confine``:
   Landlock, rlimits; ``harden``: inherited descriptors, mappings, secrets,
   capabilities; ``procs``: cgroup, subreaper; ``syscall_filter``: seccomp;
   ``libc``), and the copy's life (``after_fork``, ``copy_server``, ``cell_exec``,
-  ``capture``, ``reaper``).
+  ``capture``, ``reaper``; ``namespace_diff``: what a cell changed, in its answer).
 - Shared by all three processes, at this level: ``results`` and ``answer_form``
   (what a copy sends back), ``protocol`` (the frames), ``tree`` (the interface of
   every copy tree), ``rpc`` (one expression in a kernel), ``plots``.

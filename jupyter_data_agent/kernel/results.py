@@ -278,6 +278,8 @@ class ValueHandle:
 #: What a run in a copy may end as, and which bound stopped it (``ExecResult``).
 STATUSES = ("ok", "error", "timeout", "died")
 LIMIT_NAMES = (None, "timeout", "cpu", "memory", "disk")
+#: A namespace report past this is not read (100 names listed per kind at most, 200 characters each).
+MAX_NAMESPACE_CHARS = 256 * 1024
 
 
 @dataclass
@@ -299,6 +301,9 @@ class ExecResult:
     pid: int | None = None
     limit: str | None = None  # one of LIMIT_NAMES
     truncated: bool = False
+    #: What the cell added, changed and deleted in the copy's namespace, when the run asked
+    #: (``copy.namespace_diff.diff``; the copy's word, read by ``namespace_diff.parse``).
+    namespace: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -373,6 +378,9 @@ class ExecResult:
         self.limit = self.limit if self.limit in LIMIT_NAMES else None
         if self.value is not None:
             self.value.bounded(limits)
+        if self.namespace is not None and (not isinstance(self.namespace, dict)
+                                           or len(json.dumps(self.namespace, default=str)) > MAX_NAMESPACE_CHARS):
+            self.namespace = {"note": "the copy's namespace report was not readable or too long"}
         return self
 
     @classmethod
@@ -388,6 +396,7 @@ class ExecResult:
             pid=d.get("pid"),
             limit=d.get("limit"),
             truncated=bool(d.get("truncated", False)),
+            namespace=d.get("namespace"),
         )
 
 

@@ -130,11 +130,13 @@ class CopyNode:
 
     lineage = lineage
 
-    def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        """Run ``code`` in this copy like a notebook cell (rebuilt first if it was evicted)."""
+    def exec(self, code: str, *, timeout: float | None = None, namespace: bool = False) -> ExecResult:
+        """Run ``code`` in this copy like a notebook cell (rebuilt first if it was evicted);
+        ``namespace``: the result also says what it changed in the copy's namespace
+        (``copy.namespace_diff``), where the tree's copies can tell (forked ones)."""
         with self._lock:
             self._ensure_live()
-            res = received(self.tree, self._exec_locked(code, timeout))
+            res = received(self.tree, self._exec_locked(code, timeout, namespace))
             if res.status in ("ok", "error"):
                 self.cells.append(code)
         return res
@@ -142,7 +144,7 @@ class CopyNode:
     # each tree's own: start (or rebuild) the copy's process; run one cell in it
     def _ensure_live(self) -> None: ...
 
-    def _exec_locked(self, code: str, timeout: float | None) -> ExecResult:
+    def _exec_locked(self, code: str, timeout: float | None, namespace: bool = False) -> ExecResult:
         raise NotImplementedError
 
     def _new_child(self, parent_len: int) -> Any:

@@ -6,7 +6,7 @@ code in the copy; the copy, in its new state, is kept under a handle. Code
 run ``from`` a handle runs in a child of that copy, so an agent explores in
 several steps and branches without touching the user's kernel. Around each
 run the copy reports what the code changed in its namespace
-(``kernel.namespace_diff``).
+(``kernel.copy.namespace_diff``), in the same request as the code.
 
 Copies are processes, so handles are bounded: per user (the least recently
 used is closed to make room), in idle time (``ttl_s``), and in life (a
@@ -22,19 +22,20 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kernel.copy import namespace_diff
+from ..kernel.copy.namespace_diff import NamespaceDiff
 from ..kernel.host.handle import KernelHandle, NoKernel
 from ..kernel.host.policy import Confinement
-from ..kernel.inkernel import namespace_diff
-from ..kernel.inkernel.namespace_diff import NamespaceDiff
 from ..kernel.results import ExecResult
 from ..search.equivalence import exec_output
 from ..search.majority import majority
 from ..turn import CopyPolicy, open_copies
 from .fair import FairSlots
+from .fork_ahead import ForkAhead
 from .job import SERVER_OWNER
 from .threads import in_thread
 from .warm_roots import Lease, StateAge, WarmRoots
@@ -42,8 +43,8 @@ from .warm_roots import Lease, StateAge, WarmRoots
 log = logging.getLogger(__name__)
 
 MAX_CODE_CHARS = 64 * 1024
-#: Seconds the namespace fingerprint before and after a run may take in the copy.
-FINGERPRINT_TIMEOUT_S = 30.0
+#: Handles per user with a child forked ahead (the ones used last: ``_keep_ahead``).
+SPARES_PER_USER = 3
 
 
 @dataclass
@@ -101,8 +102,7 @@ class Handle:
     result: ExecResult
     session: str | None = None
     last_used: float = field(default_factory=time.monotonic)
-    #: ``AFTER`` left the copy's fingerprint in it: a try from this handle needs no ``BEFORE``
-    fingerprinted: bool = False
+    ahead: ForkAhead | None = None  # a child forked ahead, while one of the owner's handles used last
 
     def touch(self) -> None:
         now = time.monotonic()
@@ -140,6 +140,8 @@ class TryManager:
         self._reaper: asyncio.Task | None = None
         self._closing = False
         self._running: set[_Tree] = set()  # trees of the tries running now
+        self._closing_copies: set[asyncio.Future] = set()  # handles closed to make room, ending
+        self._recent: dict[str, list[str]] = {}  # owner -> the handles used last (``_keep_ahead``)
         self.warm: WarmRoots | None = None
         if self.limits.warm_root_idle_s > 0:
             self.warm = WarmRoots(jobs.kernel_manager, self._open_root, idle_s=self.limits.warm_root_idle_s,
@@ -225,12 +227,12 @@ class TryManager:
         handle = None
         if keep and result.status in ("ok", "error") and not tree.closed:
             handle = Handle(id="h-" + uuid.uuid4().hex[:12], owner=owner, notebook_path=notebook_path, tree=tree,
-                            node=node, parent=base, code=code, result=result, session=session,
-                            fingerprinted=not diff.note)
+                            node=node, parent=base, code=code, result=result, session=session)
             self.handles[handle.id] = handle
             tree.handles.add(handle.id)
             handle.touch()
-            await self._make_room(owner, handle)
+            self._make_room(owner, handle)
+            self._keep_ahead(owner, [handle, *([base] if base is not None else [])])
         else:
             await asyncio.to_thread(_close_node, node)
             if base is None:
@@ -281,7 +283,8 @@ class TryManager:
         trees = {id(h.tree): h.tree for h in self.handles.values()}
         trees.update({id(t): t for t in self._running})  # tries in flight: their copies end now
         self.handles.clear()
-        await asyncio.gather(*(self._close_tree(t) for t in trees.values()), return_exceptions=True)
+        await asyncio.gather(*(self._close_tree(t) for t in trees.values()), *self._closing_copies,
+                             return_exceptions=True)
         if self.warm is not None:
             await self.warm.shutdown()
 
@@ -335,7 +338,8 @@ class TryManager:
             raise TryError(f"Cannot copy the kernel of {notebook_path!r}: {kernel.reason}.", 409)
         settings = self.jobs.settings
         # A warm root's tree holds every try's copies forked from it: room for several users' handles.
-        max_live = self.limits.max_handles_per_user * (4 if self.warm is not None else 1) + 1
+        # + the root and a user's spare children (``_keep_ahead``)
+        max_live = self.limits.max_handles_per_user * (4 if self.warm is not None else 1) + 1 + SPARES_PER_USER
         policy = CopyPolicy(mode="fork", confinement=settings.confinement, limits=settings.snapshot_limits,
                             max_live=max_live)
         copies = await open_copies(policy, redact=self.redact, fork=lambda limits: kernel.fork(limits, policy.max_live))
@@ -349,25 +353,24 @@ class TryManager:
         """In a worker: the copy to run in (a fork of ``base``'s, a child of the warm root, or the
         tree's root), then the run."""
         if base is not None:
-            node = base.node.fork()
+            node = base.ahead.take(refill=False) if base.ahead is not None else base.node.fork()
         elif tree.lease is not None:
             # a scratch folder of its own, as a fork of the live kernel has: never another try's files
-            node = tree.top = tree.lease.root.node.fork(own_scratch=True)
+            node = tree.top = tree.lease.root.child(refill=False)
         else:
             node = tree.start
         work["node"] = node
         if cancel.is_set():
             _close_node(node)
             raise Abandoned("The client went away.")
-        before = None if base is not None and base.fingerprinted else (
-            node.exec(namespace_diff.BEFORE, timeout=FINGERPRINT_TIMEOUT_S))
-        result = node.exec(code, timeout=timeout)
-        diff = NamespaceDiff(note="the copy did not survive the run")
-        if result.status in ("ok", "error"):
-            after = node.exec(namespace_diff.AFTER, timeout=FINGERPRINT_TIMEOUT_S)
-            failed = before if before is not None and not before.ok else (None if after.ok else after)
-            diff = (namespace_diff.parse(after.stream("stdout")) if failed is None else
-                    NamespaceDiff(note="the namespace could not be read: " + failed.error_line()))
+        try:
+            result = node.exec(code, timeout=timeout, namespace=True)
+        finally:  # the next spare of what this try started from, now that its run ended
+            ahead = base.ahead if base is not None else tree.lease.root.ahead if tree.lease is not None else None
+            if ahead is not None:
+                ahead.refill_soon()
+        diff = (namespace_diff.parse(result.namespace) if result.status in ("ok", "error")
+                else NamespaceDiff(note="the copy did not survive the run"))
         return node, result, diff
 
     async def _abandon(self, tree: _Tree, base: Handle | None, work: dict) -> None:
@@ -377,21 +380,52 @@ class TryManager:
         elif node is not None:
             await asyncio.to_thread(_close_node, node)
 
-    async def _make_room(self, owner: str, new: Handle) -> None:
-        """Close this user's least recently used copies beyond the bound (never the new one)."""
+    def _make_room(self, owner: str, new: Handle) -> None:
+        """Close this user's least recently used copies beyond the bound (never the new one): gone
+        from the handles now, their processes end in the background (the try answers first)."""
         while True:
             mine = [h for h in self.live(owner) if h is not new and not _descends(new, h)]
             if len(mine) + 1 <= self.limits.max_handles_per_user or not mine:
                 return
-            await self._close_handle(min(mine, key=lambda h: h.last_used))
+            self._in_background(self._detach(min(mine, key=lambda h: h.last_used)))
+
+    def _keep_ahead(self, owner: str, used: list[Handle]) -> None:
+        """A child forked ahead of each of the owner's ``SPARES_PER_USER`` handles used last (made
+        by a try, or its base): the next try ``from`` one starts at once; no other keeps one."""
+        recent = [h.id for h in used] + [i for i in self._recent.get(owner, []) if i not in {h.id for h in used}]
+        self._recent[owner] = keep = [i for i in recent if i in self.handles][:SPARES_PER_USER]
+        handles = [self.handles[i] for i in keep]
+        for h in self.live(owner):
+            if h.ahead is not None and h.id not in keep:
+                ahead, h.ahead = h.ahead, None
+                self._in_background(asyncio.to_thread(ahead.close))
+        for h in handles:
+            if h.ahead is None and h.id in self.handles:
+                h.ahead = ForkAhead(h.node)
+                h.ahead.refill_soon()
+
+    def _in_background(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._closing_copies.add(task)
+        task.add_done_callback(self._closing_copies.discard)
 
     async def _close_handle(self, handle: Handle) -> None:
         """Close the handle's copy, its subtree's handles, and the tree once none is left."""
+        await self._detach(handle)
+
+    def _detach(self, handle: Handle) -> Awaitable[None]:
+        """Take the handle and its subtree's handles out now; returns the ending of their copies."""
         doomed = [h for h in self.handles.values() if h.tree is handle.tree and _descends(h, handle)]
         for h in doomed:
             self.handles.pop(h.id, None)
             h.tree.handles.discard(h.id)
-        if handle.parent is None or not handle.tree.handles:
+        whole_tree = handle.parent is None or not handle.tree.handles
+        return self._end_copies(handle, whole_tree, [h.ahead for h in doomed if h.ahead is not None])
+
+    async def _end_copies(self, handle: Handle, whole_tree: bool, aheads: list[ForkAhead]) -> None:
+        for ahead in aheads:  # no spare is forked of a copy being closed
+            await asyncio.to_thread(ahead.close)
+        if whole_tree:
             await self._close_tree(handle.tree)
         else:
             await asyncio.to_thread(_close_node, handle.node)

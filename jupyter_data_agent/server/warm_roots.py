@@ -22,6 +22,11 @@ is never made while a cell runs; it is dropped when nobody asked for
 budget, or the machine short of memory), on a restart (the kernel's pid
 changes, or IOPub says it starts) and on shutdown. A root replaced while
 copies forked from it are in use stays until the last is released.
+
+A root keeps its namespace's fingerprint (a try's child reports what its
+code changed without taking one first) and one child forked ahead, with
+its own scratch folder: the next caller takes it at once, and the next
+spare is forked in the background (``WarmRoot.child``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kernel.host.client import kernel_alive, open_client, still_reading
+from .fork_ahead import ForkAhead
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +90,21 @@ class WarmRoot:
     leases: int = 0
     retired: bool = False
     closed: bool = False
+    ahead: ForkAhead = field(init=False, repr=False)  # its children, one forked ahead
+
+    def __post_init__(self) -> None:
+        # first the root's fingerprint (an empty cell that reports the namespace): its children
+        # report what their code changed without taking one first
+        self.ahead = ForkAhead(self.node, own_scratch=True, first=lambda: self.node.exec("", namespace=True))
 
     @property
     def node(self) -> Any:
         return self.copies.executor
+
+    def child(self, refill: bool = True) -> Any:
+        """A child copy with a scratch folder of its own (blocking: call it off the loop), forked
+        ahead when the last caller left one (``ForkAhead.take``)."""
+        return self.ahead.take(refill)
 
     @property
     def confinement(self) -> Any:
@@ -96,6 +113,7 @@ class WarmRoot:
     def close(self) -> None:
         """End the copy and its descendants; release the kernel handle (any thread)."""
         try:
+            self.ahead.close()
             self.copies.close()
         except Exception:  # the handle is released either way
             log.warning("closing a warm root failed", exc_info=True)
@@ -429,6 +447,7 @@ class WarmRoots:
             return
         self._retire(w)
         w.root = root
+        root.ahead.refill_soon()
         self.dropped.pop(w.kernel_id, None)
         if w.generation != generation and not w.running and self._wanted(w):
             asyncio.ensure_future(self._remake_soon(w))  # a cell ran and ended while it was made
@@ -439,6 +458,8 @@ class WarmRoots:
             root.retired = True
             if root.leases <= 0:
                 self._close_soon(root)
+            else:  # its copies in use stay; its spare goes
+                asyncio.ensure_future(asyncio.to_thread(root.ahead.close))
 
     def _close_soon(self, root: WarmRoot) -> None:
         if root.closed:

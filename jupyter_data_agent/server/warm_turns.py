@@ -150,7 +150,7 @@ class WarmRootHandle(KernelHandle):
             if lease.age is None:  # the cell ended meanwhile: the live kernel answers at once
                 return await self.base.inspect(ask, waiting=waiting, give_up=give_up)
             self._tell(lease.age)
-            node = await asyncio.to_thread(lease.root.node.fork, own_scratch=True)
+            node = await asyncio.to_thread(lease.root.child)
             try:
                 return await _CopyReader(node, self.base).inspect(ask)
             finally:
@@ -177,7 +177,7 @@ class WarmRootHandle(KernelHandle):
         try:
             if lease.age is not None:
                 self._tell(lease.age)
-            top = await asyncio.to_thread(lease.root.node.fork, own_scratch=True)
+            top = await asyncio.to_thread(lease.root.child)
         except BaseException:
             self.warm.release(lease)
             raise

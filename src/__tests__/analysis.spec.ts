@@ -60,7 +60,8 @@ const result = (
   duration_s: 0.1,
   pid: 7,
   limit: null,
-  truncated: false
+  truncated: false,
+  namespace: null
 });
 
 const step = (

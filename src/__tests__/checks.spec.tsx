@@ -41,7 +41,8 @@ function candidate(checks: Check[]): Candidate {
       duration_s: 0.1,
       pid: null,
       limit: null,
-      truncated: false
+      truncated: false,
+      namespace: null
     },
     score: null,
     support: 1,

@@ -87,7 +87,8 @@ const candidate = (code: string, status: 'ok' | 'error' = 'ok'): Candidate => ({
     duration_s: 0.1,
     pid: 42,
     limit: null,
-    truncated: false
+    truncated: false,
+    namespace: null
   },
   score: null,
   support: 1,

@@ -59,7 +59,8 @@ function proposal(id: string, patch: Partial<Proposal> = {}): Proposal {
       duration_s: 0.1,
       pid: 1,
       limit: null,
-      truncated: false
+      truncated: false,
+      namespace: null
     },
     note: '',
     created: 1700000000,

@@ -68,7 +68,8 @@ function candidate(code: string, support: number, status = 'ok'): Candidate {
       duration_s: 0.25,
       pid: null,
       limit: null,
-      truncated: false
+      truncated: false,
+      namespace: null
     },
     score: null,
     support,

@@ -26,7 +26,8 @@ function ran(
       duration_s: 1,
       pid: null,
       limit: null,
-      truncated: false
+      truncated: false,
+      namespace: null
     },
     score: null,
     support: 1,

@@ -70,7 +70,8 @@ function result(text: string, status = 'ok', ename: string | null = null) {
     duration_s: 0.05,
     pid: 4242,
     limit: null,
-    truncated: false
+    truncated: false,
+    namespace: null
   };
 }
 

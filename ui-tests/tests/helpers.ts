@@ -266,7 +266,8 @@ export const CANDIDATES: Candidate[] = [
       duration_s: 0.04,
       pid: 101,
       limit: null,
-      truncated: false
+      truncated: false,
+      namespace: null
     },
     score: 0.8,
     support: 3,
@@ -306,7 +307,8 @@ export const CANDIDATES: Candidate[] = [
       duration_s: 0.3,
       pid: 102,
       limit: null,
-      truncated: false
+      truncated: false,
+      namespace: null
     },
     score: 0.5,
     support: 1,
@@ -346,7 +348,8 @@ export const CANDIDATES: Candidate[] = [
       duration_s: 0.01,
       pid: 103,
       limit: null,
-      truncated: false
+      truncated: false,
+      namespace: null
     },
     score: -1,
     support: 1,

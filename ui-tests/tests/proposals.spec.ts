@@ -183,7 +183,8 @@ test.describe('against a scripted proposals API', () => {
           duration_s: 0.05,
           pid: 7,
           limit: null,
-          truncated: false
+          truncated: false,
+          namespace: null
         }
       }),
       proposal('p-edit', {

@@ -23,6 +23,7 @@ from ..results import Limits
 from . import after_fork as _after_fork
 from . import cell_exec as _cell_exec
 from . import confine as _confine
+from . import namespace_diff as _namespace_diff
 from .cell_exec import State, install, run_captured
 from .reaper import REAPER
 
@@ -40,6 +41,28 @@ def _fork_child(conn: socket.socket, fd: int, own_scratch: bool = False):
     os.close(fd)
     REAPER.watch(pid)
     return "parent", pid
+
+
+def _exec(code: str, capture, namespace: bool):
+    """One cell (``capture``: its stdout/stderr memfds, closed by the drain); with ``namespace``,
+    what it added, changed and deleted, from the fingerprint the copy kept (or one taken now)."""
+    state = _cell_exec.STATE
+    if not namespace:
+        state.fingerprint = None  # this cell may change what the kept fingerprint says
+        return run_captured(code, capture)
+    before = state.fingerprint if state.fingerprint is not None else _fingerprint(state)
+    res = run_captured(code, capture)
+    state.fingerprint = after = _fingerprint(state)
+    res.namespace = (_namespace_diff.diff(before, after) if before is not None and after is not None
+                     else {"note": "the namespace could not be read"})
+    return res
+
+
+def _fingerprint(state):
+    try:
+        return _namespace_diff.fingerprint(state.shell.user_ns)
+    except Exception:  # noqa: BLE001 - the user's namespace (a dict subclass, anything): unknown
+        return None
 
 
 def _hello_reply(rid, state: State, kind: str = "hello") -> dict:
@@ -62,7 +85,7 @@ def serve(conn: socket.socket) -> None:
         try:
             if op == "exec":
                 capture, fds = (fds[:2], fds[2:]) if len(fds) >= 2 else (None, fds)
-                res = run_captured(str(msg.get("code", "")), capture)  # the drain closes them
+                res = _exec(str(msg.get("code", "")), capture, msg.get("namespace") is True)
                 reply = {"id": rid, "ok": True, "type": "ExecResult", "data": res.to_json()}
             elif op == "fork":
                 if not fds:

@@ -23,7 +23,7 @@ from pathlib import Path
 #: place under ``jupyter_data_agent.kernel`` (``_jda_kernel`` mirrors its sub-packages).
 KERNEL_MODULES = ("answer_form", "results", "protocol", "plots",
                   "copy.libc", "copy.confine", "copy.harden", "copy.procs",
-                  "copy.syscall_filter", "copy.reaper", "copy.capture", "copy.cell_exec",
+                  "copy.syscall_filter", "copy.reaper", "copy.capture", "copy.cell_exec", "copy.namespace_diff",
                   "copy.after_fork", "copy.copy_server", "inkernel.fork_server",
                   # the copies' client, for kernels whose server reaches them only through the kernel
                   "tree", "rpc", "forktree.copy_process", "forktree.snapshot_node",

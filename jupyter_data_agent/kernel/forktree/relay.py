@@ -98,7 +98,8 @@ class Relay:
                 raise SnapshotError("a cell to run must be text of at most 1 MiB")
             timeout = data.get("timeout")
             timeout = float(timeout) if isinstance(timeout, (int, float)) else None
-            return {"result": self._node(data).exec(code, timeout=timeout).to_json()}
+            result = self._node(data).exec(code, timeout=timeout, namespace=data.get("namespace") is True)
+            return {"result": result.to_json()}
         if op == "fork":
             return {"node": self._node(data).fork(own_scratch=data.get("own_scratch") is True).id}
         if op == "close":

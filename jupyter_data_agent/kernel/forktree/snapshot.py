@@ -149,6 +149,7 @@ class SnapshotTree(_tree.Closing):
         self._live: dict[int, Snapshot] = {}
         self._pending = 0
         self._last_mem_check = 0.0
+        self._mem_checking = False
         _sweep_once()
         self.root = Snapshot(self, None, "root")
         self.nodes["root"] = self.root
@@ -300,6 +301,25 @@ class SnapshotTree(_tree.Closing):
             self._evict(victim)
             evicted += 1
         return evicted
+
+    def check_memory_soon(self) -> None:
+        """``check_memory`` in a thread of its own, one at a time: at GB sizes reading each copy's
+        smaps takes milliseconds, which the cell that made it due should not wait for."""
+        with self._lock:
+            if self._mem_checking or self.closed:
+                return
+            self._mem_checking = True
+            self._last_mem_check = time.monotonic()
+
+        def check() -> None:
+            try:
+                self.check_memory()
+            except Exception:  # the next due check tries again
+                log.warning("checking the kernel copies' memory failed", exc_info=True)
+            finally:
+                self._mem_checking = False
+
+        threading.Thread(target=check, name="jda-copies-memory", daemon=True).start()
 
     def close(self) -> None:
         """Cancel the search: every process of this tree is killed and reaped."""

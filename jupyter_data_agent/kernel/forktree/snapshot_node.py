@@ -66,11 +66,11 @@ class Snapshot(_tree.CopyNode):
 
     # ------------------------------------------------------------- sync API
 
-    def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        res = super().exec(code, timeout=timeout)
+    def exec(self, code: str, *, timeout: float | None = None, namespace: bool = False) -> ExecResult:
+        res = super().exec(code, timeout=timeout, namespace=namespace)
         tree = self.tree  # then the memory budget, at most every memory_check_interval
         if time.monotonic() - tree._last_mem_check >= tree.memory_check_interval:
-            tree.check_memory()
+            tree.check_memory_soon()
         return res
 
     def fork(self, own_scratch: bool = False) -> "Snapshot":
@@ -216,7 +216,7 @@ class Snapshot(_tree.CopyNode):
             time.sleep(0.025)
         return describe_wait_status(st)
 
-    def _exec_locked(self, code: str, timeout: float | None) -> ExecResult:
+    def _exec_locked(self, code: str, timeout: float | None, namespace: bool = False) -> ExecResult:
         timeout = self.tree.limits.timeout_s if timeout is None else timeout
         self.last_used = time.monotonic()
         t0 = time.perf_counter()
@@ -224,8 +224,9 @@ class Snapshot(_tree.CopyNode):
         try:
             capture = _capture_for(self.tree.limits)
             try:
+                extra = {"namespace": True} if namespace else {}
                 reply = self._chan.request("exec", timeout=timeout, code=code, fds=capture,
-                                           max_bytes=self.tree.limits.reply_bytes())
+                                           max_bytes=self.tree.limits.reply_bytes(), **extra)
             finally:
                 for fd in capture:
                     os.close(fd)

@@ -270,9 +270,10 @@ class ChannelNode:
     def is_live(self) -> bool:
         return self.state == "live" and not self.tree.closed
 
-    def exec(self, code: str, *, timeout: float | None = None) -> ExecResult:
+    def exec(self, code: str, *, timeout: float | None = None, namespace: bool = False) -> ExecResult:
         wall = timeout if timeout is not None else self.tree.limits.timeout_s
-        reply = self.tree.request("exec", wall + RELAY_GRACE_S, node=self.id, code=code, timeout=timeout)
+        extra = {"namespace": True} if namespace else {}
+        reply = self.tree.request("exec", wall + RELAY_GRACE_S, node=self.id, code=code, timeout=timeout, **extra)
         result = reply.get("result")
         if not isinstance(result, dict):
             raise SnapshotError("the relay's reply carried no result")

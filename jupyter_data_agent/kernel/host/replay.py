@@ -122,7 +122,7 @@ class ReplayNode(_tree.CopyNode):
         except rpc.KernelRPCError as e:
             raise SnapshotError(f"replay kernel: {e}") from e
 
-    def _exec_locked(self, code: str, timeout: float | None) -> ExecResult:
+    def _exec_locked(self, code: str, timeout: float | None, namespace: bool = False) -> ExecResult:
         timeout = self.tree.limits.timeout_s if timeout is None else timeout
         self.last_used = time.monotonic()
         t0 = time.perf_counter()

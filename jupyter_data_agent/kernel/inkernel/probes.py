@@ -11,8 +11,8 @@ DataFrame and Series (rows, index uniqueness, per column its dtype, NaN
 count, range and distinct count, bounded by ``SUMMARY_CELLS``), compares the
 summary with the one its parent left (a fork inherits it), prints the
 findings as one JSON line and keeps its own summary for its children. Run
-once on the root copy before a search, it sets the baseline. As with
-``namespace_diff``, a copy rebuilt by replay replays it harmlessly.
+once on the root copy before a search, it sets the baseline. A copy
+rebuilt by replay replays it harmlessly.
 
 Each table that a step created or changed is compared with the same name's
 table in the parent, or else with the parent's table sharing most columns
