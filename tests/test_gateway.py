@@ -188,12 +188,12 @@ def live_state(channel) -> tuple:
 
 
 def copies_left(channel, server, kernel_id: str) -> int:
-    """The live kernel's child processes (its copies, had any been left), but its warm root,
-    which the server keeps between turns and tries (``GET warm-roots``)."""
+    """The live kernel's child processes (its copies, had any been left), but its warm root and
+    the root's child forked ahead, which the server keeps between turns and tries (``GET warm-roots``)."""
     reply = channel.execute("", silent=True, store_history=False, user_expressions={
         "r": "len([p for p in __import__('psutil').Process().children(recursive=True) if p.status() != 'zombie'])"})
     kept = server.call("GET", "jupyter-data-agent/warm-roots")["warm_roots"]
-    roots = sum(1 for root in kept if root["kernel_id"] == kernel_id)
+    roots = sum(1 + root["spares"] for root in kept if root["kernel_id"] == kernel_id)
     return int(reply["content"]["user_expressions"]["r"]["data"]["text/plain"]) - roots
 
 

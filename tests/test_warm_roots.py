@@ -414,3 +414,28 @@ async def test_the_next_try_runs_in_a_child_forked_ahead(server, jp_fetch):
         await until(lambda: not alive(dropped), what="the dropped spare's end")
     finally:
         kc.stop_channels()
+
+
+@on_server_loop
+async def test_a_server_stop_ends_every_root_and_its_client_leased_ones_too(server, jp_fetch):
+    """``shutdown`` (the server stopping) ends the kernel's root while a try still holds a lease on
+    it, and a retired root whose copies are in use: their processes and their kernel clients (a
+    client left open keeps threads that hold the server's process at exit)."""
+    app, port, root_dir = server
+    km, kc = await open_notebook(jp_fetch, app, root_dir)
+    tries = tries_of(app)
+    own = TryManager(jobs=tries.jobs, session_manager=tries.session_manager, redact=tries.redact, limits=TryLimits())
+    try:
+        held = await own.warm.acquire(km.kernel_id, NOTEBOOK)  # a try's lease, never released
+        w = own.warm.watches[km.kernel_id]
+        own.warm._retire(w)  # replaced (as after a cell) while the lease is held
+        current = await own.warm.acquire(km.kernel_id, NOTEBOOK)
+        assert current.root is not held.root and held.root.retired and not held.root.closed
+        roots = (held.root, current.root)
+        pids = [r.node.pid for r in roots]
+        await own.shutdown()
+        assert all(r.closed for r in roots)
+        assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+        assert all(r.kernel.kc is None for r in roots)  # each root's kernel client closed (ClientHandle)
+    finally:
+        kc.stop_channels()

@@ -61,6 +61,11 @@ class ForkAhead:
                 log.debug("closing a spare copy failed", exc_info=True)
 
     @property
+    def held(self) -> int:
+        """Spare processes kept or being readied (0 or 1)."""
+        return int(self._spare is not None or self._readying is not None)
+
+    @property
     def pid(self) -> int | None:
         """The spare's process, kept or being readied (tests tell it from a try's copies)."""
         spare = self._spare or self._readying

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 SETTLE_S = 0.25
 #: Seconds between two looks at every kept root (restart, shutdown, idle time, memory).
 TICK_S = 2.0
+#: Seconds a server stop waits for a root being made (a fork of a kernel that answers takes ~1 s).
+MAKING_WAIT_S = 30.0
 #: Percent of the machine's memory in use past which every root is dropped.
 MEMORY_PRESSURE_PERCENT = 90.0
 
@@ -139,6 +141,7 @@ class WarmRootStats:
     age_s: float
     unique_bytes: int | None  # the root's own memory (USS), counted against the copies' budget
     leases: int
+    spares: int  # children forked ahead, kept or being readied (``fork_ahead``)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +153,7 @@ class WarmRootStats:
             "age_s": round(self.age_s, 3),
             "unique_bytes": self.unique_bytes,
             "leases": self.leases,
+            "spares": self.spares,
         }
 
 
@@ -190,6 +194,8 @@ class WarmRoots:
         self.dropped: dict[str, str] = {}  # kernel id -> why its last root went (stats, tests)
         self._reaper: asyncio.Task | None = None
         self._closing = False
+        self._open: set[WarmRoot] = set()  # every root not closed yet, retired ones with leases too
+        self._closes: set[asyncio.Future] = set()  # closes under way (a thread each)
 
     # -- public API ------------------------------------------------------------------
     async def acquire(
@@ -296,16 +302,26 @@ class WarmRoots:
                     age_s=time.time() - root.as_of,
                     unique_bytes=memory() if callable(memory) else None,
                     leases=root.leases,
+                    spares=root.ahead.held,
                 )
             )
         return out
 
     async def shutdown(self) -> None:
+        """Every root ends, leased ones too, and its kernel client with it, before the loop stops
+        (a client left open keeps threads that hold the process at exit)."""
         self._closing = True
         if self._reaper is not None:
             self._reaper.cancel()
+        making = [w.making for w in self.watches.values() if w.making is not None and not w.making.done()]
+        if making:  # a root being made is closed as soon as it is (``_closing``); cancelled, its client would stay
+            await asyncio.wait(making, timeout=MAKING_WAIT_S)
         for kernel_id in list(self.watches):
             await self.drop(kernel_id, "the server stopped")
+        for root in list(self._open):
+            self._close_soon(root)
+        if self._closes:
+            await asyncio.gather(*self._closes, return_exceptions=True)
 
     # -- state -----------------------------------------------------------------------
     def _current(self, w: _Watch, root: WarmRoot) -> bool:
@@ -441,6 +457,7 @@ class WarmRoots:
             kernel_pid=pid,
             folder_stamp=stamp,
         )
+        self._open.add(root)
         if self.watches.get(w.kernel_id) is not w or self._closing:
             root.retired = True
             self._close_soon(root)
@@ -465,7 +482,10 @@ class WarmRoots:
         if root.closed:
             return
         root.closed = True
-        asyncio.ensure_future(asyncio.to_thread(root.close))
+        self._open.discard(root)
+        closing = asyncio.ensure_future(asyncio.to_thread(root.close))
+        self._closes.add(closing)
+        closing.add_done_callback(self._closes.discard)
 
     # -- housekeeping ----------------------------------------------------------------
     def _start_reaper(self) -> None:
