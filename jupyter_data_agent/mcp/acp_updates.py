@@ -11,7 +11,6 @@ the chosen candidate's code and its answer, not every candidate.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +18,7 @@ import acp
 from acp import schema
 
 from ..search.registry import ALIASES, BY_NAME, offered, words
+from ..turn.report import run_summary
 
 #: The slash commands, as ``available_commands_update`` offers them (word → (strategy, what it does)):
 #: the registry's for ACP (``search.registry`` says why Explain is not one).
@@ -26,8 +26,6 @@ COMMANDS: dict[str, tuple[str, str]] = {word: (entry.name, entry.for_agents)
                                         for word, entry in zip(words("acp"), offered("acp"), strict=True)}
 #: Every word a prompt may start with to pick a strategy (the commands and the registry's other words).
 STRATEGY_WORDS = {f"/{word}": name for word, name in ALIASES.items() if BY_NAME[name].offered_on("acp")}
-#: Characters of a run's output in its tool call card.
-OUTPUT_CHARS = 2000
 
 
 def available_commands() -> schema.AvailableCommandsUpdate:
@@ -37,34 +35,6 @@ def available_commands() -> schema.AvailableCommandsUpdate:
                                 input=schema.AvailableCommandInput(
                                     root=schema.UnstructuredCommandInput(hint="question about the notebook's data")))
         for word, (_, text) in COMMANDS.items()])
-
-
-def run_summary(candidate: dict) -> str:
-    """What a candidate's run in its copy gave, in a few lines (its outputs, else its value or error)."""
-    result = candidate.get("result") or {}
-    if not result:
-        return "not run"
-    text = "".join(_output_text(o) for o in result.get("outputs") or [])
-    if result.get("status") != "ok":
-        error = f"{result.get('ename')}: {result.get('evalue')}" if result.get("ename") else result.get("status")
-        text = f"{text}\n{error}".strip()
-    elif not text.strip() and result.get("value"):
-        text = _value_text(result["value"])
-    return text.strip()[:OUTPUT_CHARS] or "(no output)"
-
-
-def _output_text(output: dict) -> str:
-    if output.get("output_type") == "stream":
-        return str(output.get("text") or "")
-    if output.get("output_type") == "error":
-        return f"{output.get('ename')}: {output.get('evalue')}\n"
-    data = output.get("data") or {}
-    return str(data.get("text/plain", "")) + "\n"
-
-
-def _value_text(value: dict) -> str:
-    inner = value.get("value")
-    return inner if isinstance(inner, str) else json.dumps(inner, default=str)[:OUTPUT_CHARS]
 
 
 _PLAN_STATUS = {"pending": "pending", "generating": "in_progress", "running": "in_progress",

@@ -9,6 +9,7 @@ index the sidebar and every client see.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -17,6 +18,8 @@ from ..kernel.results import ExecResult
 from ..search.vote import run_answer
 
 TurnStatus = Literal["running", "done", "error", "cancelled"]
+#: Characters of a run's output in a summary (an IDE's tool call card, a chat reply).
+OUTPUT_CHARS = 2000
 
 
 @dataclass
@@ -107,3 +110,31 @@ class TurnReport:
         if self.answer:
             return str(self.answer)
         return run_answer(self.run(self.chosen))
+
+
+def run_summary(candidate: dict) -> str:
+    """What a candidate's run in its copy gave, in a few lines (its outputs, else its value or error)."""
+    result = candidate.get("result") or {}
+    if not result:
+        return "not run"
+    text = "".join(_output_text(o) for o in result.get("outputs") or [])
+    if result.get("status") != "ok":
+        error = f"{result.get('ename')}: {result.get('evalue')}" if result.get("ename") else result.get("status")
+        text = f"{text}\n{error}".strip()
+    elif not text.strip() and result.get("value"):
+        text = _value_text(result["value"])
+    return text.strip()[:OUTPUT_CHARS] or "(no output)"
+
+
+def _output_text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        return str(output.get("text") or "")
+    if output.get("output_type") == "error":
+        return f"{output.get('ename')}: {output.get('evalue')}\n"
+    data = output.get("data") or {}
+    return str(data.get("text/plain", "")) + "\n"
+
+
+def _value_text(value: dict) -> str:
+    inner = value.get("value")
+    return inner if isinstance(inner, str) else json.dumps(inner, default=str)[:OUTPUT_CHARS]
