@@ -22,6 +22,7 @@ import time
 import nbformat
 import pytest
 
+from tests.notebook_helpers import NOTEBOOK, SETUP, TOOLS, live_value, open_notebook
 from tests.test_server import NS, kernel_children, on_server_loop, wait_no_children, warm_root_pids
 
 mcp = pytest.importorskip("mcp")
@@ -29,13 +30,6 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.types import Implementation  # noqa: E402
-
-NOTEBOOK = "work/flights.ipynb"
-SETUP = ("import pandas as pd\n"
-         "df = pd.DataFrame({'a': [1, 2, 3], 'b': [4.0, 5.0, 6.0], 'city': ['Oslo', 'Lima', 'Pune']})\n"
-         "extra = pd.DataFrame({'x': range(5)})")
-TOOLS = {"list_notebooks", "read_notebook", "list_variables", "describe_dataframe", "try_code",
-         "compare_answers", "propose_cell", "propose_edit", "proposal_status", "ask_data_agent"}
 
 
 @pytest.fixture
@@ -108,34 +102,6 @@ def walk_keys(value) -> set:
 def error_text(result) -> str:
     assert result.is_error, result.content[0].text[:500]
     return result.content[0].text
-
-
-async def open_notebook(jp_fetch, app, root_dir, code: str = SETUP, headers=None):
-    """A saved notebook with a session (a running kernel) whose namespace holds ``code``'s state;
-    ``headers``: whose session (the server's token by default)."""
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# Flights", id="m1"),
-                nbformat.v4.new_code_cell(code, id="c1", execution_count=1,
-                                          outputs=[nbformat.v4.new_output("stream", name="stdout", text="ok\n")])]
-    (root_dir / "work").mkdir(exist_ok=True)
-    nbformat.write(nb, str(root_dir / NOTEBOOK))
-    r = await jp_fetch("api", "sessions", method="POST", headers=headers, body=json.dumps(
-        {"path": NOTEBOOK, "name": "flights.ipynb", "type": "notebook", "kernel": {"name": "python3"}}))
-    kernel_id = json.loads(r.body)["kernel"]["id"]
-    km = app.kernel_manager.get_kernel(kernel_id)
-    kc = km.client()
-    kc.start_channels()
-    await kc.wait_for_ready(timeout=120)
-    reply = await kc.execute(code, reply=True, timeout=120)
-    assert reply["content"]["status"] == "ok", reply["content"]
-    return km, kc
-
-
-async def live_value(kc, expression: str):
-    reply = await kc.execute("", user_expressions={"v": expression}, reply=True, timeout=60)
-    value = reply["content"]["user_expressions"]["v"]
-    assert value["status"] == "ok", value
-    return value["data"]["text/plain"]
 
 
 @pytest.fixture
