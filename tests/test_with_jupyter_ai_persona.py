@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("jupyter_ai_persona_manager")
 
-from jupyter_data_agent.persona.data_agent import WORKING
+from jupyter_data_agent.mcp.persona import WORKING
 from tests.conftest import agent_server_config
 from tests.notebook_helpers import NOTEBOOK, live_value, open_notebook
 from tests.test_server import NS, on_server_loop
@@ -38,6 +38,17 @@ def jp_server_config(model_server, monkeypatch):
     config["ServerApp"]["jpserver_extensions"].update(
         {"jupyterlab_chat": True, "jupyter_ai_router": True, "jupyter_ai_persona_manager": True})
     return config
+
+
+def test_the_entry_point_loads_a_base_persona():
+    """What Jupyter AI's persona manager loads: this package's ``jupyter_ai.personas`` entry point."""
+    from importlib.metadata import entry_points
+
+    from jupyter_ai_persona_manager import BasePersona
+
+    (ours,) = [ep for ep in entry_points(group="jupyter_ai.personas") if ep.value.startswith("jupyter_data_agent")]
+    persona = ours.load()
+    assert issubclass(persona, BasePersona) and not getattr(persona, "__abstractmethods__", None)
 
 
 async def open_chat(jp_ws_fetch, jp_serverapp, root_dir):

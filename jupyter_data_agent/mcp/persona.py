@@ -1,11 +1,12 @@
 """``@DataAgent`` in Jupyter AI's chat: a persona (``jupyter_ai.personas``) over the one turn service.
 
-Jupyter AI's persona manager loads this class from the entry point in every
-chat. Its message becomes a turn on the notebook the user has open (or names);
-the reply shows the progress while the turn runs, then the chosen candidate,
-its run in a copy and the agreement, and the cell waits in the notebook as a
-suggestion with Accept / Reject / undo (``chat_turn``). Settings, the model
-and its key are the Data Agent's own (the sidebar's), never the chat's.
+The only module of the package that imports Jupyter AI: its persona manager
+loads this class from the entry point in every chat, and nothing else imports
+it. A message becomes a turn on the notebook the user has open (or names); the
+reply shows the progress while the turn runs, then the chosen candidate, its
+run in a copy and the agreement, and the cell waits in the notebook as a
+suggestion with Accept / Reject / undo (``chat_turn``). Settings, the model and
+its key are the Data Agent's own (the sidebar's), never the chat's.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class DataAgentPersona(BasePersona):
     @property
     def defaults(self) -> PersonaDefaults:
         return PersonaDefaults(name="DataAgent", description=DESCRIPTION,
-                               avatar_path=str(Path(__file__).with_name("avatar.svg")),
+                               avatar_path=str(Path(__file__).with_name("persona_avatar.svg")),
                                system_prompt="(the Data Agent builds its own prompts from the notebook)",
                                slash_commands=set())
 

@@ -1,7 +1,7 @@
 """One ``@DataAgent`` message as a turn: its words, its notebook, the turn, the suggestion, the reply.
 
 Free of Jupyter AI's own modules, so each step is testable without it: the persona
-(``data_agent``) passes the message's text, its attached notebooks and a ``say``
+(``persona``) passes the message's text, its attached notebooks and a ``say``
 callback for progress. ``answer`` runs the turn through the server's one turn
 service (source ``jupyter-ai``), files the chosen cell as a proposal, which the
 browser shows in the notebook with the same Accept / Reject / undo bar as an
