@@ -3,6 +3,7 @@
  * cannot download browsers here) against a real `jupyter lab` whose model
  * is a local OpenAI-protocol test server (tests/openai_server/).
  */
+const fs = require('fs');
 const path = require('path');
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
@@ -11,6 +12,10 @@ const OPENAI_PORT = Number(process.env.JDA_UI_OPENAI_PORT || 8765);
 // A second JupyterLab with real-time collaboration on, for rtc.spec.ts only.
 const RTC_PORT = Number(process.env.JDA_UI_RTC_PORT || 8889);
 const repoRoot = path.resolve(__dirname, '..');
+// A JupyterLab from the venv with Jupyter AI 3.2 beside this package, for
+// jupyterai.spec.ts only (.ci/run makes .venv-jai; without it that spec skips).
+const JAI_PORT = Number(process.env.JDA_UI_JAI_PORT || 8890);
+const JAI_JUPYTER = path.join(repoRoot, '.venv-jai', 'bin', 'jupyter');
 // Side-by-side runs (two work trees, two sessions) each need their own log
 // and output folder; CI uses the defaults.
 const OPENAI_LOG = process.env.JDA_UI_LOG || 'openai-requests.jsonl';
@@ -93,6 +98,27 @@ module.exports = {
         OPENAI_API_KEY: 'test-key',
         JUPYTER_DATA_AGENT_MODEL: 'test-model'
       }
-    }
+    },
+    ...(fs.existsSync(JAI_JUPYTER)
+      ? [
+          {
+            // Its MCP host (jupyter-server-mcp) on a port the OS picks: 3001 may be taken.
+            command: `${JAI_JUPYTER} lab --config jupyter_server_test_config.py --MCPExtensionApp.mcp_port=0`,
+            cwd: __dirname,
+            url: `http://localhost:${JAI_PORT}/lab`,
+            timeout: 120 * 1000,
+            reuseExistingServer: false,
+            env: {
+              ...process.env,
+              JUPYTER_CONFIG_PATH: path.join(__dirname, 'single-user'),
+              JDA_UI_LAB_PORT: String(JAI_PORT),
+              JUPYTER_DATA_AGENT_BACKEND: 'openai',
+              OPENAI_BASE_URL: `http://127.0.0.1:${OPENAI_PORT}/v1`,
+              OPENAI_API_KEY: 'test-key',
+              JUPYTER_DATA_AGENT_MODEL: 'test-model'
+            }
+          }
+        ]
+      : [])
   ]
 };
