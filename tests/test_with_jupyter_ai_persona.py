@@ -27,9 +27,17 @@ ANSWER = ("```python\n# Step 1: Count the rows where a is above 1.\nbig_rows = i
           "print(big_rows)\n```")
 
 
+PROSE = ("The column `a` holds small whole numbers (1 to 3); `city` names a city per row. "
+         "<img src=x onerror=alert(1)>")
+
+
+def reply(request) -> str:
+    return PROSE if "What do the columns hold" in request.prompt else ANSWER
+
+
 @pytest.fixture(scope="module")
 def model_server(model_server_factory):
-    return model_server_factory(reply=lambda request: ANSWER)
+    return model_server_factory(reply=reply)
 
 
 @pytest.fixture
@@ -102,6 +110,23 @@ async def test_a_data_agent_message_becomes_a_pending_suggestion(jp_fetch, jp_ws
         assert await live_value(kc, "'big_rows' in globals()") == "False"
         turns = json.loads((await jp_fetch(NS, "turns", params={"notebook_path": NOTEBOOK})).body)["turns"]
         assert [(t["source"], t["strategy"], t["status"]) for t in turns] == [("jupyter-ai", "vote", "done")]
+        ws.close()
+    finally:
+        kc.stop_channels()
+
+
+@on_server_loop
+async def test_a_question_without_code_gets_words_and_no_suggestion(jp_fetch, jp_ws_fetch, jp_serverapp,
+                                                                    jp_root_dir):
+    km, kc = await open_notebook(jp_fetch, jp_serverapp, jp_root_dir)
+    try:
+        ws = await open_chat(jp_ws_fetch, jp_serverapp, jp_root_dir)
+        final = (await ask(ws, "@DataAgent /direct What do the columns hold?"))[-1]
+        print("\n@DataAgent replied:\n" + final)
+        assert final.startswith("The column `a` holds small whole numbers") and "Placed in" not in final, final
+        assert "<img" not in final and "&lt;img src=x" in final  # the model's HTML shown as text
+        r = await jp_fetch(NS, "proposals", params={"notebook_path": NOTEBOOK})
+        assert json.loads(r.body)["proposals"] == []
         ws.close()
     finally:
         kc.stop_channels()

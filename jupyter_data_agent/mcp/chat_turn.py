@@ -11,6 +11,7 @@ copies; nothing runs in the live kernel before Accept.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,11 +160,11 @@ def reply(state: AgentState, who: str, path: str, ask: Ask, report: TurnReport, 
     candidate = report.chosen_candidate or {}
     code, words = candidate.get("code") or "", report.answer_text
     parts = [f"_{note}_"] if note else []
-    if words:
+    if not code:  # an answer in words: the model's Markdown, with no HTML of its own
+        parts.append(html.escape(words, quote=False) if words else "No candidate came out of this turn.")
+        return "\n\n".join(parts)
+    if words:  # what the chosen run gave: text, never Markdown
         parts.append(f"**Answer:** {fenced(words) if chr(10) in words else quoted(words)}")
-    if not code:
-        parts.append("" if words else "No candidate came out of this turn.")
-        return "\n\n".join(p for p in parts if p)
     if report.classes and report.chosen is not None:
         parts.append(f"{report.support_of(report.chosen)} of {sum(report.classes)} candidates agree on "
                      "this answer.")

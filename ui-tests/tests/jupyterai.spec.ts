@@ -15,6 +15,8 @@ import {
   DF_CODE,
   notebookCells,
   notebookJson,
+  openPanel,
+  panel,
   screenshotPath
 } from './helpers';
 
@@ -94,6 +96,11 @@ test('@DataAgent in Jupyter AI chat answers and suggests the cell in the noteboo
   const shot = screenshotPath('jupyterai-chat.png');
   await page.screenshot({ path: shot });
   console.log(`@DataAgent exchange: ${shot}`);
+  // This package's own sidebar works beside Jupyter AI's: it lists the proposal too.
+  await openPanel(page);
+  await expect(
+    panel(page).locator('.jp-DataAgent-agentActivity')
+  ).toContainText('Jupyter AI: DataAgent');
   await suggestion
     .locator('.jp-DataAgent-suggestionBar .jp-DataAgent-accept')
     .click();
