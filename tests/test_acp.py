@@ -22,7 +22,7 @@ import acp
 import nbformat
 import pytest
 
-from tests.test_mcp import NOTEBOOK, open_notebook
+from tests.notebook_helpers import NOTEBOOK, open_notebook
 from tests.test_server import (  # noqa: F401 -- pytest fixtures, used by name
     jp_server_config,
     model_server,

@@ -221,6 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="seconds the busy-kernel try may wait for the user's cell (default 10)")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)
+    from jupyter_data_agent.mcp.sdk import route_off, server_unavailable
+
+    if (why := server_unavailable()) is not None:  # the try_code rows need our MCP route
+        print(f"try_code: {route_off(why)}", file=sys.stderr)
+        return 2
     turns = args.calls if args.turns is None else args.turns
     load_before = os.getloadavg()
     rows = asyncio.run(run([parse_size(s) for s in args.sizes.split(",")], args.calls, turns, args.busy_cap,

@@ -19,6 +19,11 @@ text; absolute paths and file URIs are resolved against the server's root),
 else the session's one open notebook. What goes wrong (a refused token, a
 server that is down, a notebook outside the root) is said in words as the
 agent's message, never as a bare JSON-RPC error, and never with the token.
+
+The SDK: 0.11 (what Jupyter AI 3.2 pins) or 0.12. What this module and
+``acp_updates`` use (the ``Agent`` methods, ``run_agent``, the schema models
+and update helpers) is the same in both, so no line here asks which;
+``tests/test_acp.py`` runs in both environments.
 """
 
 
