@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_data_agent.mcp.chat_turn import STRATEGY_WORDS, Unusable, fenced, parse, quoted
+from jupyter_data_agent.mcp.chat_turn import STRATEGY_WORDS, Unusable, parse, quoted
 
 
 @pytest.mark.parametrize("body, strategy", [
@@ -36,9 +36,6 @@ def test_the_notebook_comes_from_an_attachment_then_file_mentions_then_paths_in_
     assert ask.intent == "mean delay in vs old/2019.ipynb"
 
 
-def test_untrusted_text_cannot_leave_its_code_block_or_span():
-    text = "a ``` b ```` <script>alert(1)</script>"
-    block = fenced(text, "python")
-    assert block.startswith("`````python\n") and block.endswith("\n`````")
+def test_untrusted_text_cannot_leave_its_code_span():
     span = quoted("x `` y")
     assert span == "``` x `` y ```"

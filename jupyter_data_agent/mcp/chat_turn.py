@@ -20,6 +20,7 @@ from typing import Any
 from jupyter_server.utils import ensure_async
 
 from ..kernel.results import ExecResult
+from ..prompts.arcade import code_fence
 from ..search.registry import ALIASES, BY_NAME
 from ..server.handlers import one_principal
 from ..server.models import TurnRequestModel
@@ -164,7 +165,8 @@ def reply(state: AgentState, who: str, path: str, ask: Ask, report: TurnReport, 
         parts.append(html.escape(words, quote=False) if words else "No candidate came out of this turn.")
         return "\n\n".join(parts)
     if words:  # what the chosen run gave: text, never Markdown
-        parts.append(f"**Answer:** {fenced(words) if chr(10) in words else quoted(words)}")
+        shown = code_fence(words, "") if "\n" in words else quoted(words)
+        parts.append(f"**Answer:** {shown}")
     if report.classes and report.chosen is not None:
         parts.append(f"{report.support_of(report.chosen)} of {sum(report.classes)} candidates agree on "
                      "this answer.")
@@ -172,8 +174,8 @@ def reply(state: AgentState, who: str, path: str, ask: Ask, report: TurnReport, 
     filed = [suggest(state, who, path, s.get("code") or "", s.get("explanation") or s.get("title") or "",
                      s.get("result"), edits=s.get("cell_id")) for s in steps] if steps else [
         suggest(state, who, path, code, candidate.get("explanation") or ask.intent, candidate.get("result"))]
-    parts.append(fenced(code, "python"))
-    parts.append("Its run in a copy of the kernel:\n\n" + fenced(run_summary(candidate)))
+    parts.append(code_fence(code))
+    parts.append("Its run in a copy of the kernel:\n\n" + code_fence(run_summary(candidate), ""))
     what = f"{len(filed)} suggested cells" if len(filed) > 1 else "a suggested cell"
     parts.append(f"Placed in **{path}** as {what}: Accept or Reject in the notebook. Nothing ran in your "
                  f"kernel. (proposal {', '.join(filed)})")
@@ -191,16 +193,9 @@ def suggest(state: AgentState, who: str, path: str, code: str, explanation: str,
     return proposal.id
 
 
-def fenced(text: str, lang: str = "") -> str:
-    """``text`` as a Markdown code block no backtick run inside it can close (model and kernel text
-    is untrusted: in a block the chat renders it as text, never as HTML)."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{text}\n{fence}"
-
-
 def quoted(text: str) -> str:
-    """One line of untrusted text as inline code (no Markdown, no HTML)."""
+    """One line of untrusted text as inline code (no Markdown, no HTML); a block is
+    ``prompts.arcade.code_fence``'s."""
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     tick = "`" * (longest + 1)
     return f"{tick} {text} {tick}"
