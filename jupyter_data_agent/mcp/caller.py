@@ -1,9 +1,11 @@
-"""Who calls a tool, with which rights, and the server state it may reach.
+"""Who calls a tool, with which rights, and the server state it may reach; free of any MCP SDK.
 
-The Tornado handler (``bridge``) authenticates the request the way every
-handler of this server does, asks the authorizer what this user may do,
-and puts a ``Caller`` into the ASGI scope; the tools read it back from the
-MCP request context. An MCP message alone never names a user.
+On our route the Tornado handler (``bridge``) authenticates the request the
+way every handler of this server does, asks the authorizer what this user may
+do, and puts a ``Caller`` into the ASGI scope; the tools read it back from the
+MCP request context. An MCP message alone never names a user. On
+jupyter-server-mcp's host (``host``), which has no login, the caller is the
+server's one principal, or nobody.
 """
 
 from __future__ import annotations
@@ -12,10 +14,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-
 from ..server.state import AgentState
+from .errors import ToolFailure
 
 SCOPE_KEY = "jupyter_data_agent.caller"
 DEFAULT_AGENT = "MCP client"
@@ -50,22 +50,21 @@ class Caller:
 
     def require_execute(self) -> None:
         if not self.can_execute:
-            raise ToolError("You may not run code in kernels on this server (not even in copies).")
+            raise ToolFailure("You may not run code in kernels on this server (not even in copies).")
 
     def require_read(self) -> None:
         if not self.can_read:
-            raise ToolError("You may not read files on this server.")
+            raise ToolFailure("You may not read files on this server.")
 
-    def agent(self, ctx: Context) -> str:
+    def agent(self, client_params: Any, default: str = DEFAULT_AGENT) -> str:
         """The agent's name, as the sidebar shows it: its token's, else its MCP client info's
-        (title, else name)."""
+        (title, else name) from the session's initialize params (either SDK's), else ``default``."""
         if self.token_agent:
             return self.token_agent
-        params = ctx.session.client_params
-        info = params.client_info if params is not None else None
-        name = (getattr(info, "title", None) or getattr(info, "name", None) or DEFAULT_AGENT) if info else DEFAULT_AGENT
-        name = " ".join(str(name).split())[:80]
-        return name or DEFAULT_AGENT
+        info = getattr(client_params, "client_info", None) or getattr(client_params, "clientInfo", None)
+        name = (getattr(info, "title", None) or getattr(info, "name", None)) if info is not None else None
+        name = " ".join(str(name or "").split())[:80]
+        return name or default
 
     async def contents(self, path: str) -> dict:
         """The notebook as saved (nbformat JSON); FileNotFoundError when there is none."""
@@ -74,7 +73,7 @@ class Caller:
         try:
             return await saved_notebook(self.contents_manager, path)
         except NotebookUnreadable as exc:
-            raise ToolError(f"Could not read {path!r}: {exc}") from None
+            raise ToolFailure(f"Could not read {path!r}: {exc}") from None
 
 
 def caller_in(request: Any) -> Caller | None:
@@ -82,11 +81,3 @@ def caller_in(request: Any) -> Caller | None:
     scope = getattr(request, "scope", None) or {}
     caller = scope.get(SCOPE_KEY)
     return caller if isinstance(caller, Caller) else None
-
-
-def caller_of(ctx: Context) -> Caller:
-    """A tool's caller (``caller_in``); a request that bypassed the bridge is refused in words."""
-    caller = caller_in(ctx.request_context.request)
-    if caller is None:
-        raise ToolError("This MCP server answers only through the Jupyter server's authenticated route.")
-    return caller

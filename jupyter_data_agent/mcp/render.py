@@ -2,15 +2,14 @@
 
 A copy's result is already bounded where it is received (``kernel.tree.received``),
 but those bounds are sized for the browser (megabytes); an agent's context
-is smaller. Every cut says what was cut and by how much.
+is smaller. Every cut says what was cut and by how much. Free of any MCP SDK:
+each host wraps the JSON and the plots in its SDK's content types.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from mcp.types import CallToolResult, ImageContent, TextContent
 
 from ..kernel.results import ExecResult, strip_ansi
 
@@ -88,19 +87,12 @@ def agent_form(form: Any) -> Any:
     return form
 
 
-def images(result: ExecResult | None) -> list[ImageContent]:
-    """The run's plots, as MCP image content (the first ``MAX_IMAGES``, each bounded)."""
-    found: list[ImageContent] = []
+def plots(result: ExecResult | None) -> list[tuple[str, str]]:
+    """The run's plots as (MIME type, base64 data): the first ``MAX_IMAGES``, each bounded."""
+    found: list[tuple[str, str]] = []
     for item in result.outputs if result is not None else []:
         for mime in IMAGE_TYPES:
             data = item.data.get(mime)
             if isinstance(data, str) and len(data) <= IMAGE_CHARS and len(found) < MAX_IMAGES:
-                found.append(ImageContent(type="image", data=data.replace("\n", ""), mime_type=mime))
+                found.append((mime, data.replace("\n", "")))
     return found
-
-
-def tool_result(data: dict[str, Any], pictures: list[ImageContent] | None = None) -> CallToolResult:
-    """The JSON as text (what every client reads) and as structured content, then the images."""
-    text = json.dumps(data, default=str, ensure_ascii=False)
-    content: list[Any] = [TextContent(type="text", text=text), *(pictures or [])]
-    return CallToolResult(content=content, structured_content=data)
