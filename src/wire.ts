@@ -450,6 +450,7 @@ export interface SearchStats {
   context: ContextReport | null;
   transport: '' | 'local' | 'kernel channel' | 'in process' | 'replay' | 'none';
   unspent: number;
+  samples: number;
 }
 /**
  * ``context.report.ContextReport``: how full the prompt was, what was cut.

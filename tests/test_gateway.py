@@ -89,10 +89,8 @@ def attack_code(urls: list[str]) -> str:
 
 
 def replies(request) -> str:
-    if SEARCH_INTENT in request.prompt:  # a JUPITER-style thought/action model (test_server.search_replies)
-        if "Observation:\n2" in request.prompt:
-            return "Thought: two rows qualify.\nFinal Answer: 2"
-        return "Thought: count the rows.\nAction:\n```python\nbig = df[df['a'] > 1]\nlen(big)\n```"
+    if SEARCH_INTENT in request.prompt:  # every sample counts the rows (test_server.search_replies)
+        return "```python\n# Step 1: count the rows.\nbig = df[df['a'] > 1]\nlen(big)\n```"
     for marker, code in ATTACKS.items():
         if marker in request.prompt:
             return f"```python\n{code}\n```"
@@ -271,7 +269,9 @@ def test_search_turn_runs_every_step_in_copies_over_the_kernel_channel(deploymen
     said = [f"{e['type']}: {e['message']}" for e in events]
     assert status == "done" and events[-1]["type"] == "done", (said, server.log_text()[-4000:])
     assert_over_the_channel(events, server)
-    assert str(events[-1]["data"]["result"]["answer"]) == "2", events[-1]["data"]["result"]
+    result = events[-1]["data"]["result"]
+    chosen = [e["data"]["candidate"] for e in events if e["type"] == "candidate"][result["chosen"]]
+    assert chosen["result"]["value"]["value"] == 2, result
     assert live_state(channel) == before  # `big` was bound in copies only
 
 

@@ -35,7 +35,7 @@ def tree(tmp_path_factory):
 def run(tree, backup, unsure=0.0):
     strategy = MCTSStrategy(value=VALUES, backup=backup, unsure=unsure)
     request = TurnRequest(intent="What is x?", context=NotebookContext(),
-                          options=MCTSOptions(iterations=3), task=TaskInfo(format="@answer[value]"),
+                          options=MCTSOptions(iterations=3, vote_share=0.0), task=TaskInfo(format="@answer[value]"),
                           prompt=PromptPolicy(max_prompt_tokens=6000))
     result = strategy.run(request, RunContext(backend=ScriptedBackend(SCRIPT), executor=tree.root))
     search = strategy.last_search

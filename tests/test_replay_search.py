@@ -49,7 +49,7 @@ def test_mcts_on_a_replay_tree_with_4_kernels_completes_18_nodes(tmp_path):
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     request = TurnRequest(intent="Add the numbers.", context=NotebookContext(),
-                          options=MCTSOptions(iterations=6, k=3, c_puct=1.25, early_stop=False,
+                          options=MCTSOptions(iterations=6, k=3, c_puct=1.25, early_stop=False, vote_share=0.0,
                                               value="zero"),
                           task=TaskInfo(format="@answer[value]"))
     strategy = MCTSStrategy()

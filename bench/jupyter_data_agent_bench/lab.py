@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -80,7 +81,8 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
     if name == "react":
         return "react", budget, {}
     if name == "mcts":  # mcts:VALUE[:FLAG...]: max (select by the best value below, not Q),
-        # mean, unsure=C (explore where the estimate is unsure), nomerge, k=K
+        # mean, unsure=C (explore where the estimate is unsure), nomerge, k=K, tree (no vote share),
+        # share=F (the vote's share of the budget), commit=P (the lead that makes a branch)
         value, *flags = arg.split(":")
         value = (models or {}).get(value, value)
         opts: dict = {"value": value or "heuristic", "k": MCTS_K}
@@ -94,8 +96,13 @@ def strategy_run(spec: str, budget: int, models: dict[str, str] | None = None) -
                 opts["merge"] = False
             elif key == "k":
                 opts["k"] = int(val)
+            elif key == "tree":  # JUPITER's tree alone, without the vote's share (search.branching)
+                opts["vote_share"] = 0.0
+            elif key in ("share", "commit"):
+                opts["vote_share" if key == "share" else "commit"] = float(val)
             else:
-                raise ValueError(f"unknown mcts flag {flag!r} in {spec!r}: max, mean, unsure=C, nomerge, k=K")
+                raise ValueError(f"unknown mcts flag {flag!r} in {spec!r}: max, mean, unsure=C, nomerge, k=K, "
+                                 "tree, share=F, commit=P")
         return "mcts", max(1, budget // opts["k"]), opts
     if name == "analysis":
         return "analysis", ANALYSIS_STEPS, {"samples": int(arg or 1)}
@@ -182,6 +189,35 @@ def plot(rows: list[dict], ps: list[float], strategies: list[str], split: str, p
     plt.close(fig)
 
 
+def append_answers(path: str, rec: dict, labels, extra: dict) -> None:
+    """Each candidate of a Search turn that voted: its features, whether its output is right."""
+    from .dabench import printed_text
+    from .dabench_score import score_question
+
+    with open(path, "a", encoding="utf-8") as f:
+        for c in ((rec.get("result") or {}).get("candidates") or []):
+            feats = (c.get("meta") or {}).get("features")
+            if feats:
+                right = score_question(rec["id"], printed_text(c.get("result")), labels).correct
+                f.write(json.dumps({"id": rec["id"], **extra, "features": feats, "right": bool(right)}) + "\n")
+
+
+def answers_auc(path: str) -> str:
+    """The shipped evidence model's AUC among Search's answers (``--answers``), per log-prob gap."""
+    from jupyter_data_agent.search.features import DEFAULT_MODEL, EvidenceModel
+    from jupyter_data_agent.train.features import auc
+
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    model = EvidenceModel.load(DEFAULT_MODEL)
+    out = ["", "AUC of the shipped evidence model among Search's answers (every candidate that voted):", ""]
+    for gap in sorted({r["gap"] for r in rows}):
+        mine = [r for r in rows if r["gap"] == gap]
+        a = auc(model.probability([r["features"] for r in mine]).tolist(), [int(r["right"]) for r in mine])
+        out.append(f"- gap {gap:g}: {'–' if a is None else f'{a:.3f}'} ({len(mine)} answers, "
+                   f"{sum(r['right'] for r in mine)} right)")
+    return "\n".join(out) + "\n"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="the DABench folder")
     p.add_argument("--references", default=None, help="reference solutions JSONL (bench.references)")
@@ -203,6 +239,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a trained value model for mcts:NAME (repeatable)")
     p.add_argument("--collect", default=None, metavar="FILE",
                    help="collect value training data: mcts with the task's reward, every node to FILE")
+    p.add_argument("--answers", default=None, metavar="FILE",
+                   help="Search's answers: every candidate that ran, its features and whether it is right, "
+                        "appended to FILE; the summary adds the evidence model's AUC among them")
     p.add_argument("--out", required=True, help="result folder (resumable)")
     p.add_argument("--no-progress", action="store_true")
 
@@ -260,10 +299,15 @@ def main(args: argparse.Namespace) -> int:
                         "samples": int((rec.get("calls") or {}).get("samples") or 0),
                         "model_calls": rec.get("model_calls"), "response": rec.get("response"),
                         "wall_time_s": round(time.perf_counter() - start, 2)})
+            if args.answers and name == "mcts":
+                append_answers(args.answers, rec, labels[task["id"]], {"p": p, "seed": seed, "budget": b,
+                                                                       "gap": args.logprob_gap})
             tick(p=p, strategy=s)
     rows = [r for r in folder.records.values() if r["strategy"] in strategies and r["p"] in ps
             and r.get("budget") in budgets and r.get("seed") in seeds and r["id"] in {t["id"] for t in chosen}]
     md = summary_markdown(rows, ps, strategies, args.split, budgets, seeds)
+    if args.answers and Path(args.answers).is_file():
+        md += answers_auc(args.answers)
     if rows:
         plot(rows, ps, strategies, args.split, Path(args.out) / "accuracy.png", budgets)
     folder.finish({"rows": len(rows), "markdown": md}, md, print)

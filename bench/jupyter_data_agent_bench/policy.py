@@ -28,8 +28,11 @@ import re
 from dataclasses import dataclass
 
 from jupyter_data_agent.llm.base import Backend, Capabilities, Completion, Prompt, SamplingParams
+from jupyter_data_agent.prompts import UnparsableOutput
 from jupyter_data_agent.prompts.analysis import PLAN_SYSTEM, STEP_SYSTEM
+from jupyter_data_agent.prompts.parse import Step, parse_chat
 from jupyter_data_agent.prompts.react import SYSTEM as REACT_SYSTEM
+from jupyter_data_agent.search.generate import CONTINUE_WORDS
 
 from .references import Reference, RefStep
 
@@ -169,10 +172,16 @@ class SimulatedPolicy(Backend):
         return Completion(text=text, token_logprobs=[min(0.0, mean)] * n, finish_reason="stop",
                           prompt_tokens=0, completion_tokens=n)
 
-    def _cell(self, rng: random.Random) -> Completion:
-        """The ARCADE format: the whole solution in one cell, each step drawn."""
+    def _cell(self, rng: random.Random, kept: list[Step] | None = None) -> Completion:
+        """The ARCADE format: the whole solution in one cell, each step drawn; a continuation
+        (Search's branches) keeps the steps it was given and draws the rest."""
         parts, right = [], True
-        for k in range(len(self.reference.steps)):
+        kept = [s for s in kept or [] if s.number > 0][: len(self.reference.steps)]
+        for s in kept:
+            right = right and s.code.strip() == self.reference.steps[s.number - 1].code.strip() \
+                if s.number <= len(self.reference.steps) else False
+            parts.append(f"# Step {s.number}: {s.explanation}\n{s.code}")
+        for k in range(len(kept), len(self.reference.steps)):
             step, ok = self._step(k, rng)
             right = right and ok
             parts.append(f"# Step {k + 1}: {step.thought}\n{step.code}")
@@ -220,12 +229,24 @@ class SimulatedPolicy(Backend):
         analysis = messages[0]["role"] == "system" and (messages[0]["content"] == STEP_SYSTEM
                                                         or messages[0]["content"].startswith(PLAN_SYSTEM[:60]))
         digest = hashlib.sha256(repr((messages, params.seed, self.calls)).encode()).hexdigest()[:16]
+        kept = continued_steps(messages[-1]["content"]) if not react and not analysis else None
         out = []
         for i in range(max(1, params.n)):
             rng = random.Random(f"{self.config.seed}/{self.reference.id}/{digest}/{i}")
             out.append(self._react(messages, rng) if react else self._analysis(messages, rng) if analysis
-                       else self._cell(rng))
+                       else self._cell(rng, kept))
         return out
+
+
+def continued_steps(text: str) -> list[Step] | None:
+    """The steps a continuation prompt (``generate.continuation_plan``, chat) asks to keep."""
+    at = text.rfind(CONTINUE_WORDS.split("{")[0])
+    if at < 0:
+        return None
+    try:
+        return parse_chat(text[at:]).steps
+    except UnparsableOutput:
+        return None
 
 
 def table_columns(path) -> list[str]:

@@ -151,10 +151,13 @@ class SearchStats:
     transport: str = ""
     # Completions the turn's budget allowed but the strategy did not draw (an adaptive vote's stop).
     unspent: int = 0
+    # Completions drawn (every sample of every call): what a budget in completions counts.
+    samples: int = 0
 
     def count_call(self, completions: list) -> None:
         """One model call: the prompt is counted once, every sample's output."""
         self.model_calls += 1
+        self.samples += len(completions)
         if completions:
             self.prompt_tokens += completions[0].prompt_tokens
         self.completion_tokens += sum(c.completion_tokens for c in completions)

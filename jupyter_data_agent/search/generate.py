@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from pydantic import BaseModel
@@ -42,6 +42,7 @@ from ..prompts import (
     stop_sequences,
 )
 from ..prompts.arcade import CELL_SEP, SOLUTION_PREAMBLE, STEP_PREFIX
+from ..prompts.parse import Step
 from ..prompts.react import OMITTED_OBSERVATION, Task, build_task
 from .base import Candidate, RunContext, SearchResult, SearchStats, TurnRequest
 from .evidence import path_checks, probe_copy
@@ -314,6 +315,40 @@ def repair_prompt(plan: PromptPlan, candidate: Candidate) -> Prompt:
     comment = "\n".join("# " + line for line in error.splitlines())
     fixed = SOLUTION_PREAMBLE.replace("# Solution:", "# Solution (fixed):")
     return Prompt(text=f"{body}\n# The cell above raised:\n{comment}{CELL_SEP}{fixed}\n{plan.built.prefix}")
+
+
+#: The words that ask a chat model to complete a solution whose first steps are given.
+CONTINUE_WORDS = "Complete this solution, keeping its first {n} step(s) exactly as they are"
+
+
+def step_cell(steps: Sequence[Step]) -> str:
+    """Steps as the cell they came from: each step's comment, then its code."""
+    return "\n".join(s.code if s.number == 0 else f"# Step {s.number}: {s.explanation}\n{s.code}".rstrip()
+                     for s in steps)
+
+
+def continuation_plan(plan: PromptPlan, steps: Sequence[Step]) -> PromptPlan:
+    """The ARCADE prompt with a solution's first ``steps`` fixed, so every sample completes that branch.
+
+    A completion model continues the cell after them (the prompt's ``prefix`` becomes them plus the
+    next step's comment); a chat model gets them in the question and writes the whole cell again.
+    """
+    cell = step_cell(steps)
+    built = plan.built
+    if plan.chat:
+        ask = (f"\n\n{CONTINUE_WORDS.format(n=sum(s.number > 0 for s in steps))}:\n```python\n{cell}\n```\n"
+               "Reply with exactly one ```python fenced cell: those steps, then the rest, with a "
+               "`# Step N: ...` comment before each step.")
+        messages = list(built.prompt.messages or ())
+        if messages and messages[-1].role == "user":
+            messages[-1] = replace(messages[-1], content=messages[-1].content + ask)
+        else:
+            messages.append(ChatMessage("user", ask.lstrip()))
+        return PromptPlan(replace(built, prompt=Prompt(messages=tuple(messages))), chat=True)
+    text = built.prompt.text or ""
+    head = text[: len(text) - len(built.prefix)] if built.prefix and text.endswith(built.prefix) else text
+    prefix = f"{cell}\n# Step {max((s.number for s in steps), default=0) + 1}:"
+    return PromptPlan(replace(built, prompt=Prompt(text=head + prefix), prefix=prefix), chat=False)
 
 
 def repair_skipped(candidate: Candidate, ctx: RunContext) -> bool:

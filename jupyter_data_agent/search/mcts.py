@@ -96,6 +96,7 @@ from .base import (
     TurnRequest,
     copy_failed,
 )
+from .branching import BranchingSearch
 from .estimators import NodeState, ValueEstimator, ZeroValue, clip, resolve_estimator
 from .evidence import all_checks, path_checks, probe_copy, type_check
 from .features import features
@@ -557,6 +558,10 @@ class MCTSStrategy:
         cfg = options(request, MCTSOptions, **self.overrides)
         estimator = resolve_estimator(self.value if self.value is not None else cfg.value,
                                       ctx.backend)
+        if cfg.vote_share > 0 and self.reward_fn is None and not cfg.trajectory_path:
+            branching = BranchingSearch(request, ctx, cfg, estimator)
+            branching.stats.estimator = getattr(estimator, "label", None) or estimator.name
+            return branching.run()
         search = MCTSSearch(request, ctx, cfg, estimator, self.reward_fn)
         search.stats.estimator = getattr(estimator, "label", None) or estimator.name
         self.last_search = search

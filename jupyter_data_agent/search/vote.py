@@ -17,6 +17,7 @@ undecided: a decided vote does not pay for fixes that cannot change it.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from math import comb
 
 from ..kernel.results import ExecResult
@@ -95,44 +96,11 @@ class VoteStrategy:
         probes = runs and opts.probes
         if probes:
             probe_copy(ctx.executor)  # the baseline each candidate's probes compare with
-        candidates: list[Candidate] = []
-        drawn = unparsable = 0
-        # Not adaptive, or without copies (nothing votes): every sample at once, as asked.
-        adaptive = runs and opts.adaptive
-        batch = next_draw([], opts.samples, opts.stop_posterior) if adaptive else opts.samples
-        while drawn < opts.samples:
-            try:
-                new, dropped = sample_candidates(request, ctx, plan, batch, stats)
-            except UnparsableOutput:
-                if not candidates:
-                    raise
-                new, dropped = [], batch  # a later round with no code: the earlier ones still vote
-            drawn += batch
-            unparsable += dropped
-            raised: list[Candidate] = []
-            for candidate in list(new):
-                i = len(candidates)
-                candidates.append(candidate)
-                result = execute(candidate, ctx, stats, f"candidate {i + 1} of {opts.samples}", i, probes=probes)
-                said = f"candidate {i + 1} ran" if runs else f"candidate {i + 1} (not run)"
-                ctx.events(Event("candidate", said, {"index": i, "candidate": candidate}))
-                if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
-                    raised.append(candidate)
-                    if not adaptive:
-                        self._repair(candidate, candidates, request, ctx, plan, stats)
-            if not adaptive:
-                break
-            remaining = opts.samples - drawn
-            if not should_stop(self._classes(candidates), remaining, opts.stop_posterior):
-                # Repairs cost completions too: an adaptive vote pays for them only when the
-                # round's samples that ran have not already decided it.
-                for candidate in raised:
-                    self._repair(candidate, candidates, request, ctx, plan, stats)
-            classes = self._classes(candidates)
-            if should_stop(classes, remaining, opts.stop_posterior):
-                break
-            batch = next_draw(classes, remaining, opts.stop_posterior)
-        stats.unspent = opts.samples - drawn
+        adaptive = runs and opts.adaptive  # without copies nothing votes: every sample at once
+        drawn = draw_samples(request, ctx, plan, stats, opts, samples=opts.samples, adaptive=adaptive,
+                             probes=probes)
+        candidates = drawn.candidates
+        stats.unspent = opts.samples - drawn.drawn
         if stats.unspent:
             ctx.progress(f"the vote is decided: {stats.unspent} of {opts.samples} samples not drawn")
         chosen = vote(candidates, stats) if runs else None
@@ -145,21 +113,76 @@ class VoteStrategy:
                             plausible_check(answer), agree_check(c.support if voted else 0, total)]
         if chosen is None:
             chosen = candidates[0]
-        if unparsable:
-            ctx.events(Event("log", f"{unparsable} answer(s) held no code and were dropped"))
+        if drawn.unparsable:
+            ctx.events(Event("log", f"{drawn.unparsable} answer(s) held no code and were dropped"))
         return finish(self.name, chosen, candidates, ctx, plan, stats, started)
 
 
-    @staticmethod
-    def _classes(candidates: list[Candidate]) -> list[int]:
-        return [len(g) for g in majority([exec_output(c.result) for c in candidates])]
+@dataclass
+class Drawn:
+    """What :func:`draw_samples` drew: the candidates (fixes right after the one they fix), the
+    completions that sampling spent (fixes not included) and the replies that held no code."""
 
-    @staticmethod
-    def _repair(candidate: Candidate, candidates: list[Candidate], request: TurnRequest, ctx: RunContext,
-                plan: PromptPlan, stats: SearchStats) -> None:
-        fixed = repair(candidate, request, ctx, plan, stats)
-        if fixed is not None:  # the fix votes right after the candidate it fixes
-            candidates.insert(candidates.index(candidate) + 1, fixed)
+    candidates: list[Candidate] = field(default_factory=list)
+    drawn: int = 0
+    unparsable: int = 0
+
+
+def draw_samples(request: TurnRequest, ctx: RunContext, plan: PromptPlan, stats: SearchStats,
+                 opts: VoteOptions, *, samples: int, adaptive: bool, probes: bool, announce: bool = True) -> Drawn:
+    """The vote's samples, each run in a fresh copy: all at once, or (``adaptive``) in rounds that
+    stop once :func:`should_stop` says the vote is decided. Search draws its vote share with this,
+    so its first samples are drawn as the vote draws them (``search.branching``, which sends the
+    candidates once its pick has checked them all: ``announce=False``)."""
+    out = Drawn()
+    runs = ctx.executor is not None
+    batch = next_draw([], samples, opts.stop_posterior) if adaptive else samples
+    while out.drawn < samples:
+        try:
+            new, dropped = sample_candidates(request, ctx, plan, batch, stats)
+        except UnparsableOutput:
+            if not out.candidates:
+                raise
+            new, dropped = [], batch  # a later round with no code: the earlier ones still vote
+        out.drawn += batch
+        out.unparsable += dropped
+        raised: list[Candidate] = []
+        for candidate in new:
+            i = len(out.candidates)
+            out.candidates.append(candidate)
+            result = execute(candidate, ctx, stats, f"candidate {i + 1} of {samples}", i, probes=probes)
+            said = f"candidate {i + 1} ran" if runs else f"candidate {i + 1} (not run)"
+            if announce:
+                ctx.events(Event("candidate", said, {"index": i, "candidate": candidate}))
+            if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
+                raised.append(candidate)
+                if not adaptive:
+                    _repair(candidate, out.candidates, request, ctx, plan, stats)
+        if not adaptive:
+            break
+        remaining = samples - out.drawn
+        if not should_stop(classes_of(out.candidates), remaining, opts.stop_posterior):
+            # Repairs cost completions too: an adaptive vote pays for them only when the
+            # round's samples that ran have not already decided it.
+            for candidate in raised:
+                _repair(candidate, out.candidates, request, ctx, plan, stats)
+        classes = classes_of(out.candidates)
+        if should_stop(classes, remaining, opts.stop_posterior):
+            break
+        batch = next_draw(classes, remaining, opts.stop_posterior)
+    return out
+
+
+def classes_of(candidates: list[Candidate]) -> list[int]:
+    """The sizes of the candidates' answer classes, largest first."""
+    return [len(g) for g in majority([exec_output(c.result) for c in candidates])]
+
+
+def _repair(candidate: Candidate, candidates: list[Candidate], request: TurnRequest, ctx: RunContext,
+            plan: PromptPlan, stats: SearchStats) -> None:
+    fixed = repair(candidate, request, ctx, plan, stats)
+    if fixed is not None:  # the fix votes right after the candidate it fixes
+        candidates.insert(candidates.index(candidate) + 1, fixed)
 
 
 def answer_text(candidate: Candidate) -> str | None:
