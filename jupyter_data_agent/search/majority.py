@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .equivalence import agree_on_names, answer_key, as_form, covers, same_answer
+from .equivalence import agree_on_names, answer_key, as_form, extends, keys_agree, same_answer
 
 
 def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = None, *,
@@ -87,7 +87,7 @@ def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list
     never bridges them, while the same answer with an extra column and with its row labels do join."""
     roots = list(dict.fromkeys(keys))
     linked = {(a, b) for i, a in enumerate(roots) for b in roots[i + 1:]
-              if covers(value(a), value(b)) or covers(value(b), value(a))}
+              if extends(value(a), value(b)) or extends(value(b), value(a))}
     linked |= {(b, a) for a, b in linked}
     seen: set[str] = set()
     out = []
@@ -103,7 +103,8 @@ def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list
                 if other not in seen and (k, other) in linked:
                     seen.add(other)
                     todo.append(other)
-        if len(group) > 1 and all((a, b) in linked or agree_on_names(value(a), value(b))
+        if len(group) > 1 and all((a, b) in linked or (agree_on_names(value(a), value(b)) and
+                                                       keys_agree(value(a), value(b)))
                                   for i, a in enumerate(group) for b in group[i + 1:]):
             out.append(group)
     return out
