@@ -150,11 +150,16 @@ def _columns(table: dict) -> list[dict]:
     """The key columns (a meaningful index), then the value columns. Columns of tuples are their parts; value
     columns with no name at all (a positional frame, a 2-D array, a list of rows), two or more, are named by
     their position, as pandas labels them: their order is the answer's, not a presentation."""
-    index = [part for c in table["index"] for part in _row_cells(c)]
+    index = _keys(table)
     values = [part for c in table["cols"] for part in _row_cells(c)]
     if len(values) > 1 and all(c["name"] is None for c in values):
         values = [{**c, "name": j} for j, c in enumerate(values)]
     return index + values
+
+
+def _keys(table: dict) -> list[dict]:
+    """The key columns: the index levels, tuples as their parts."""
+    return [part for c in table["index"] for part in _row_cells(c)]
 
 
 def _row_cells(col: dict) -> list[dict]:
@@ -343,8 +348,8 @@ def _candidates(left: list[dict], right: list[dict], numbers: Numbers) -> list[l
     verdict; str, bool, time and delta columns can only still equal an ``obj`` column."""
     edges: list[list[int]] = [[] for _ in left]
     num_r = [j for j, r in enumerate(right) if r["kind"] == "num"]
-    probes_r = {j: numbers.probe(right[j]) for j in num_r}
-    with_probe = [j for j in num_r if probes_r[j] is not None]
+    probes_r = {j: p for j in num_r if (p := numbers.probe(right[j])) is not None}
+    with_probe = list(probes_r)
     by_q: dict[str, list[int]] = {}
     for j in num_r:
         for q in right[j].get("q", ()):
@@ -359,8 +364,8 @@ def _candidates(left: list[dict], right: list[dict], numbers: Numbers) -> list[l
         return verdicts[key]
 
     num_l = [i for i, c in enumerate(left) if c["kind"] == "num"]
-    probes_l = {i: numbers.probe(left[i]) for i in num_l}
-    probed = [i for i in num_l if probes_l[i] is not None]
+    probes_l = {i: p for i in num_l if (p := numbers.probe(left[i])) is not None}
+    probed = list(probes_l)
     shapes = {tuple(len(part) for part in p) for p in [probes_l[i] for i in probed] + [probes_r[j] for j in with_probe]}
     if probed and with_probe and len(shapes) == 1:
         near = near_probes([probes_l[i] for i in probed], [probes_r[j] for j in with_probe], left[probed[0]]["n"])
@@ -470,9 +475,8 @@ def extends(larger: Any, smaller: Any) -> bool:
         fl, fs = _unwrap(fl), _unwrap(fs)
     if fl["k"] != "table" or fs["k"] != "table":
         return True  # a one-row table and the scalar it holds
-    lcols, scols = _columns(fl), _columns(fs)
-    lvalues = len(lcols) - len(fl["index"] and [p for c in fl["index"] for p in _row_cells(c)])
-    svalues = len(scols) - len(fs["index"] and [p for c in fs["index"] for p in _row_cells(c)])
+    lcols = _columns(fl)
+    lvalues, svalues = len(lcols) - len(_keys(fl)), len(_columns(fs)) - len(_keys(fs))
     extra = lvalues - svalues
     if extra <= 0 or svalues <= 1:
         return True
@@ -489,8 +493,7 @@ def keys_agree(a: Any, b: Any) -> bool:
     ta, tb = _unwrap(as_form(a) or {"k": "?"}), _unwrap(as_form(b) or {"k": "?"})
     if ta["k"] != "table" or tb["k"] != "table" or not ta["index"] or not tb["index"]:
         return True
-    ka = [p for c in ta["index"] for p in _row_cells(c)]
-    kb = [p for c in tb["index"] for p in _row_cells(c)]
+    ka, kb = _keys(ta), _keys(tb)
     fewer, more = (ka, kb) if len(ka) <= len(kb) else (kb, ka)
     try:
         with bounded(TIME_LIMIT):

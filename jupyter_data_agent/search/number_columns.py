@@ -14,7 +14,7 @@ import functools
 import math
 from typing import Any
 
-from ..kernel.answer_form import MAX_SKETCH_BLOCKS, SKETCH_BLOCKS, SKETCH_SAMPLE, num_sketch
+from ..kernel.answer_form import MAX_SKETCH_BLOCKS, SKETCH_BLOCKS, num_sketch
 from .deadline import check
 
 __all__ = ["ATOL", "RTOL", "Numbers", "array", "arrays_same", "near_probes", "num", "sketches_agree"]
@@ -69,9 +69,11 @@ class Numbers:
             if sketch is None:
                 x = self.of(col)
                 sketch = None if x is None else num_sketch(x, MAX_SKETCH_BLOCKS)
-            ok = sketch is not None and "wsums" in sketch  # a form from before the weighted sums: no sketch
-            self._cache[key] = (sketch["mask"], array(sketch["sample"]), array(sketch["wsums"]),
-                                array(sketch["abs"])) if ok else None
+            if sketch is None or "wsums" not in sketch:  # a form from before the weighted sums: no sketch
+                self._cache[key] = None
+            else:
+                self._cache[key] = (sketch["mask"], array(sketch["sample"]), array(sketch["wsums"]),
+                                    array(sketch["abs"]))
         return self._cache[key]
 
     def probe(self, col: dict) -> tuple | None:
