@@ -9,14 +9,17 @@ round trip. Python values are turned into forms on the way in.
   non-default index is key columns (so ``reset_index`` of group keys changes
   nothing) and a default ``0..n-1`` index is nothing; column order does not
   count, and names count only where both sides use the same meaningful name
-  (so renamed columns are the same answer and swapped ones are not). Rows
-  keep their order, shapes are exact. Floats match within ``RTOL``/``ATOL``,
-  integral values exactly; a missing cell (NaN, None, NaT) equals only a
+  (so renamed columns are the same answer and swapped ones are not); value
+  columns with no name at all (a positional frame, a 2-D array, a list of
+  rows) are named by their position, so their order counts. Rows keep their
+  order, shapes are exact. Floats match within ``RTOL``/``ATOL``, integral
+  values exactly, and an int column or scalar only equals the same whole
+  numbers (``1.0`` is ``1``, ``1.0000001`` is not); a missing cell (NaN, None, NaT) equals only a
   missing cell; strings are exact (a bare string answer ignores surrounding
   whitespace, a printing artefact). A one-element collection equals its
   element; a dict equals the Series made from it (keys in any order); a
-  column of flat tuples or lists of one width is that many columns, as the
-  list of those rows is.
+  column of flat tuples or lists of one width (a key column too) is that many
+  columns, as the list of those rows is.
 * :func:`covers` (prediction, reference) scores against a reference as
   ARCADE does: extra predicted columns are allowed (one-row tables too),
   each reference column (its meaningful index included) needs its own
@@ -24,14 +27,17 @@ round trip. Python values are turned into forms on the way in.
 
 Columns are compared by content digest first; values, where the form kept
 them, settle float tolerance, vectorised; past the form's budget a number
-column's sketch does (its sampled values and block sums, so the verdict
-does not turn on the answer's size), never a prefix. Columns that pair by
-neither name nor digest are paired by value through their sampled values,
+column's sketch does (its sampled values and position-weighted block sums,
+so the verdict does not turn on the answer's size and reordered rows show),
+never a prefix. Columns that pair by neither name nor digest are paired by
+value through probes (sampled values and block sums, ``number_columns``),
 sorted, so a comparison stays about linear in the columns (under a second
-at 1,000 x 2,000). Clustering groups by :func:`answer_key` (equal keys imply
-the same answer) and compares only one member per key, so it is linear in the
-number of answers for the usual few distinct ones; ``majority`` then
-merges classes where one covers the other (``search.majority``).
+at 1,000 x 2,000, mostly-zero frames included). Every comparison is bounded
+in time (``deadline.TIME_LIMIT``); past it the verdict is "not the same"
+(:func:`compare` says it timed out). Clustering groups by :func:`answer_key`
+(equal keys imply the same answer) and compares only one member per key, so
+it is linear in the number of answers for the usual few distinct ones;
+``majority`` then merges classes where one :func:`extends` the other.
 """
 
 from __future__ import annotations

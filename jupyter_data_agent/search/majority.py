@@ -1,8 +1,9 @@
 """The one majority pick: answers grouped by :func:`.equivalence.same_answer`, the winner first.
 
 Votes, mcts, the analysis's re-runs, MCP's tries and the benchmarks pick with
-:func:`majority`; classes where one answer covers the other
-(:func:`.equivalence.covers`) are one class.
+:func:`majority`; classes where one answer is the other with extra information
+(:func:`.equivalence.extends`: row labels, the key twice, a column beside one
+value column) are one class; a table missing a column of another is not.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
     first index is its representative: the member equal to most others, ties
     to the higher score, then fewer steps, then the earlier answer. ``same``
     replaces :func:`same_answer` (e.g. for answers in words). With forms,
-    two classes where one :func:`covers` the other (an extra column, row
-    labels kept, the key as index and column) are one class: right answers
+    two classes where one :func:`extends` the other (an extra column beside
+    one value column, row labels kept, the key as index and column) are one class: right answers
     in such forms no longer split the vote (measured in the equivalence lab,
     docs/benchmarks.md "Covering classes"); ``covering=False`` keeps them apart.
     """
@@ -81,9 +82,10 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
 
 
 def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list[str]]:
-    """Classes (by their root key) linked where one covers the other, as groups to merge: a linked group
+    """Classes (by their root key) linked where one extends the other, as groups to merge: a linked group
     merges only if every two of its classes are linked or agree on every meaningful name they share (and
-    share one), so an answer that two different answers both cover (the values with the keys dropped)
+    share one) and on their keys where both have some (rows labelled differently are not variants), so an
+    answer that two different answers both cover (the values with the keys dropped)
     never bridges them, while the same answer with an extra column and with its row labels do join."""
     roots = list(dict.fromkeys(keys))
     linked = {(a, b) for i, a in enumerate(roots) for b in roots[i + 1:]
