@@ -334,9 +334,9 @@ def test_past_the_budget_a_float_column_keeps_a_size_free_sketch():
     col = form["cols"][0]
     assert "values" not in col
     sketch = col["sketch"]
-    assert len(sketch["sample"]) == SKETCH_SAMPLE and len(sketch["sums"]) == len(sketch["abs"]) == 32768
+    assert len(sketch["sample"]) == SKETCH_SAMPLE and len(sketch["wsums"]) == len(sketch["abs"]) == 32768
     wide = answer_form(pd.DataFrame(np.zeros((1000, 2000)) + 0.5))  # 2,000 columns share the sketch budget
-    assert {len(c["sketch"]["sums"]) for c in wide["cols"] if "sketch" in c} == {SKETCH_BLOCKS}
+    assert {len(c["sketch"]["wsums"]) for c in wide["cols"] if "sketch" in c} == {SKETCH_BLOCKS}
     assert all("values" in c or "sketch" in c for c in wide["cols"])
     assert sketch["sample"][0] == 0.0 and sketch["sample"][-1] == 1.0  # both ends are sampled
     assert json.loads(json.dumps(form)) == form

@@ -71,8 +71,8 @@ POSITIVES = [
     pytest.param(["Paris "], "Paris", id="whitespace-one-element-list"),
     pytest.param({3, 1, 2}, {1, 2, 3}, id="set-vs-set"),
     pytest.param([1, "a"], (1, "a"), id="list-vs-tuple"),
-    pytest.param({"a": 1, "b": 2.0}, {"b": 2, "a": 1.0000001}, id="dict"),
-    pytest.param([[1, 2], [3]], [[1, 2], [3.0000001]], id="ragged"),
+    pytest.param({"a": 1.0, "b": 2.0}, {"b": 2, "a": 1.0000001}, id="dict"),  # a float near a float; an int is exact
+    pytest.param([[1, 2], [3.0]], [[1, 2], [3.0000001]], id="ragged"),
     pytest.param(pd.DataFrame({"p": [1, 2], "q": [3, 4]}), [[1, 3], [2, 4]], id="frame-vs-list-of-rows"),
     pytest.param(pd.Series([1, 2], index=pd.Index([5, 6], name="k")), pd.Series([1, 2], index=[5, 6]),
                  id="index-name-generic"),
@@ -267,7 +267,7 @@ def test_two_silent_candidates_cannot_outvote_one_answer():
 
 
 def test_largest_class_first_then_best_score_then_first_seen():
-    assert majority(["b", 1, np.float64(1.0000001), "b", [1], 2, "c", "c"]) == [[1, 2, 4], [0, 3], [6, 7], [5]]
+    assert majority(["b", 1.0, np.float64(1.0000001), "b", [1.0], 2, "c", "c"]) == [[1, 2, 4], [0, 3], [6, 7], [5]]
     assert majority(["x", "y", "y", "x"]) == [[0, 3], [1, 2]]
     assert majority(["x", "y", "y", "x"], scores=[0.1, 0.2, 0.3, 0.0]) == [[2, 1], [0, 3]]
 
@@ -373,9 +373,10 @@ def test_cells_holding_tuples_or_lists_match_the_list_of_rows():
 
 
 def test_majority_can_merge_classes_where_one_covers_the_other():
-    right = pd.DataFrame({"k": ["a", "b"], "x": [1.5, 2.5]})
-    extra = right.assign(n=[3, 4])  # the same answer with an extra column
-    wrong = right.assign(x=[1.5, 9.0])
+    # one value column by key (a two-column table lacking a third is *missing* it: see test_equivalence_bounds)
+    right = pd.Series([1.5, 2.5], index=pd.Index(["a", "b"], name="k"), name="x")
+    extra = right.to_frame().assign(n=[3, 4])  # the same answer with an extra column
+    wrong = pd.Series([1.5, 9.0], index=right.index, name="x")
     answers = [right, wrong, wrong, extra]
     assert majority(answers, covering=False)[0] == [1, 2]  # by same_answer alone: 2 wrong vs 1 + 1 right
     merged = majority(answers)

@@ -18,7 +18,7 @@ A form is a tree of nodes:
   ``{"k": "dict", "items": [[key, value], ...]}`` with keys sorted.
 
 A column is ``{"name", "kind", "n", "nulls", "digest", "values"?, "q"?,
-"integral"?, "tz"?}``. ``kind`` is ``num`` (ints and floats together, so
+"integral"?, "exact"? (integers by type), "tz"?}``. ``kind`` is ``num`` (ints and floats together, so
 ``astype(float)`` stays the same answer), ``bool``, ``str``, ``time``,
 ``delta`` or ``obj`` (mixed: ``values`` are nodes). ``digest`` is a BLAKE2b
 hash of the column's canonical bytes; ``q`` are two digests of the floats
@@ -28,13 +28,15 @@ keeps one of them (most of the time: a value that sits on a grid boundary in
 both grids splits a long column that only noise separates). ``values`` are there while the form's
 cell budget lasts; past it a column is its digests, never a prefix, and a
 number column also keeps a ``sketch`` (:func:`num_sketch`: 16 values at fixed
-positions, both ends included, and sums and absolute sums over row blocks: 16,
+positions, both ends included, and position-weighted sums (so order shows) and
+absolute sums over row blocks: 16,
 or up to 32,768 where a table's columns share the second budget, twice as
 many numbers, in fewer columns). Tolerance past the budget
 rests on the sketch, whose size depends on nothing but the cap: within
 tolerance everywhere implies the sketches agree (noise never splits them, as
-it splits the rounded digests of a long column); a difference that no sampled
-cell shows and that hides inside a block's summed tolerance is missed.
+it splits the rounded digests of a long column); rows that trade places change
+a block's weighted sum; a difference that no sampled cell shows and that hides
+inside a block's summed tolerance is missed.
 
 Standard library only at import: this module is injected into kernels that
 may not have jupyter_data_agent installed; numpy/pandas are used only when the
@@ -52,7 +54,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BUDGET_CELLS", "MAX_SKETCH_BLOCKS", "SKETCH_BLOCKS", "SKETCH_SAMPLE", "answer_form", "is_form",
-           "num_sketch", "sketch_blocks"]
+           "num_sketch", "row_weights", "sketch_blocks"]
 
 BUDGET_CELLS = 50_000  # values kept in one form; past this, columns are digests only
 _MAX_DEPTH = 12
@@ -60,7 +62,7 @@ _MAX_ITEMS = 10_000  # items of a nested container kept (the count is kept exact
 _QBITS = 20  # a grid step of ~1e-6 relative: equal q digests are within RTOL
 _CELL_VALUES = 16  # values kept inside one cell that holds a container (a tuple, a list)
 SKETCH_SAMPLE = 16  # values kept at fixed positions of a number column past the budget
-SKETCH_BLOCKS = 16  # row blocks whose sums and absolute sums it keeps, at least (a power of two)
+SKETCH_BLOCKS = 16  # row blocks whose weighted and absolute sums it keeps, at least (a power of two)
 MAX_SKETCH_BLOCKS = 1 << 15  # at most: a few columns share the sketch budget in finer blocks
 
 
@@ -346,8 +348,12 @@ def sketch_blocks(numbers: int) -> int:
 
 def num_sketch(values: Any, blocks: int = SKETCH_BLOCKS) -> dict:
     """A number column in a size-free summary: the values at fixed positions (``None`` missing, non-finite as
-    text), the sums and absolute sums of the finite values of each of ``blocks`` row blocks (a power of two,
-    at most the length), the digest of the missing mask. Positions depend only on the length."""
+    text), the position-weighted sums (``wsums``: each row's weight in [0.5, 1) fixed by its position, see
+    :func:`row_weights`) and the absolute sums of the finite values of each of ``blocks`` row blocks (a power
+    of two, at most the length), the digest of the missing mask. Positions depend only on the length.
+
+    Weighted, not plain, sums so that rows that trade places inside a block change them (two adjacent rows
+    by at least 0.19 times their difference), while noise moves them no more than it moves plain sums."""
     np = _numpy()
     x = np.asarray(values, dtype=np.float64)
     n = int(x.shape[0])
@@ -357,11 +363,24 @@ def num_sketch(values: Any, blocks: int = SKETCH_BLOCKS) -> dict:
     miss = None if whole else np.isnan(x)
     if not whole:
         x = np.where(finite, x, 0.0)
-    sums = np.add.reduceat(x, starts) if n else x[:0]
+    wsums = np.add.reduceat(x * row_weights(n), starts) if n else x[:0]
     abs_sums = np.add.reduceat(np.abs(x), starts) if n else x[:0]
     sample = np.asarray(values, dtype=np.float64)[at]
-    return {"sample": _json_floats(sample), "sums": _json_floats(sums), "abs": _json_floats(abs_sums),
+    return {"sample": _json_floats(sample), "wsums": _json_floats(wsums), "abs": _json_floats(abs_sums),
             "mask": "none" if miss is None or not miss.any() else _digest(b"mask", miss.tobytes())}
+
+
+@functools.lru_cache(maxsize=8)
+def row_weights(n: int) -> Any:
+    """Row ``i``'s weight, ``0.5 + 0.5 * frac(i * phi)`` in exact integer arithmetic (Fibonacci hashing), so a
+    kernel and the server compute the same bits: neighbours differ by 0.19 or 0.31, any two rows almost
+    always by more than a little, and a weight never falls under 0.5 (a changed cell still shows)."""
+    np = _numpy()
+    with np.errstate(over="ignore"):
+        h = np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # wraps mod 2**64, by design
+    w = 0.5 + (h >> np.uint64(11)).astype(np.float64) * (0.5 / float(1 << 53))
+    w.setflags(write=False)
+    return w
 
 
 @functools.lru_cache(maxsize=64)
@@ -476,6 +495,8 @@ def _fill_num(col: dict, arr: Any, keep: bool) -> None:
     canon = (np.where(miss, 0.0, arr) if nulls else arr).astype("<f8", copy=False)
     col["nulls"] = nulls
     col["integral"] = integral = arr.dtype.kind == "i" or _integral_floats(canon, miss, nulls)
+    if arr.dtype.kind == "i":
+        col["exact"] = True  # integers by type: a float near them is not them (1.0 is, 1.0000001 is not)
     mask = miss.tobytes()
     col["q"] = [_digest(b"q", mask, grid.tobytes()) for grid in _quantize(canon)]
     if integral:

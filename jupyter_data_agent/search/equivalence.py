@@ -9,14 +9,17 @@ round trip. Python values are turned into forms on the way in.
   non-default index is key columns (so ``reset_index`` of group keys changes
   nothing) and a default ``0..n-1`` index is nothing; column order does not
   count, and names count only where both sides use the same meaningful name
-  (so renamed columns are the same answer and swapped ones are not). Rows
-  keep their order, shapes are exact. Floats match within ``RTOL``/``ATOL``,
-  integral values exactly; a missing cell (NaN, None, NaT) equals only a
+  (so renamed columns are the same answer and swapped ones are not); value
+  columns with no name at all (a positional frame, a 2-D array, a list of
+  rows) are named by their position, so their order counts. Rows keep their
+  order, shapes are exact. Floats match within ``RTOL``/``ATOL``, integral
+  values exactly, and an int column or scalar only equals the same whole
+  numbers (``1.0`` is ``1``, ``1.0000001`` is not); a missing cell (NaN, None, NaT) equals only a
   missing cell; strings are exact (a bare string answer ignores surrounding
   whitespace, a printing artefact). A one-element collection equals its
   element; a dict equals the Series made from it (keys in any order); a
-  column of flat tuples or lists of one width is that many columns, as the
-  list of those rows is.
+  column of flat tuples or lists of one width (a key column too) is that many
+  columns, as the list of those rows is.
 * :func:`covers` (prediction, reference) scores against a reference as
   ARCADE does: extra predicted columns are allowed (one-row tables too),
   each reference column (its meaningful index included) needs its own
@@ -24,31 +27,35 @@ round trip. Python values are turned into forms on the way in.
 
 Columns are compared by content digest first; values, where the form kept
 them, settle float tolerance, vectorised; past the form's budget a number
-column's sketch does (its sampled values and block sums, so the verdict
-does not turn on the answer's size), never a prefix. Columns that pair by
-neither name nor digest are paired by value through their sampled values,
+column's sketch does (its sampled values and position-weighted block sums,
+so the verdict does not turn on the answer's size and reordered rows show),
+never a prefix. Columns that pair by neither name nor digest are paired by
+value through probes (sampled values and block sums, ``number_columns``),
 sorted, so a comparison stays about linear in the columns (under a second
-at 1,000 x 2,000). Clustering groups by :func:`answer_key` (equal keys imply
-the same answer) and compares only one member per key, so it is linear in the
-number of answers for the usual few distinct ones; ``majority`` then
-merges classes where one covers the other (``search.majority``).
+at 1,000 x 2,000, mostly-zero frames included). Every comparison is bounded
+in time (``deadline.TIME_LIMIT``); past it the verdict is "not the same"
+(:func:`compare` says it timed out). Clustering groups by :func:`answer_key`
+(equal keys imply the same answer) and compares only one member per key, so
+it is linear in the number of answers for the usual few distinct ones;
+``majority`` then merges classes where one :func:`extends` the other.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..kernel.answer_form import MAX_SKETCH_BLOCKS, SKETCH_SAMPLE, answer_form, is_form, num_sketch
+from ..kernel.answer_form import answer_form, is_form
 from ..kernel.results import ExecResult
+from .deadline import TIME_LIMIT, Expired, bounded, check
+from .number_columns import ATOL, RTOL, Numbers, arrays_same, near_probes, sketches_agree
+from .number_columns import num as _num
 
-__all__ = ["ATOL", "RTOL", "agree_on_names", "answer_key", "as_form", "covers", "exec_output", "same_answer"]
+__all__ = ["ATOL", "RTOL", "TIME_LIMIT", "Verdict", "agree_on_names", "answer_key", "as_form", "compare",
+           "covers", "exec_output", "extends", "keys_agree", "same_answer"]
 
-RTOL = 1e-6
-ATOL = 1e-8
 _GENERIC_NAMES = (None, "", "index", "values", "value", "0", "count", "size")
 
 
@@ -59,16 +66,44 @@ def as_form(x: Any) -> dict | None:
     return x if is_form(x) else answer_form(x)
 
 
-def same_answer(a: Any, b: Any) -> bool:
-    """Whether two answers say the same (symmetric; see the module docstring)."""
+class Verdict(NamedTuple):
+    """A comparison's answer, and whether it ran out of time (then ``same`` is ``False``)."""
+
+    same: bool
+    timed_out: bool = False
+
+
+def compare(a: Any, b: Any, *, relation: str = "same", timeout: float | None = TIME_LIMIT) -> Verdict:
+    """``same_answer(a, b)`` (``relation="same"``) or ``covers(a, b)`` (``"covers"``) within ``timeout``
+    seconds (``None``: unbounded). Past it the verdict is "not the same": conservative (a vote keeps the
+    two apart) and said in ``timed_out``."""
+    if relation not in ("same", "covers"):
+        raise ValueError(f"relation must be 'same' or 'covers', not {relation!r}")
+    try:
+        with bounded(timeout):
+            return Verdict(_same_answer(a, b) if relation == "same" else _covers(a, b))
+    except Expired:
+        return Verdict(False, timed_out=True)
+
+
+def same_answer(a: Any, b: Any, *, timeout: float | None = TIME_LIMIT) -> bool:
+    """Whether two answers say the same (symmetric; see the module docstring); ``False`` past ``timeout``."""
+    return compare(a, b, timeout=timeout).same
+
+
+def covers(prediction: Any, reference: Any, *, timeout: float | None = TIME_LIMIT) -> bool:
+    """Whether ``prediction`` answers ``reference`` under ARCADE's lenient rules; ``False`` past ``timeout``."""
+    return compare(prediction, reference, relation="covers", timeout=timeout).same
+
+
+def _same_answer(a: Any, b: Any) -> bool:
     fa, fb = as_form(a), as_form(b)
     if fa is None or fb is None:
         return False
     return _same(_unwrap(fa), _unwrap(fb), strip=True)
 
 
-def covers(prediction: Any, reference: Any) -> bool:
-    """Whether ``prediction`` answers ``reference`` under ARCADE's lenient rules."""
+def _covers(prediction: Any, reference: Any) -> bool:
     fp, fr = as_form(prediction), as_form(reference)
     if fp is None or fr is None:
         return False
@@ -109,7 +144,7 @@ def _cell(col: dict, i: int) -> dict | None:
     if v is None:
         return {"k": "scalar", "t": "missing", "v": None}
     if col["kind"] == "num":
-        tag = "int" if col.get("integral") else "float"
+        tag = "int" if col.get("exact") else "float"  # integral floats are floats (kept as whole numbers)
         return {"k": "scalar", "t": tag, "v": v}
     node = {"k": "scalar", "t": col["kind"], "v": v}
     if col["kind"] == "time":
@@ -118,20 +153,33 @@ def _cell(col: dict, i: int) -> dict | None:
 
 
 def _columns(table: dict) -> list[dict]:
-    return list(table["index"]) + _row_cells(table["cols"])
+    """The key columns (a meaningful index), then the value columns. Columns of tuples are their parts; value
+    columns with no name at all (a positional frame, a 2-D array, a list of rows), two or more, are named by
+    their position, as pandas labels them: their order is the answer's, not a presentation."""
+    index = _keys(table)
+    values = [part for c in table["cols"] for part in _row_cells(c)]
+    if len(values) > 1 and all(c["name"] is None for c in values):
+        values = [{**c, "name": j} for j, c in enumerate(values)]
+    return index + values
 
 
-def _row_cells(cols: list[dict]) -> list[dict]:
-    """A single column whose cells are all flat tuples or lists of one width is that many columns, as the
-    list of those rows is (``pd.Series(list_of_tuples)`` and ``list_of_tuples`` are one answer)."""
-    if len(cols) != 1 or cols[0]["kind"] != "obj" or "values" not in cols[0] or not cols[0]["values"]:
-        return cols
-    rows = cols[0]["values"]
+def _keys(table: dict) -> list[dict]:
+    """The key columns: the index levels, tuples as their parts."""
+    return [part for c in table["index"] for part in _row_cells(c)]
+
+
+def _row_cells(col: dict) -> list[dict]:
+    """A column whose cells are all flat tuples or lists of one width is that many columns, as the list of
+    those rows is (``pd.Series(list_of_tuples)`` and ``list_of_tuples`` are one answer; so are an index of
+    tuples and the MultiIndex of them, and a tuple column beside others and its keyed form)."""
+    if col["kind"] != "obj" or "values" not in col or not col["values"]:
+        return [col]
+    rows = col["values"]
     inner = [row["cols"][0] if row.get("k") == "table" and len(row["cols"]) == 1 and not row["index"] and
              row["src"] in ("tuple", "list") and "values" in row["cols"][0] else None for row in rows]
     width = inner[0]["n"] if inner[0] is not None else 0
     if width < 2 or any(c is None or c["n"] != width for c in inner):
-        return cols
+        return [col]
     out = []
     for j in range(width):
         cells = [_cell(c, j) for c in inner if c is not None]
@@ -154,6 +202,7 @@ def _same(x: dict, y: dict, *, strip: bool = False) -> bool:
         return False
     if x["k"] == "scalar":
         return _scalars_same(x, y, strip=strip)
+    check()
     if x["k"] == "table":
         if x["rows"] != y["rows"]:
             return False
@@ -189,7 +238,7 @@ def _scalars_same(x: dict, y: dict, *, strip: bool = False) -> bool:
     tx, ty = x["t"], y["t"]
     numeric = ("int", "float")
     if tx in numeric and ty in numeric:
-        return _numbers_same(x["v"], y["v"])
+        return _numbers_same(x["v"], y["v"], exact="int" in (tx, ty))
     if tx != ty:
         return False
     if tx == "str" and strip:
@@ -201,22 +250,14 @@ def _scalars_same(x: dict, y: dict, *, strip: bool = False) -> bool:
     return x["v"] == y["v"]
 
 
-def _num(v: Any) -> float | int:
-    """A form's number: ints past 64 bits and infinities travel as text."""
-    if not isinstance(v, str):
-        return v
-    try:
-        return int(v)
-    except ValueError:
-        return float(v)
-
-
-def _numbers_same(a: Any, b: Any) -> bool:
+def _numbers_same(a: Any, b: Any, *, exact: bool = False) -> bool:
+    """Within tolerance; integral values exactly, whatever their type, and an int (``exact``) is exactly
+    itself: a float near it is another answer."""
     a, b = _num(a), _num(b)
     if a == b:
         return True
-    if _integral(a) and _integral(b):
-        return False  # integral values are exact, whatever their type
+    if exact or (_integral(a) and _integral(b)):
+        return False
     if not (math.isfinite(a) and math.isfinite(b)):
         return False
     return abs(a - b) <= ATOL + RTOL * max(abs(a), abs(b))
@@ -226,124 +267,31 @@ def _integral(v: float | int) -> bool:
     return isinstance(v, int) or (math.isfinite(v) and v == int(v))
 
 
-class _Numbers:
-    """Each number column's values as one float array (NaN missing), built once per comparison: pairing
-    columns by value compares one column with many."""
-
-    def __init__(self) -> None:
-        self._arrays: dict[int, Any] = {}
-
-    def of(self, col: dict) -> Any:
-        """The values as an array, or ``None`` past the form's budget."""
-        if "values" not in col or col["kind"] != "num":
-            return None
-        key = id(col)
-        if key not in self._arrays:
-            self._arrays[key] = _array(col["values"])
-        return self._arrays[key]
-
-    def sketch(self, col: dict) -> tuple | None:
-        """The column's sketch as arrays (mask digest, sample, sums, absolute sums): kept in the form past
-        its budget, else computed from the values in the finest blocks."""
-        key = -id(col)
-        if key not in self._arrays:
-            sketch = col.get("sketch")
-            if sketch is None:
-                x = self.of(col)
-                sketch = None if x is None else num_sketch(x, MAX_SKETCH_BLOCKS)
-            self._arrays[key] = None if sketch is None else (
-                sketch["mask"], _array(sketch["sample"]), _array(sketch["sums"]), _array(sketch["abs"]))
-        return self._arrays[key]
-
-    def probe(self, col: dict) -> Any:
-        """The values at the sketch's positions (a necessary condition, for pairing), or ``None``."""
-        x = self.of(col)
-        if x is not None:
-            return x[_positions(len(x))]
-        sketch = self.sketch(col) if "sketch" in col else None
-        return None if sketch is None else sketch[1]
-
-
-@functools.lru_cache(maxsize=64)
-def _positions(n: int) -> Any:
-    import numpy as np
-
-    return np.unique(np.linspace(0, n - 1, min(n, SKETCH_SAMPLE)).round().astype(np.int64)) if n else []
-
-
-def _array(values: list) -> Any:
-    """A form's numbers as floats: numpy reads None as NaN and the text of infinities and big ints."""
-    import numpy as np  # a dependency; imported late, as most answers hold no numbers
-
-    try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([math.nan if v is None else _num(v) for v in values], dtype=np.float64)
-
-
-def _columns_same(a: dict, b: dict, numbers: _Numbers | None = None) -> bool:
+def _columns_same(a: dict, b: dict, numbers: Numbers | None = None) -> bool:
     if a["n"] != b["n"]:
         return False
     if a["digest"] == b["digest"] and a["kind"] == b["kind"]:
         return True
     kinds = {a["kind"], b["kind"]}
     if kinds == {"num"}:
-        if a.get("integral") and b.get("integral"):
-            return False  # exact digests differ: some integral value differs
-        numbers = numbers or _Numbers()
+        if (a.get("integral") and b.get("integral")) or a.get("exact") or b.get("exact"):
+            return False  # exact digests differ: integers (by value or by type) are equal exactly or not at all
+        numbers = numbers or Numbers()
         xa, xb = numbers.of(a), numbers.of(b)
         if xa is not None and xb is not None:
-            return _arrays_same(xa, xb)
+            return arrays_same(xa, xb)
         if set(a.get("q", ())) & set(b.get("q", ())):
             return True
         sa, sb = numbers.sketch(a), numbers.sketch(b)
-        return sa is not None and sb is not None and _sketches_agree(sa, sb, a["n"])
+        return sa is not None and sb is not None and sketches_agree(sa, sb, a["n"])
     if "obj" in kinds and "values" in a and "values" in b:
-        return all(_same(_cell(a, i) or {"k": "?"}, _cell(b, i) or {"k": "?"}) for i in range(a["n"]))
-    return False  # str, bool, time and delta columns are equal exactly or not at all
-
-
-def _arrays_same(a: Any, b: Any) -> bool:
-    """Equal within tolerance, cell by cell (NaN only NaN; integral values exactly), vectorised."""
-    import numpy as np
-
-    ma, mb = np.isnan(a), np.isnan(b)
-    if not np.array_equal(ma, mb):
-        return False
-    a, b = a[~ma], b[~mb]
-    exact = a == b
-    if exact.all():
+        for i in range(a["n"]):
+            if i % 256 == 0:
+                check()
+            if not _same(_cell(a, i) or {"k": "?"}, _cell(b, i) or {"k": "?"}):
+                return False
         return True
-    ia = np.isfinite(a) & (a == np.round(a))
-    ib = np.isfinite(b) & (b == np.round(b))
-    if np.any(~exact & ia & ib):
-        return False  # two integral values that differ
-    with np.errstate(all="ignore"):
-        close = np.abs(a - b) <= ATOL + RTOL * np.maximum(np.abs(a), np.abs(b))
-    return bool(np.all(exact | (close & np.isfinite(a) & np.isfinite(b))))
-
-
-def _sketches_agree(sa: tuple, sb: tuple, n: int) -> bool:
-    """What two columns within tolerance everywhere must show: the same missing cells, the sampled values
-    within tolerance, and each block's sums no further apart than its cells' tolerances summed (bounded
-    through the absolute sums: sum |a - b| <= (rows * ATOL + RTOL * sum |a|) / (1 - RTOL)). The finer
-    sketch is summed to the coarser one's blocks (powers of two nest)."""
-    import numpy as np
-
-    (mask_a, sample_a, suma, absa), (mask_b, sample_b, sumb, absb) = sa, sb
-    if mask_a != mask_b or not _arrays_same(sample_a, sample_b):
-        return False
-    blocks = min(len(suma), len(sumb))
-    if not blocks or len(suma) % blocks or len(sumb) % blocks:
-        return False
-    suma, absa = suma.reshape(blocks, -1).sum(axis=1), absa.reshape(blocks, -1).sum(axis=1)
-    sumb, absb = sumb.reshape(blocks, -1).sum(axis=1), absb.reshape(blocks, -1).sum(axis=1)
-    rows = np.diff((np.arange(blocks + 1) * n) // blocks).astype(np.float64)
-    with np.errstate(all="ignore"):
-        bound = (rows * ATOL + RTOL * np.maximum(absa, absb)) / (1 - RTOL)
-        slack = 4 * rows * np.finfo(np.float64).eps * (absa + absb)  # the sums' own rounding
-        ok = (suma == sumb) | (np.abs(suma - sumb) <= bound + slack)
-    return bool(np.all(ok))
+    return False  # str, bool, time and delta columns are equal exactly or not at all
 
 
 def _assign(left: list[dict], right: list[dict], *, all_right: bool) -> bool:
@@ -355,7 +303,7 @@ def _assign(left: list[dict], right: list[dict], *, all_right: bool) -> bool:
     """
     if all_right and len(left) != len(right):
         return False
-    numbers = _Numbers()
+    numbers = Numbers()
     lnames, rnames = _unique_names(left), _unique_names(right)
     named = {k: j for k, j in rnames.items() if k in lnames}
     used: set[int] = set()
@@ -399,19 +347,15 @@ def _name_key(name: Any) -> str:
     return json.dumps(name, sort_keys=True, default=str)
 
 
-def _candidates(left: list[dict], right: list[dict], numbers: _Numbers) -> list[list[int]]:
+def _candidates(left: list[dict], right: list[dict], numbers: Numbers) -> list[list[int]]:
     """For each left column, the right columns that may equal it, found without comparing every pair
-    in full: number columns pair only where their sampled values agree within tolerance (one vectorised
-    step per slice of columns, so 2,000 x 2,000 columns is a few million cell comparisons); columns of
-    one kind and digest share one verdict; str, bool, time and delta columns can only still equal an
-    ``obj`` column."""
-    import numpy as np
-
+    in full: number columns pair only where their probes agree (sampled values within tolerance, weighted
+    block sums within bound: ``number_columns.near_probes``); columns of one kind and digest share one
+    verdict; str, bool, time and delta columns can only still equal an ``obj`` column."""
     edges: list[list[int]] = [[] for _ in left]
     num_r = [j for j, r in enumerate(right) if r["kind"] == "num"]
-    probes_r = [numbers.probe(right[j]) for j in num_r]
-    with_probe = [j for j, p in zip(num_r, probes_r) if p is not None]
-    matrix = np.array([p for p in probes_r if p is not None], dtype=np.float64)
+    probes_r = {j: p for j in num_r if (p := numbers.probe(right[j])) is not None}
+    with_probe = list(probes_r)
     by_q: dict[str, list[int]] = {}
     for j in num_r:
         for q in right[j].get("q", ()):
@@ -421,16 +365,21 @@ def _candidates(left: list[dict], right: list[dict], numbers: _Numbers) -> list[
     def same(i: int, j: int) -> bool:
         key = (left[i]["kind"], left[i]["digest"], right[j]["kind"], right[j]["digest"])
         if key not in verdicts:
+            check()
             verdicts[key] = _columns_same(left[i], right[j], numbers)
         return verdicts[key]
 
     num_l = [i for i, c in enumerate(left) if c["kind"] == "num"]
-    probes_l = {i: numbers.probe(left[i]) for i in num_l}
-    probed = [i for i in num_l if probes_l[i] is not None]
-    if probed and with_probe:
-        near = _near_probes(np.array([probes_l[i] for i in probed], dtype=np.float64), matrix)
+    probes_l = {i: p for i in num_l if (p := numbers.probe(left[i])) is not None}
+    probed = list(probes_l)
+    shapes = {tuple(len(part) for part in p) for p in [probes_l[i] for i in probed] + [probes_r[j] for j in with_probe]}
+    if probed and with_probe and len(shapes) == 1:
+        near = near_probes([probes_l[i] for i in probed], [probes_r[j] for j in with_probe], left[probed[0]]["n"])
         for i, ks in zip(probed, near):
             edges[i] = [with_probe[k] for k in ks if same(i, with_probe[k])]
+    elif probed and with_probe:  # probes of different lengths (cannot happen for one table's columns)
+        for i in probed:
+            edges[i] = [j for j in with_probe if same(i, j)]
     for i in num_l:  # equal rounded digests pair too (past the budget, with no sketch on one side)
         pool = {j for q in left[i].get("q", ()) for j in by_q.get(q, ())} - set(edges[i])
         edges[i] += sorted(j for j in pool if same(i, j))
@@ -441,49 +390,14 @@ def _candidates(left: list[dict], right: list[dict], numbers: _Numbers) -> list[
     return edges
 
 
-def _near_probes(lp: Any, rp: Any) -> list[list[int]]:
-    """For each row of ``lp``, the rows of ``rp`` within tolerance everywhere (NaN only NaN).
-
-    The right rows are sorted on their most varied position; each left row looks only at those inside its
-    tolerance window there (``|a - b| <= ATOL + RTOL * max(|a|, |b|)`` implies ``|a - b| <= (ATOL +
-    RTOL * |a|) / (1 - RTOL)``) and then checks the rest: about linear, not every pair."""
-    import numpy as np
-
-    key = max(range(rp.shape[1]), key=lambda c: len(np.unique(rp[:, c])))
-    col = rp[:, key]
-    finite = np.flatnonzero(np.isfinite(col))
-    order = finite[np.argsort(col[finite], kind="stable")]
-    ordered = col[order]
-    exact: dict[str, list[int]] = {}
-    for k in np.flatnonzero(~np.isfinite(col)).tolist():
-        exact.setdefault(repr(float(col[k])), []).append(k)
-    values = lp[:, key]
-    with np.errstate(all="ignore"):
-        width = (ATOL + RTOL * np.abs(values)) / (1 - RTOL) * (1 + 1e-9)
-    lo = np.searchsorted(ordered, values - width, "left")
-    hi = np.searchsorted(ordered, values + width, "right")
-    out: list[list[int]] = []
-    for i, v in enumerate(values.tolist()):
-        pool = order[lo[i]:hi[i]] if math.isfinite(v) else np.array(exact.get(repr(v), []), dtype=np.int64)
-        if not len(pool):
-            out.append([])
-            continue
-        a, b = lp[i][None, :], rp[pool]
-        with np.errstate(all="ignore"):
-            ok = (a == b) | (np.isnan(a) & np.isnan(b)) | \
-                (np.abs(a - b) <= ATOL + RTOL * np.maximum(np.abs(a), np.abs(b)))
-        out.append(pool[ok.all(axis=1)].tolist())
-    return out
-
-
-def _match_rest(left: list[dict], right: list[dict], numbers: _Numbers | None = None) -> bool:
+def _match_rest(left: list[dict], right: list[dict], numbers: Numbers | None = None) -> bool:
     """Bipartite matching of columns equal within tolerance: a greedy pass, then Kuhn's augmenting
     paths for the columns it left unplaced."""
     if len(left) > len(right):
         return False
     if not left:
         return True
-    edges = _candidates(left, right, numbers or _Numbers())
+    edges = _candidates(left, right, numbers or Numbers())
     owner: dict[int, int] = {}
     unplaced = []
     for i, js in enumerate(edges):
@@ -494,6 +408,7 @@ def _match_rest(left: list[dict], right: list[dict], numbers: _Numbers | None = 
             owner[j] = i
 
     def place(i: int, seen: set[int]) -> bool:
+        check()
         for j in edges[i]:
             if j in seen:
                 continue
@@ -544,7 +459,53 @@ def agree_on_names(a: Any, b: Any) -> bool:
     ca, cb = _columns(ta), _columns(tb)
     na, nb = _unique_names(ca), _unique_names(cb)
     shared = na.keys() & nb.keys()
-    return bool(shared) and all(_columns_same(ca[na[k]], cb[nb[k]]) for k in shared)
+    try:
+        with bounded(TIME_LIMIT):
+            return bool(shared) and all(_columns_same(ca[na[k]], cb[nb[k]]) for k in shared)
+    except Expired:
+        return False
+
+
+def extends(larger: Any, smaller: Any) -> bool:
+    """Whether ``larger`` is ``smaller`` with extra information of a kind a right answer carries (what
+    ``majority`` merges): it covers ``smaller``, and beyond it holds only row labels or keys (index columns),
+    columns that repeat another of its own (the key as index and column), or columns beside an answer of one
+    value column (a count beside the asked-for values). A table of several columns that lacks one of
+    ``larger``'s is *missing* it, a different answer, and is not merged."""
+    if not covers(larger, smaller):
+        return False
+    fl, fs = as_form(larger), as_form(smaller)
+    if fl is None or fs is None:
+        return False
+    if not (fl["k"] == fs["k"] == "table"):
+        fl, fs = _unwrap(fl), _unwrap(fs)
+    if fl["k"] != "table" or fs["k"] != "table":
+        return True  # a one-row table and the scalar it holds
+    lcols = _columns(fl)
+    lvalues, svalues = len(lcols) - len(_keys(fl)), len(_columns(fs)) - len(_keys(fs))
+    extra = lvalues - svalues
+    if extra <= 0 or svalues <= 1:
+        return True
+    seen: dict[tuple[str, str], int] = {}
+    for c in lcols:
+        seen[(c["kind"], c["digest"])] = seen.get((c["kind"], c["digest"]), 0) + 1
+    repeats = sum(n - 1 for n in seen.values())
+    return repeats >= extra
+
+
+def keys_agree(a: Any, b: Any) -> bool:
+    """Where both answers are tables with keys (index columns), the fewer keys are among the other's: two
+    answers that label their rows differently are not one answer's variants, named or not."""
+    ta, tb = _unwrap(as_form(a) or {"k": "?"}), _unwrap(as_form(b) or {"k": "?"})
+    if ta["k"] != "table" or tb["k"] != "table" or not ta["index"] or not tb["index"]:
+        return True
+    ka, kb = _keys(ta), _keys(tb)
+    fewer, more = (ka, kb) if len(ka) <= len(kb) else (kb, ka)
+    try:
+        with bounded(TIME_LIMIT):
+            return ta["rows"] == tb["rows"] and _assign(fewer, more, all_right=False)
+    except Expired:
+        return False
 
 
 def exec_output(result: ExecResult | None) -> dict | None:

@@ -1,8 +1,9 @@
 """The one majority pick: answers grouped by :func:`.equivalence.same_answer`, the winner first.
 
 Votes, mcts, the analysis's re-runs, MCP's tries and the benchmarks pick with
-:func:`majority`; classes where one answer covers the other
-(:func:`.equivalence.covers`) are one class.
+:func:`majority`; classes where one answer is the other with extra information
+(:func:`.equivalence.extends`: row labels, the key twice, a column beside one
+value column) are one class; a table missing a column of another is not.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .equivalence import agree_on_names, answer_key, as_form, covers, same_answer
+from .equivalence import agree_on_names, answer_key, as_form, extends, keys_agree, same_answer
 
 
 def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = None, *,
@@ -25,8 +26,8 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
     first index is its representative: the member equal to most others, ties
     to the higher score, then fewer steps, then the earlier answer. ``same``
     replaces :func:`same_answer` (e.g. for answers in words). With forms,
-    two classes where one :func:`covers` the other (an extra column, row
-    labels kept, the key as index and column) are one class: right answers
+    two classes where one :func:`extends` the other (an extra column beside
+    one value column, row labels kept, the key as index and column) are one class: right answers
     in such forms no longer split the vote (measured in the equivalence lab,
     docs/benchmarks.md "Covering classes"); ``covering=False`` keeps them apart.
     """
@@ -81,13 +82,14 @@ def majority(answers: Sequence[Any], same: Callable[[Any, Any], bool] | None = N
 
 
 def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list[str]]:
-    """Classes (by their root key) linked where one covers the other, as groups to merge: a linked group
+    """Classes (by their root key) linked where one extends the other, as groups to merge: a linked group
     merges only if every two of its classes are linked or agree on every meaningful name they share (and
-    share one), so an answer that two different answers both cover (the values with the keys dropped)
+    share one) and on their keys where both have some (rows labelled differently are not variants), so an
+    answer that two different answers both cover (the values with the keys dropped)
     never bridges them, while the same answer with an extra column and with its row labels do join."""
     roots = list(dict.fromkeys(keys))
     linked = {(a, b) for i, a in enumerate(roots) for b in roots[i + 1:]
-              if covers(value(a), value(b)) or covers(value(b), value(a))}
+              if extends(value(a), value(b)) or extends(value(b), value(a))}
     linked |= {(b, a) for a, b in linked}
     seen: set[str] = set()
     out = []
@@ -103,7 +105,8 @@ def _covering_cliques(keys: list[str], value: Callable[[str], Any]) -> list[list
                 if other not in seen and (k, other) in linked:
                     seen.add(other)
                     todo.append(other)
-        if len(group) > 1 and all((a, b) in linked or agree_on_names(value(a), value(b))
+        if len(group) > 1 and all((a, b) in linked or (agree_on_names(value(a), value(b)) and
+                                                       keys_agree(value(a), value(b)))
                                   for i, a in enumerate(group) for b in group[i + 1:]):
             out.append(group)
     return out
