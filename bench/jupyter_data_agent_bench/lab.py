@@ -8,8 +8,10 @@ as the model, on the tasks that have a reference solution
 (``bench.references``), and reports accuracy by question for each ``p``.
 
 Equal budgets are in completions (model samples): ``vote:k`` draws
-``min(k, N)``; ``react`` may take up to ``N`` turns; ``mcts`` gets ``N // k``
-iterations of ``k`` samples; ``direct`` always draws one; ``analysis:k`` plans
+``min(k, N)``; ``react`` may take up to ``N`` turns; ``mcts`` (Search) gets
+``N // k`` iterations of ``k`` samples, i.e. about ``N`` completions: a third
+drawn as the vote draws them, the rest in branches (``search.branching``;
+``mcts:evidence:tree`` is the tree alone); ``direct`` always draws one; ``analysis:k`` plans
 (one completion), then draws ``k`` candidates per step (a vote per step; 1 by
 default) for at most ``ANALYSIS_STEPS`` steps, plus its repairs: its real
 count is reported, since it depends on the plan's length. ``mcts:heuristic``
@@ -20,6 +22,11 @@ hash, so the split does not depend on which tasks have references); the lab
 reports the ``--split`` asked for (test by default). Output: ``runs.jsonl``,
 ``summary.md`` and ``accuracy.png`` (accuracy vs p, a line per strategy).
 Resumable like the other runners.
+
+``--answers FILE`` keeps every candidate of Search's turns (its features and
+whether it is right) and reports the shipped evidence model's AUC among them:
+what ``meta.answer_auc`` of the shipped model records, and so how far
+Search's pick may weigh its estimate.
 
 ``--collect FILE`` runs the ``mcts`` strategies as JUPITER collects value
 training data: each answer gets the task's reward (+1 right, -1 wrong,

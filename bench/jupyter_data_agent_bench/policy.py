@@ -12,7 +12,9 @@ informative but noisy: a right step's mean log-prob is drawn around
 ``logprob_noise``.
 
 It answers in every format the product uses: the ARCADE step-by-step cell
-(direct, vote: the whole solution, each step right with probability ``p``),
+(direct, vote and Search's vote share: the whole solution, each step right
+with probability ``p``; Search's continuations keep the steps they were
+given, ``generate.continuation_plan``, and draw the rest),
 JUPITER's ReAct turns (react, mcts: the step after the ones whose
 observations were not errors; once every step ran, ``Final Answer:`` with
 what the last step printed) and the analysis's plan and steps (the plan is

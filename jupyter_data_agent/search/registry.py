@@ -58,8 +58,9 @@ REGISTRY: tuple[StrategyEntry, ...] = (
                   "Think, run a step in a kernel copy, look at its output, repeat",
                   not_on={"cell_edit": "Fix and Improve edit one cell; the agent loop writes several"}),
     StrategyEntry("mcts", "MCTSStrategy", "search",
-                  "Tree search over step-by-step code, each step run in a kernel copy",
-                  not_on={"cell_edit": "Fix and Improve edit one cell; the tree search writes several steps"}),
+                  "Sample candidates as the vote does, then more where they disagree, each run in a kernel "
+                  "copy; the answer most agree on",
+                  not_on={"cell_edit": "Fix and Improve edit one cell with one candidate or a vote"}),
     StrategyEntry("analysis", "AnalysisStrategy", "analysis",
                   "A multi-step analysis: a plan, then one verified cell per step",
                   not_on={"cell_edit": "Fix and Improve edit one cell; an analysis adds several"}),

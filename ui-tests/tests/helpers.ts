@@ -395,7 +395,8 @@ export const CATALOG: StrategyInfo[] = [
   {
     name: 'mcts',
     label: 'Search',
-    summary: 'Tree search over executed steps, guided by a value estimate.',
+    summary:
+      'Several whole candidates as the vote draws them, then more where they disagree.',
     samples: 3,
     budget: 40
   },
