@@ -83,6 +83,24 @@ def test_the_rest_completes_the_step_the_samples_agree_on(tree):
     assert all(c.meta.get("kept_steps") == 1 for c in result.candidates[4:])
 
 
+def test_a_branch_that_raised_gets_one_fix_as_in_the_vote(tree):
+    raises = cell(STEP1, "# Step 2: Count them\nprint(len(bigg))")
+
+    def rule(call):
+        if "Running that cell raised" in call.messages[-1]["content"]:
+            return [cell(STEP1, RIGHT2)]
+        if kept(call) is not None:
+            return [raises]
+        return [cell(STEP1, RIGHT2), cell(STEP1, WRONG2)]
+
+    result, backend, _ = run_search(tree, rule, budget=12)
+    fixes = [c for c in result.candidates if c.repaired]
+    assert fixes and all(c.result.ok and c.result.stream("stdout").strip() == "3" for c in fixes)
+    raised = [c for c in result.candidates if c.result is not None and not c.result.ok]
+    assert raised and all("NameError" in c.result.error_line() for c in raised)
+    assert sum(c.n for c in backend.calls) <= 12 and result.chosen.result.stream("stdout").strip() == "3"
+
+
 def test_where_the_first_step_parts_without_a_lead_it_samples_afresh(tree):
     # Step 1 parts 2 / 2 (no clear lead): the next completions keep nothing (fresh samples).
     def rule(call):

@@ -14,7 +14,8 @@ At budget B completions (``MCTSOptions.iterations`` x ``k``), Search
    samples cells that keep the steps above that one
    (``generate.continuation_plan``): more evidence on that step, and whole
    answers that keep the clear leads above it. Each completion is a whole
-   cell, run in a fresh copy, and votes;
+   cell, run in a fresh copy, and votes; one that raised gets one fix while
+   the vote is open and budget is left, as in the vote;
 3. picks by the majority over every complete answer, the vote's classes
    (``majority.majority``), each answer weighted ``1 + alpha * value`` by the
    estimator's value, where ``alpha = 2 AUC - 1`` of the estimator's measured
@@ -44,11 +45,11 @@ from .equivalence import exec_output
 from .estimators import NodeState, ValueEstimator
 from .evidence import agree_check, plausible_check, probe_copy, type_check
 from .features import features
-from .generate import continuation_plan, execute, finish, plan_prompt, sample_candidates
+from .generate import continuation_plan, execute, finish, plan_prompt, repair_skipped, sample_candidates
 from .majority import majority
 from .options import MCTSOptions, VoteOptions
 from .tree_nodes import step_key
-from .vote import answer_text, classes_of, draw_samples, lead_posterior, should_stop
+from .vote import answer_text, classes_of, draw_samples, lead_posterior, repair_in_place, should_stop
 
 
 @dataclass
@@ -156,6 +157,13 @@ class BranchingSearch:
                 candidates.append(candidate)
                 execute(candidate, ctx, stats, f"candidate {i + 1} (branch after step {done})", i,
                         probes=cfg.probes)
+            for candidate in new:  # as the vote does while it is open: a cell that raised gets one fix
+                result = candidate.result
+                if (result is not None and not result.ok and stats.samples < self.budget
+                        and not should_stop(classes_of(candidates), self.budget - stats.samples,
+                                            vote_opts.stop_posterior)
+                        and not repair_skipped(candidate, ctx)):
+                    repair_in_place(candidate, candidates, request, ctx, plan, stats)
             self._progress(candidates)
         stats.unspent = max(0, self.budget - stats.samples)
         chosen = self._pick(candidates)

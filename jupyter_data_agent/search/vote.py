@@ -157,7 +157,7 @@ def draw_samples(request: TurnRequest, ctx: RunContext, plan: PromptPlan, stats:
             if result is not None and not result.ok and opts.repair and not repair_skipped(candidate, ctx):
                 raised.append(candidate)
                 if not adaptive:
-                    _repair(candidate, out.candidates, request, ctx, plan, stats)
+                    repair_in_place(candidate, out.candidates, request, ctx, plan, stats)
         if not adaptive:
             break
         remaining = samples - out.drawn
@@ -165,7 +165,7 @@ def draw_samples(request: TurnRequest, ctx: RunContext, plan: PromptPlan, stats:
             # Repairs cost completions too: an adaptive vote pays for them only when the
             # round's samples that ran have not already decided it.
             for candidate in raised:
-                _repair(candidate, out.candidates, request, ctx, plan, stats)
+                repair_in_place(candidate, out.candidates, request, ctx, plan, stats)
         classes = classes_of(out.candidates)
         if should_stop(classes, remaining, opts.stop_posterior):
             break
@@ -178,10 +178,11 @@ def classes_of(candidates: list[Candidate]) -> list[int]:
     return [len(g) for g in majority([exec_output(c.result) for c in candidates])]
 
 
-def _repair(candidate: Candidate, candidates: list[Candidate], request: TurnRequest, ctx: RunContext,
-            plan: PromptPlan, stats: SearchStats) -> None:
+def repair_in_place(candidate: Candidate, candidates: list[Candidate], request: TurnRequest, ctx: RunContext,
+                    plan: PromptPlan, stats: SearchStats) -> None:
+    """One fix for a cell that raised (one completion); the fix votes right after the cell it fixes."""
     fixed = repair(candidate, request, ctx, plan, stats)
-    if fixed is not None:  # the fix votes right after the candidate it fixes
+    if fixed is not None:
         candidates.insert(candidates.index(candidate) + 1, fixed)
 
 
