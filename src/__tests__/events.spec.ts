@@ -158,7 +158,8 @@ const STATS = {
   estimator: '',
   transport: 'local' as const,
   context: null,
-  unspent: 0
+  unspent: 0,
+  samples: 0
 };
 
 /** The `done` event as the server sends it: a count and an index, never the candidates. */

@@ -34,7 +34,8 @@ const STATS: SearchStats = {
   estimator: '',
   transport: 'local',
   context: null,
-  unspent: 0
+  unspent: 0,
+  samples: 0
 };
 
 const PRICE = { input: 0.15, output: 0.6 };
