@@ -204,7 +204,7 @@ def append_answers(path: str, rec: dict, labels, extra: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
         for c in ((rec.get("result") or {}).get("candidates") or []):
             feats = (c.get("meta") or {}).get("features")
-            if feats:
+            if feats and feats.get("answered"):  # it ran and voted (a cell that raised does not)
                 right = score_question(rec["id"], printed_text(c.get("result")), labels).correct
                 f.write(json.dumps({"id": rec["id"], **extra, "features": feats, "right": bool(right)}) + "\n")
 
@@ -214,7 +214,8 @@ def answers_auc(path: str) -> str:
     from jupyter_data_agent.search.features import DEFAULT_MODEL, EvidenceModel
     from jupyter_data_agent.train.features import auc
 
-    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    rows = [r for line in open(path, encoding="utf-8") if line.strip()
+            and (r := json.loads(line))["features"].get("answered")]
     model = EvidenceModel.load(DEFAULT_MODEL)
     out = ["", "AUC of the shipped evidence model among Search's answers (every candidate that voted):", ""]
     for gap in sorted({r["gap"] for r in rows}):
