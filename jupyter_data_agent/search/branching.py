@@ -60,10 +60,14 @@ class Branch:
     why: str  # "parted": where the samples part without a clear leader; "leads": below the clear leads
 
 
+def cell_steps(candidate: Candidate) -> list[Step]:
+    """The candidate's steps; a cell without step comments is one step."""
+    return candidate.steps or [Step(1, "", candidate.code)]
+
+
 def step_keys(candidate: Candidate) -> list[tuple]:
     """The candidate's steps as comparable keys (code up to blank lines and trailing spaces)."""
-    steps = candidate.steps or [Step(1, "", candidate.code)]
-    return [step_key("action", s.code, None) for s in steps]
+    return [step_key("action", s.code, None) for s in cell_steps(candidate)]
 
 
 def next_branch(candidates: Sequence[Candidate], commit: float) -> Branch:
@@ -85,7 +89,7 @@ def next_branch(candidates: Sequence[Candidate], commit: float) -> Branch:
         if rest:
             led = depth
         pool = [c for c in live if keys[id(c)][depth] == top]
-        prefix.append((pool[0].steps or [Step(1, "", pool[0].code)])[depth])
+        prefix.append(cell_steps(pool[0])[depth])
         depth += 1
     # Every contested step has a clear leader: sample again at the deepest one, keeping the steps above
     # it (its evidence grows, and its answers keep the leads above); cells that agree on every step
@@ -185,7 +189,7 @@ class BranchingSearch:
     def _pick(self, candidates: list[Candidate]) -> Candidate:
         """The weighted majority (module docstring); every candidate gets its support, checks, value."""
         outputs = [exec_output(c.result) for c in candidates]
-        values = self._values(candidates)
+        values = self._values(candidates, outputs)
         alpha = estimator_signal(self.estimator)
         groups = majority(outputs, scores=values, steps=[len(c.steps) for c in candidates])
         weight = {id(g): sum(1 + alpha * (values[i] or 0.0) for i in g) for g in groups}
@@ -205,10 +209,10 @@ class BranchingSearch:
         self.stats.value = chosen.score
         return chosen
 
-    def _values(self, candidates: list[Candidate]) -> list[float | None]:
+    def _values(self, candidates: list[Candidate], outputs: list[dict | None]) -> list[float | None]:
         """The estimator's value of each cell, read as a node of the tree would be: an answer when it
-        ran, an error when it raised (it does not vote, but a decision on it keeps its features)."""
-        outputs = [exec_output(c.result) for c in candidates]
+        ran (``outputs``: what it voted with), an error when it raised (it does not vote, but a
+        decision on it keeps its features)."""
         support = {i: len(g) for g in majority(outputs) for i in g}
         total = sum(support.values())
         states = []
