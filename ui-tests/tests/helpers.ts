@@ -144,7 +144,7 @@ export async function reloadAndReopen(
     await page.notebook.open(name);
   }
   // Its tab current: the workspace may restore another document in front.
-  await page.notebook.activate(name);
+  await activateNotebook(page, name);
   // The notebook on show: a panel the workspace restored behind it (another
   // tab, hidden by Lumino or by a hidden ancestor) also matches
   // `.jp-NotebookPanel` and may come first (seen in CI: its first cell stayed
@@ -155,6 +155,28 @@ export async function reloadAndReopen(
       .locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell >> visible=true')
       .first()
   ).toBeVisible();
+}
+
+/**
+ * Bring a notebook's tab to the front, under load too.
+ *
+ * Galata's `notebook.activate` clicks the tab once and waits 15 s for it to be
+ * selected; on a loaded 2-core machine, a workspace still restoring after a
+ * reload can put another document in front after that click (seen in CI). So
+ * wait for the restore, then click until the tab is selected.
+ */
+export async function activateNotebook(
+  page: IJupyterLabPageFixture,
+  name: string
+): Promise<void> {
+  await page.evaluate(() => window.jupyterapp.restored);
+  const tab = page.activity.getTabLocator(name);
+  await expect(async () => {
+    await tab.click();
+    await expect(tab).toHaveAttribute('aria-selected', 'true', {
+      timeout: 5_000
+    });
+  }).toPass({ timeout: 60_000 });
 }
 
 export async function openPanel(page: IJupyterLabPageFixture): Promise<void> {

@@ -352,7 +352,6 @@ test('the composer remembers the strategy of each notebook', async ({
   await expect(strategy).toHaveValue('direct');
 
   await reloadAndReopen(page, 'sidebar-strategy.ipynb');
-  expect(await page.notebook.activate('sidebar-strategy.ipynb')).toBe(true);
   await openPanel(page);
   await expect(panel(page).locator('.jp-DataAgent-notebook')).toHaveText(
     'sidebar-strategy.ipynb'

@@ -7,7 +7,14 @@
  */
 import { IJupyterLabPageFixture, expect, test } from '@jupyterlab/galata';
 
-import { DF_CODE, ask, notebookJson, openPanel, panel } from './helpers';
+import {
+  DF_CODE,
+  activateNotebook,
+  ask,
+  notebookJson,
+  openPanel,
+  panel
+} from './helpers';
 
 const NOTEBOOKS: { name: string; intents: string[] }[] = [
   { name: 'switch-a.ipynb', intents: ['What is the mean delay per airline?'] },
@@ -42,7 +49,7 @@ async function switchAround(
 ): Promise<void> {
   for (let i = 0; i < times; i++) {
     const notebook = NOTEBOOKS[i % NOTEBOOKS.length];
-    expect(await page.notebook.activate(notebook.name)).toBe(true);
+    await activateNotebook(page, notebook.name);
     await expectPanelFor(page, notebook);
   }
 }
@@ -110,11 +117,11 @@ test('the panel survives switching notebooks, before and after a reload', async 
   await switchAround(page, 10);
 
   // Closing the current notebook leaves the panel to the next one.
-  expect(await page.notebook.activate('switch-b.ipynb')).toBe(true);
+  await activateNotebook(page, 'switch-b.ipynb');
   expect(await page.notebook.close()).toBe(true);
-  expect(await page.notebook.activate(NOTEBOOKS[0].name)).toBe(true);
+  await activateNotebook(page, NOTEBOOKS[0].name);
   await expectPanelFor(page, NOTEBOOKS[0]);
-  expect(await page.notebook.activate(NOTEBOOKS[2].name)).toBe(true);
+  await activateNotebook(page, NOTEBOOKS[2].name);
   await expectPanelFor(page, NOTEBOOKS[2]);
   expect(errors).toEqual([]);
 });
