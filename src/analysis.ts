@@ -134,15 +134,15 @@ export function stepOutputs(step: IAnalysisStep): NbformatOutput[] {
     .filter((o): o is NbformatOutput => o !== null);
 }
 
+/** What an edit step's Markdown says while it is pending (stale once accepted). */
+export const EDIT_NOTE =
+  ' _(edits an existing cell: the change and its output are shown on it)_';
+
 /** The Markdown cell of a step: its number, title, explanation, and why it failed. */
 export function stepMarkdown(step: IAnalysisStep, edit = false): string {
   const title = step.title.trim();
   const head = `**Step ${step.number}.**${title ? ` ${title}` : ''}`;
-  const lines = [
-    edit
-      ? `${head} _(edits an existing cell: the change is shown over it)_`
-      : head
-  ];
+  const lines = [edit ? `${head}${EDIT_NOTE}` : head];
   if (step.explanation.trim()) {
     lines.push('', step.explanation.trim());
   }
@@ -159,6 +159,17 @@ export function stepMarkdown(step: IAnalysisStep, edit = false): string {
   }
   // The title, explanation and error name are the model's and the copy's words.
   return inertMarkdown(lines.join('\n'));
+}
+
+/**
+ * An accepted step's Markdown: without the pending edit's note, and its
+ * heading numbered by its place among the steps kept, so a dropped step
+ * leaves no gap in the notebook (the tags keep the server's numbers).
+ */
+export function acceptedMarkdown(source: string, place: number): string {
+  return source
+    .replace(EDIT_NOTE, '')
+    .replace(/^\*\*Step \d+\.\*\*/, `**Step ${place}.**`);
 }
 
 /** A cell of an analysis step carries the step number in its tag. */
@@ -204,7 +215,10 @@ export function analysisCells(
         cell_type: 'code',
         source: status === 'pending' ? edited.original : code,
         tag: { ...tag },
-        edits: edited
+        edits: edited,
+        // Its own output from the copy, under the diff (not known after a
+        // reload: the cell shows what was saved).
+        ...(step.result ? { outputs: stepOutputs(step) } : {})
       });
     } else {
       cells.push({

@@ -11,6 +11,7 @@ import {
   ExistingCells,
   IAnalysisStep,
   IRerunStep,
+  acceptedMarkdown,
   analysisCells,
   stepsShown
 } from './analysis';
@@ -85,18 +86,23 @@ export function acceptUpTo(
   const current = absorbSources(state, sources);
   const status: TurnStatus = 'accepted';
   const code = new Map(shownAnalysis(current).map(s => [s.number, s.code]));
-  const cells = current.cells
-    .filter(c => upTo === null || (c.tag.step ?? 0) <= upTo)
-    .map(c => ({
-      ...c,
-      // An edited existing cell takes the step's code now.
-      ...(c.edits
-        ? {
-            source: (code.get(c.tag.step ?? 0) ?? c.source).replace(/\s+$/, '')
-          }
-        : {}),
-      tag: { ...c.tag, status }
-    }));
+  const kept = current.cells.filter(
+    c => upTo === null || (c.tag.step ?? 0) <= upTo
+  );
+  const place = new Map(stepsShown(kept).map((n, i) => [n, i + 1]));
+  const cells = kept.map(c => ({
+    ...c,
+    // An edited existing cell takes the step's code now.
+    ...(c.edits
+      ? {
+          source: (code.get(c.tag.step ?? 0) ?? c.source).replace(/\s+$/, '')
+        }
+      : {}),
+    ...(c.cell_type === 'markdown' && typeof c.tag.step === 'number'
+      ? { source: acceptedMarkdown(c.source, place.get(c.tag.step) ?? 0) }
+      : {}),
+    tag: { ...c.tag, status }
+  }));
   const result = cells.length
     ? transitionTo(current, { ...current, status: 'accepted', cells }, status)
     : transitionTo(

@@ -6,13 +6,8 @@
 import { analysisOf, storedSteps } from './analysis';
 import type { EditKind } from './celledit';
 import { IJobView } from './events';
-import {
-  IStoredRun,
-  ITurn,
-  boundPreviews,
-  newTurnId,
-  nowSeconds
-} from './metadata';
+import { IStoredRun, ITurn, newTurnId, nowSeconds } from './metadata';
+import { boundPreviews } from './previews';
 import { Strategy, previewOutputs } from './models';
 import { ISuggestionCandidate } from './suggestions';
 import { usageOf } from './usage';
@@ -161,6 +156,15 @@ export function turnOfExchange(exchange: IExchange): ITurn {
     candidates: job.candidates.map(c => c.code),
     created: nowSeconds(exchange.created),
     explanations: job.candidates.map(c => c.explanation),
+    ...(job.candidates.some(c => c.steps.some(s => s.explanation))
+      ? {
+          steps: job.candidates.map(c =>
+            c.steps
+              .filter(s => s.explanation)
+              .map(s => ({ number: s.number, explanation: s.explanation }))
+          )
+        }
+      : {}),
     strategy: exchange.strategy,
     ...(exchange.editKind
       ? {

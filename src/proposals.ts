@@ -8,7 +8,8 @@
  * the tag that id leaves in cell metadata (and the turn stored in notebook
  * metadata) says it is already there, so nothing places it twice.
  */
-import { ITurn, boundPreviews, nowSeconds } from './metadata';
+import { ITurn, nowSeconds } from './metadata';
+import { boundPreviews } from './previews';
 import { previewOutputs } from './models';
 import { ISuggestionCandidate } from './suggestions';
 import type {

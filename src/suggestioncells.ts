@@ -45,10 +45,16 @@ export interface ICellSpec {
   edits?: IExistingCell;
 }
 
-/** An existing cell as it is without a suggestion: its source and tag. */
+/**
+ * An existing cell as it is without a suggestion: its source and tag, and
+ * the outputs it shows (put back when a layout that showed the step's own
+ * outputs on it goes; unknown after a reload: left as they are).
+ */
 export interface IExistingCell {
   original: string;
   tag: ICellAgentMetadata | null;
+  outputs?: readonly Record<string, unknown>[];
+  executionCount?: number | null;
 }
 
 /** Where the first cell goes: after `afterId`, or at `index` if that cell is gone. */
@@ -252,10 +258,36 @@ export function diffCells(
     }
     edits.push({ op: 'setTag', id, tag: tag ? { ...tag } : null });
   };
+  // A layout's outputs on an existing cell (an analysis step's own, from
+  // its copy) replace what the cell shows; when the layout goes, the
+  // cell's own come back.
+  const showOutputs = (
+    id: string,
+    outputs: readonly Record<string, unknown>[] | undefined,
+    was: readonly Record<string, unknown>[] | undefined,
+    executionCount: number | null
+  ) => {
+    if (outputs && JSON.stringify(outputs) !== JSON.stringify(was ?? [])) {
+      edits.push({
+        op: 'setOutputs',
+        id,
+        outputs: outputs.map(o => ({ ...o })),
+        executionCount
+      });
+    }
+  };
   for (const c of from) {
     if (!toIds.has(c.id)) {
       if (c.edits) {
         restyle(c.id, c.edits.original, c.source, c.edits.tag);
+        if (c.outputs) {
+          showOutputs(
+            c.id,
+            c.edits.outputs,
+            c.outputs,
+            c.edits.executionCount ?? null
+          );
+        }
       } else {
         removals.push({ op: 'remove', id: c.id });
       }
@@ -273,8 +305,17 @@ export function diffCells(
       if (!sameTag(old.tag, cell.tag)) {
         edits.push({ op: 'setTag', id: cell.id, tag: { ...cell.tag } });
       }
+      if (cell.edits) {
+        showOutputs(
+          cell.id,
+          cell.outputs,
+          old.outputs ?? cell.edits.outputs,
+          null
+        );
+      }
     } else if (cell.edits) {
       restyle(cell.id, cell.source, cell.edits.original, cell.tag);
+      showOutputs(cell.id, cell.outputs, cell.edits.outputs, null);
     } else {
       inserts.push({
         op: 'insert',

@@ -126,7 +126,7 @@ export function existingCells(
     if (owner?.status === 'suggested') {
       return null;
     }
-    return { original: cell.getSource(), tag };
+    return { original: cell.getSource(), tag, ...outputsOf(cell) };
   };
 }
 

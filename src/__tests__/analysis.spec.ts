@@ -133,7 +133,8 @@ const BEFORE: IFake[] = [
 
 function placed(
   steps = STEPS,
-  existing?: (id: string) => { original: string; tag: null } | null
+  existing?: (id: string) => { original: string; tag: null } | null,
+  before: IFake[] = BEFORE
 ): { state: ISuggestionState; cells: IFake[] } {
   const t = insert(emptySuggestion('t1', 'analyse a'), {
     candidates: [
@@ -150,7 +151,7 @@ function placed(
     newId,
     existing
   });
-  return { state: t.state, cells: apply(BEFORE, t.changes) };
+  return { state: t.state, cells: apply(before, t.changes) };
 }
 
 const progress = (
@@ -275,6 +276,12 @@ describe('the review', () => {
     expect(accepted.decision).toBe('accepted');
     const after = apply(afterDrop, accepted.changes);
     expect(stepsShown(accepted.state.cells)).toEqual([1, 3]);
+    // The notebook's headings have no gap where step 2 was dropped.
+    expect(
+      after
+        .filter(c => c.tag && c.cell_type === 'markdown')
+        .map(c => c.source.split('\n')[0])
+    ).toEqual(['**Step 1.** Title 1', '**Step 2.** Title 3']);
     expect(
       after.filter(c => c.tag).every(c => c.tag!.status === 'accepted')
     ).toBe(true);
@@ -376,9 +383,19 @@ describe('the review', () => {
       step(2, 'import pandas as pd\nimport numpy as np', { cell_id: 'a' }),
       step(3, 'y = np.sqrt(x)')
     ];
+    const own = [{ output_type: 'stream', name: 'stdout', text: 'old\n' }];
     const existing = (id: string) =>
-      id === 'a' ? { original: 'import pandas as pd', tag: null } : null;
-    const { state, cells } = placed(steps, existing);
+      id === 'a'
+        ? {
+            original: 'import pandas as pd',
+            tag: null,
+            outputs: own,
+            executionCount: 3
+          }
+        : null;
+    // The notebook's cell a shows its own output before the analysis comes.
+    const before = [{ ...BEFORE[0], outputs: own }, BEFORE[1]];
+    const { state, cells } = placed(steps, existing, before);
     // Cell a stays where it is, with its source, marked as step 2.
     expect(cells.map(c => c.id)[0]).toBe('a');
     expect(cells[0].source).toBe('import pandas as pd');
@@ -392,6 +409,10 @@ describe('the review', () => {
       ['code', 3]
     ]);
     expect(cells[3].source).toContain('edits an existing cell');
+    // Under the diff, the step's own output from its copy (m4).
+    expect(cells[0].outputs).toEqual([
+      expect.objectContaining({ data: { 'text/plain': 'out 2' } })
+    ]);
     expect(cells[cells.length - 1].id).toBe('b');
     // Its code is not "edited by the user": nothing to re-run.
     expect(editedFrom(state, {})).toBeNull();
@@ -400,15 +421,21 @@ describe('the review', () => {
     const after = apply(cells, accepted.changes);
     expect(after[0].source).toBe('import pandas as pd\nimport numpy as np');
     expect(after[0].tag).toMatchObject({ status: 'accepted', step: 2 });
+    // Accepted: the step's output stays (not the old code's), and the
+    // pending note is gone from its Markdown.
+    expect(after[0].outputs).toEqual(cells[0].outputs);
+    expect(after[3].source).not.toContain('edits an existing cell');
+    expect(after[3].source.split('\n')[0]).toBe('**Step 2.** Title 2');
     expect(
       stepDecisions(steps, accepted.state.cells, false).map(d => d.decision)
     ).toEqual(['accepted', 'accepted', 'accepted']);
-    expect(apply(after, undo(accepted.state).changes)).toEqual(BEFORE);
+    // Undo: the cell's own source and its own output back.
+    expect(apply(after, undo(accepted.state).changes)).toEqual(before);
 
-    // Accepting only step 1 leaves cell a as it was.
+    // Accepting only step 1 leaves cell a as it was, its output too.
     const partial = acceptUpTo(state, 1);
     const kept = apply(cells, partial.changes);
-    expect(kept[0]).toEqual(BEFORE[0]);
+    expect(kept[0]).toEqual(before[0]);
     expect(kept).toHaveLength(2 + 2);
   });
 

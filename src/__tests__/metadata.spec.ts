@@ -2,8 +2,6 @@ import {
   METADATA_KEY,
   ITurn,
   cellMetadataFor,
-  PREVIEW_BUDGET,
-  boundPreviews,
   conversationValue,
   newTurnId,
   orderTimeline,
@@ -13,6 +11,7 @@ import {
   setTurnStatus,
   upsertTurn
 } from '../metadata';
+import { PREVIEW_BUDGET, boundPreviews } from '../previews';
 import type { Confinement } from '../wire';
 
 const turn = (id: string, intent: string): ITurn => ({

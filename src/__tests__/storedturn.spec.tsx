@@ -293,3 +293,70 @@ describe('a rejected turn', () => {
     React.act(() => host.dispose());
   });
 });
+
+describe('a pending turn after a reload (m5)', () => {
+  /** A session whose notebook still holds the turn's suggestion. */
+  class PlacedSession extends FakeSession {
+    decided: string[] = [];
+    suggestions = {
+      suggestion: () => ({ status: 'suggested', index: 0 }),
+      accept: (id: string) => this.decided.push(`accept ${id}`),
+      reject: (id: string) => this.decided.push(`reject ${id}`)
+    } as any;
+  }
+
+  it('keeps its Accept and Reject, and its steps as a list', () => {
+    const stepped = {
+      ...candidate('# Step 1: load\nx = 1\n# Step 2: count\nlen(df)', 1),
+      steps: [
+        { number: 1, explanation: 'Load the table.', code: 'x = 1' },
+        { number: 2, explanation: 'Count its rows.', code: 'len(df)' }
+      ],
+      explanation: 'Step 1: Load the table.\nStep 2: Count its rows.'
+    } as Candidate;
+    const turn = reloaded(exchangeWith([stepped], null));
+    expect(turn.steps).toEqual([
+      [
+        { number: 1, explanation: 'Load the table.' },
+        { number: 2, explanation: 'Count its rows.' }
+      ]
+    ]);
+    const session = new PlacedSession(turn);
+    const host = show(session);
+    const items = host.node.querySelectorAll('.jp-DataAgent-steps li');
+    expect(Array.from(items).map(li => li.textContent)).toEqual([
+      'Load the table.',
+      'Count its rows.'
+    ]);
+    const accept = host.node.querySelector<HTMLButtonElement>(
+      '.jp-DataAgent-panelAccept'
+    );
+    const reject = host.node.querySelector<HTMLButtonElement>(
+      '.jp-DataAgent-panelReject'
+    );
+    React.act(() => reject!.click());
+    React.act(() => accept!.click());
+    expect(session.decided).toEqual(['reject t1', 'accept t1']);
+    React.act(() => host.dispose());
+  });
+
+  it('a turn stored before steps were kept still shows its explanation', () => {
+    const turn = parseTurn({
+      turn_id: 't0',
+      intent: 'q',
+      code: 'x',
+      status: 'pending',
+      cell_ids: [],
+      candidates: ['x'],
+      created: 1,
+      explanations: ['Step 1: one.'],
+      steps: [[{ number: 'x' }, 'junk']]
+    })!;
+    expect(turn.steps).toEqual([[]]);
+    const host = show(new FakeSession(turn));
+    expect(
+      host.node.querySelector('.jp-DataAgent-explanation')?.textContent
+    ).toBe('Step 1: one.');
+    React.act(() => host.dispose());
+  });
+});

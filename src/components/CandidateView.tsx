@@ -33,6 +33,40 @@ export function runBadge(
   return '';
 }
 
+/**
+ * What a cell does: its explained steps as a list, numbered as the cell's
+ * step comments are, else its explanation (live, and read back).
+ */
+export function Explanation(props: {
+  steps: readonly { number: number; explanation: string }[];
+  explanation: string | undefined;
+  rendermime: IRenderMimeRegistry;
+}) {
+  const { steps, explanation, rendermime } = props;
+  if (!steps.length) {
+    return explanation ? (
+      <MarkdownBlock
+        source={explanation}
+        rendermime={rendermime}
+        className="jp-DataAgent-explanation"
+      />
+    ) : null;
+  }
+  return (
+    <ol className="jp-DataAgent-steps">
+      {steps.map(s => (
+        <li key={s.number} value={s.number}>
+          <MarkdownBlock
+            source={s.explanation}
+            rendermime={rendermime}
+            className="jp-DataAgent-stepText"
+          />
+        </li>
+      ))}
+    </ol>
+  );
+}
+
 /** What the vote says about one candidate: a short text and its explanation. */
 export interface IVoteSummary {
   text: string;
@@ -181,27 +215,11 @@ export function CandidateView(props: {
           </span>
         )}
       </div>
-      {steps.length > 0 ? (
-        <ol className="jp-DataAgent-steps">
-          {steps.map(s => (
-            <li key={s.number} value={s.number}>
-              <MarkdownBlock
-                source={s.explanation}
-                rendermime={rendermime}
-                className="jp-DataAgent-stepText"
-              />
-            </li>
-          ))}
-        </ol>
-      ) : (
-        candidate.explanation && (
-          <MarkdownBlock
-            source={candidate.explanation}
-            rendermime={rendermime}
-            className="jp-DataAgent-explanation"
-          />
-        )
-      )}
+      <Explanation
+        steps={steps}
+        explanation={candidate.explanation}
+        rendermime={rendermime}
+      />
       {typeof candidate.meta?.not_repaired === 'string' && (
         <p className="jp-DataAgent-note jp-DataAgent-notRepaired">
           {candidate.meta.not_repaired}

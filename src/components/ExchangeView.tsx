@@ -23,6 +23,7 @@ import { CandidateView } from './CandidateView';
 import {
   EditsCellChip,
   IServerStrategies,
+  PlacedActions,
   StatusChip,
   strategyLabel
 } from './common';
@@ -237,21 +238,8 @@ function LiveCandidateBar(props: {
             {exchange.editCellId ? 'Show diff' : 'Insert'}
           </button>
         )}
-      {placed && (
-        <>
-          <button
-            className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-panelAccept"
-            onClick={() => session.suggestions.accept(exchange.turnId)}
-          >
-            Accept
-          </button>
-          <button
-            className="jp-Button jp-mod-styled jp-mod-small jp-mod-reject jp-DataAgent-panelReject"
-            onClick={() => session.suggestions.reject(exchange.turnId)}
-          >
-            Reject
-          </button>
-        </>
+      {placed && exchange.turnId && (
+        <PlacedActions session={session} turnId={exchange.turnId} />
       )}
     </div>
   );

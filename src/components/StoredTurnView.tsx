@@ -9,10 +9,11 @@ import { IStoredRun, ITurn } from '../metadata';
 import type { NotebookSession } from '../session';
 import type { ModelPrice } from '../wire';
 import { CodeBlock, MarkdownBlock, OutputsView } from './blocks';
-import { runBadge, voteSummary } from './CandidateView';
+import { Explanation, runBadge, voteSummary } from './CandidateView';
 import {
   EditsCellChip,
   IServerStrategies,
+  PlacedActions,
   StatusChip,
   strategyLabel
 } from './common';
@@ -48,7 +49,6 @@ export function StoredTurnView(props: {
       ? voteSummary(run.support, turn.classes ?? [])
       : null;
   const editIndex = session.cellIndex(turn.edits_cell ?? null);
-  const explanation = turn.explanations?.[index];
   // The stored outputs belong to the candidate as it ran, not to an edit.
   const preview =
     code === turn.candidates[index] ? turn.previews?.[index] : undefined;
@@ -96,16 +96,15 @@ export function StoredTurnView(props: {
           placed={placed}
           status={status}
           browse={browse}
+          session={session}
         />
       )}
       {run && <RunHead run={run} vote={vote?.text ?? null} />}
-      {explanation && (
-        <MarkdownBlock
-          source={explanation}
-          rendermime={rendermime}
-          className="jp-DataAgent-explanation"
-        />
-      )}
+      <Explanation
+        steps={turn.steps?.[index] ?? []}
+        explanation={turn.explanations?.[index]}
+        rendermime={rendermime}
+      />
       {code && <CodeBlock code={code} rendermime={rendermime} />}
       {preview &&
         (preview.length ? (
@@ -146,6 +145,7 @@ function StoredCandidateBar(props: {
   placed: boolean;
   status: React.ComponentProps<typeof StatusChip>['status'];
   browse: (index: number) => void;
+  session: NotebookSession;
 }) {
   const { turn, index, placed } = props;
   return (
@@ -179,6 +179,10 @@ function StoredCandidateBar(props: {
         ))}
       <span className="jp-DataAgent-spacer" />
       <StatusChip status={props.status} />
+      {/* Still placed after a reload: decided here as before it (m5). */}
+      {placed && (
+        <PlacedActions session={props.session} turnId={turn.turn_id} />
+      )}
     </div>
   );
 }

@@ -18,7 +18,7 @@ import {
 } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
-import { IStoredOutput } from '../metadata';
+import { IStoredOutput } from '../previews';
 import { previewOutputs } from '../models';
 import type { Candidate, Confinement } from '../wire';
 import { LuminoHost } from './LuminoHost';

@@ -4,6 +4,7 @@
  */
 import * as React from 'react';
 
+import type { NotebookSession } from '../session';
 import type { StrategyInfo } from '../wire';
 
 /** What the server offers (`GET config`); null until it answered. */
@@ -46,5 +47,32 @@ export function StatusChip(props: { status: string }) {
     <span className={`jp-DataAgent-chip jp-mod-${props.status}`}>
       {labels[props.status] ?? props.status}
     </span>
+  );
+}
+
+/**
+ * Accept and Reject of a suggestion placed in the notebook, from the panel:
+ * the live turn's and, after a reload, the stored one's (the same buttons).
+ */
+export function PlacedActions(props: {
+  session: NotebookSession;
+  turnId: string;
+}) {
+  const { session, turnId } = props;
+  return (
+    <>
+      <button
+        className="jp-Button jp-mod-styled jp-mod-small jp-mod-accept jp-DataAgent-panelAccept"
+        onClick={() => session.suggestions.accept(turnId)}
+      >
+        Accept
+      </button>
+      <button
+        className="jp-Button jp-mod-styled jp-mod-small jp-mod-reject jp-DataAgent-panelReject"
+        onClick={() => session.suggestions.reject(turnId)}
+      >
+        Reject
+      </button>
+    </>
   );
 }
