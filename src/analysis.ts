@@ -114,8 +114,8 @@ export function planSummary(plan: readonly IPlanStep[]): string {
 const SAFE_MIME = ['text/plain', 'image/png', 'image/jpeg', 'text/latex'];
 
 /** The copy's outputs of a step as nbformat outputs for its code cell. */
-export function stepOutputs(step: IAnalysisStep): NbformatOutput[] {
-  return previewOutputs(step.result)
+export function stepOutputs(step: IAnalysisStep | undefined): NbformatOutput[] {
+  return previewOutputs(step?.result ?? null)
     .map(o => {
       if (
         o.output_type !== 'execute_result' &&
@@ -136,7 +136,46 @@ export function stepOutputs(step: IAnalysisStep): NbformatOutput[] {
 
 /** What an edit step's Markdown says while it is pending (stale once accepted). */
 export const EDIT_NOTE =
-  ' _(edits an existing cell: the change and its output are shown on it)_';
+  ' _(edits an existing cell: the change is shown over it)_';
+/** Heads the copy's output of an edit step in its Markdown while pending. */
+export const EDIT_OUTPUT_HEAD = 'Its output in a kernel copy:';
+/** The most lines of an edit step's output its Markdown shows. */
+const EDIT_OUTPUT_LINES = 20;
+
+/**
+ * An edit step's output from its copy as text for its Markdown cell (the
+ * cell it edits keeps its own outputs until Accept); '' when there is none.
+ */
+export function editOutputText(step: IAnalysisStep): string {
+  const text = stepOutputs(step)
+    .map(o => {
+      const data = (o.data ?? {}) as Record<string, unknown>;
+      const plain = o.output_type === 'stream' ? o.text : data['text/plain'];
+      const joined = Array.isArray(plain) ? plain.join('') : plain;
+      return typeof joined === 'string'
+        ? joined.replace(/\n$/, '')
+        : data['image/png'] || data['image/jpeg']
+          ? '(an image)'
+          : '';
+    })
+    .filter(Boolean)
+    .join('\n');
+  if (!text) {
+    return '';
+  }
+  const lines = text.split('\n');
+  const shown =
+    lines.length > EDIT_OUTPUT_LINES
+      ? [
+          ...lines.slice(0, EDIT_OUTPUT_LINES),
+          `… (${lines.length - EDIT_OUTPUT_LINES} more lines)`
+        ]
+      : lines;
+  // A fence longer than any run of backticks in the text: it cannot close early.
+  const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map(r => r.length));
+  const fence = '`'.repeat(Math.max(3, longest + 1));
+  return `${EDIT_OUTPUT_HEAD}\n\n${fence}text\n${shown.join('\n')}\n${fence}`;
+}
 
 /** The Markdown cell of a step: its number, title, explanation, and why it failed. */
 export function stepMarkdown(step: IAnalysisStep, edit = false): string {
@@ -145,6 +184,10 @@ export function stepMarkdown(step: IAnalysisStep, edit = false): string {
   const lines = [edit ? `${head}${EDIT_NOTE}` : head];
   if (step.explanation.trim()) {
     lines.push('', step.explanation.trim());
+  }
+  const output = edit ? editOutputText(step) : '';
+  if (output) {
+    lines.push('', output);
   }
   if (step.status !== 'ok') {
     const why =
@@ -167,9 +210,22 @@ export function stepMarkdown(step: IAnalysisStep, edit = false): string {
  * leaves no gap in the notebook (the tags keep the server's numbers).
  */
 export function acceptedMarkdown(source: string, place: number): string {
-  return source
+  return withoutEditOutput(source)
     .replace(EDIT_NOTE, '')
     .replace(/^\*\*Step \d+\.\*\*/, `**Step ${place}.**`);
+}
+
+/** The Markdown without the copy's output (once accepted it shows on the cell itself). */
+function withoutEditOutput(source: string): string {
+  const head = `\n\n${EDIT_OUTPUT_HEAD}\n\n`;
+  const at = source.indexOf(head);
+  const fence = at < 0 ? null : /^`{3,}/.exec(source.slice(at + head.length));
+  const end = fence
+    ? source.indexOf(`\n${fence[0]}`, at + head.length + 1)
+    : -1;
+  return end < 0
+    ? source
+    : source.slice(0, at) + source.slice(end + 1 + fence![0].length);
 }
 
 /** A cell of an analysis step carries the step number in its tag. */
@@ -215,10 +271,7 @@ export function analysisCells(
         cell_type: 'code',
         source: status === 'pending' ? edited.original : code,
         tag: { ...tag },
-        edits: edited,
-        // Its own output from the copy, under the diff (not known after a
-        // reload: the cell shows what was saved).
-        ...(step.result ? { outputs: stepOutputs(step) } : {})
+        edits: edited
       });
     } else {
       cells.push({

@@ -13,11 +13,13 @@ import {
   IRerunStep,
   acceptedMarkdown,
   analysisCells,
+  stepOutputs,
   stepsShown
 } from './analysis';
 import { TurnStatus } from './metadata';
 import {
   ICellSpec,
+  IExistingCell,
   IdFactory,
   ISuggestionState,
   ITransition,
@@ -85,17 +87,22 @@ export function acceptUpTo(
   }
   const current = absorbSources(state, sources);
   const status: TurnStatus = 'accepted';
-  const code = new Map(shownAnalysis(current).map(s => [s.number, s.code]));
+  const byNumber = new Map(shownAnalysis(current).map(s => [s.number, s]));
   const kept = current.cells.filter(
     c => upTo === null || (c.tag.step ?? 0) <= upTo
   );
   const place = new Map(stepsShown(kept).map((n, i) => [n, i + 1]));
   const cells = kept.map(c => ({
     ...c,
-    // An edited existing cell takes the step's code now.
+    // An edited existing cell takes the step's code now, and its output
+    // from the copy (none known after a reload: cleared, not left stale).
     ...(c.edits
       ? {
-          source: (code.get(c.tag.step ?? 0) ?? c.source).replace(/\s+$/, '')
+          source: (byNumber.get(c.tag.step ?? 0)?.code ?? c.source).replace(
+            /\s+$/,
+            ''
+          ),
+          outputs: stepOutputs(byNumber.get(c.tag.step ?? 0))
         }
       : {}),
     ...(c.cell_type === 'markdown' && typeof c.tag.step === 'number'
@@ -231,7 +238,12 @@ export function replaceFrom(
  * its steps edit hold their own source until accepted, so that is what a
  * reject or an undo gives back (their earlier tag is not known).
  */
-export function withStepEdits(state: ISuggestionState): ISuggestionState {
+export function withStepEdits(
+  state: ISuggestionState,
+  outputs: (
+    id: string
+  ) => Pick<IExistingCell, 'outputs' | 'executionCount'> | null = () => null
+): ISuggestionState {
   const edits = new Set(
     shownAnalysis(state)
       .map(s => s.cell_id)
@@ -244,7 +256,10 @@ export function withStepEdits(state: ISuggestionState): ISuggestionState {
     ...state,
     cells: state.cells.map(c =>
       edits.has(c.id) && !c.edits
-        ? { ...c, edits: { original: c.source, tag: null } }
+        ? {
+            ...c,
+            edits: { original: c.source, tag: null, ...(outputs(c.id) ?? {}) }
+          }
         : c
     )
   };

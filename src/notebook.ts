@@ -13,12 +13,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { ExistingCells, stepDecisions } from './analysis';
 import { AnalysisController } from './analysiscontroller';
-import {
-  acceptUpTo,
-  isAnalysis,
-  originalAnalysis,
-  withStepEdits
-} from './analysisreview';
+import { acceptUpTo, isAnalysis, originalAnalysis } from './analysisreview';
 import { ConversationStore } from './conversation';
 import {
   INotebookAgentMetadata,
@@ -438,7 +433,7 @@ export class SuggestionController implements IDisposable {
       }
       const turn = conversation.turns.find(t => t.turn_id === turnId);
       const restored = restoredState(this._cells, turnId, cells, turn);
-      this._states.set(turnId, withStepEdits(restored));
+      this._states.set(turnId, restored);
       if (turn?.status === 'accepted') {
         this._acceptedCode.set(turnId, turn.code);
       }

@@ -6,6 +6,7 @@
  * controller (notebook.ts) acts on what these say.
  */
 import { ExistingCells, restoredSteps } from './analysis';
+import { withStepEdits } from './analysisreview';
 import { runWarning } from './exchange';
 import { ITurn, TurnStatus, readCellTag } from './metadata';
 import {
@@ -97,6 +98,16 @@ export function targetOf(
   };
 }
 
+/** The outputs a cell shows now, by id; null: no such cell. */
+export function cellOutputs(
+  cells: SharedCells
+): (id: string) => ReturnType<typeof outputsOf> | null {
+  return id => {
+    const index = cells.indexOf(id);
+    return index < 0 ? null : outputsOf(cells.cells[index]);
+  };
+}
+
 /** An edit's target with the outputs its cell shows now. */
 export function withOutputs(
   cells: SharedCells,
@@ -160,7 +171,8 @@ export function restoredState(
     turn?.edits_cell && tagged.length === 1 && tagged[0].id === turn.edits_cell
       ? tagged[0]
       : null;
-  return restore({
+  // An analysis's steps that edit cells: what those cells show now is theirs.
+  const restored = restore({
     turnId,
     intent: turn?.intent ?? tagged[0].source,
     candidates: candidatesOf(turn),
@@ -176,6 +188,7 @@ export function restoredState(
       : null,
     code: turn?.code
   });
+  return withStepEdits(restored, cellOutputs(cells));
 }
 
 /**

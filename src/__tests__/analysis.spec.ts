@@ -1,5 +1,6 @@
 import {
   IAnalysisStep,
+  acceptedMarkdown,
   analysisCells,
   planStatusAtEnd,
   planSummary,
@@ -409,10 +410,12 @@ describe('the review', () => {
       ['code', 3]
     ]);
     expect(cells[3].source).toContain('edits an existing cell');
-    // Under the diff, the step's own output from its copy (m4).
-    expect(cells[0].outputs).toEqual([
-      expect.objectContaining({ data: { 'text/plain': 'out 2' } })
-    ]);
+    // The step's own output from its copy is in its Markdown (m4); the
+    // cell keeps its own until Accept.
+    expect(cells[3].source).toContain(
+      'Its output in a kernel copy:\n\n```text\nout 2\n```'
+    );
+    expect(cells[0].outputs).toEqual(own);
     expect(cells[cells.length - 1].id).toBe('b');
     // Its code is not "edited by the user": nothing to re-run.
     expect(editedFrom(state, {})).toBeNull();
@@ -421,11 +424,12 @@ describe('the review', () => {
     const after = apply(cells, accepted.changes);
     expect(after[0].source).toBe('import pandas as pd\nimport numpy as np');
     expect(after[0].tag).toMatchObject({ status: 'accepted', step: 2 });
-    // Accepted: the step's output stays (not the old code's), and the
-    // pending note is gone from its Markdown.
-    expect(after[0].outputs).toEqual(cells[0].outputs);
-    expect(after[3].source).not.toContain('edits an existing cell');
-    expect(after[3].source.split('\n')[0]).toBe('**Step 2.** Title 2');
+    // Accepted: the cell shows the step's output (not the old code's), and
+    // its Markdown is what a new step's says, without the pending note.
+    expect(after[0].outputs).toEqual([
+      expect.objectContaining({ data: { 'text/plain': 'out 2' } })
+    ]);
+    expect(after[3].source).toBe(stepMarkdown(steps[1]));
     expect(
       stepDecisions(steps, accepted.state.cells, false).map(d => d.decision)
     ).toEqual(['accepted', 'accepted', 'accepted']);
@@ -488,5 +492,42 @@ describe('the review', () => {
       id: 'a',
       source: 'import pandas as pd'
     });
+    // Its step's output is not known after the reload: Accept clears the
+    // old code's output; undo gives the cell's own back (read at restore).
+    const own = [{ output_type: 'stream', name: 'stdout', text: 'own\n' }];
+    const read = withStepEdits(bare, id =>
+      id === 'a' ? { outputs: own, executionCount: 4 } : null
+    );
+    const accepted = acceptUpTo(read, null);
+    expect(accepted.changes).toContainEqual({
+      op: 'setOutputs',
+      id: 'a',
+      outputs: [],
+      executionCount: null
+    });
+    expect(undo(accepted.state).changes).toContainEqual({
+      op: 'setOutputs',
+      id: 'a',
+      outputs: own,
+      executionCount: 4
+    });
+  });
+});
+
+describe("an edit step's Markdown", () => {
+  it('fences its output so no backticks in it close the block, and clips long output', () => {
+    const noisy = step(2, 'x', {
+      cell_id: 'a',
+      result: result('a ```` b\n' + 'line\n'.repeat(30))
+    });
+    const md = stepMarkdown(noisy, true);
+    expect(md).toContain('`````text\n');
+    expect(md).toContain('… (11 more lines)');
+    expect(acceptedMarkdown(md, 1)).toBe(stepMarkdown({ ...noisy, number: 1 }));
+    // A step that raised keeps its warning after the output goes.
+    const failed = { ...noisy, status: 'error' as const };
+    expect(acceptedMarkdown(stepMarkdown(failed, true), 2)).toBe(
+      stepMarkdown(failed)
+    );
   });
 });

@@ -398,6 +398,19 @@ test('Stop finishes an analysis after its step; the prefix, with an edit of a ce
     status: 'pending',
     step: 2
   });
+  // The edit step's own output is in its Markdown; the df cell keeps its
+  // own output until Accept (m4).
+  const markdownOf = (all: any[], step: number) =>
+    all.find(
+      c =>
+        c.cell_type === 'markdown' &&
+        c.metadata.jupyter_data_agent?.step === step
+    )?.source as string;
+  expect(markdownOf(cells, 2)).toContain(
+    'Its output in a kernel copy:\n\n```text\n17.0\n```'
+  );
+  const own = cells[0].outputs;
+  expect(own.length).toBeGreaterThan(0);
   await page.screenshot({ path: screenshotPath('analysis-edit-diff.png') });
   // The review survives a reload: its bar, its steps, the diff.
   await page.notebook.save();
@@ -413,12 +426,20 @@ test('Stop finishes an analysis after its step; the prefix, with an edit of a ce
   await expect(page.locator('.jp-DataAgent-cellDiff')).toHaveCount(0);
   cells = await notebookCells(page);
   expect(cells[0].source).toBe(prefix.analysis[1].code);
-  // One undo: the df cell as it was, the new cells gone.
+  // Accepted: the old code's output is not left under the new code (the
+  // step's own is not known after a reload: cleared; without a reload the
+  // cell takes it, analysis.spec in jest), and no pending note is left in
+  // the Markdown (m4).
+  expect(cells[0].outputs).toEqual([]);
+  expect(markdownOf(cells, 2)).not.toContain('edits an existing cell');
+  expect(markdownOf(cells, 2)).not.toContain('Its output');
+  // One undo: the df cell as it was (its output too), the new cells gone.
   await execute(page, 'jupyter-data-agent:undo');
   await expect.poll(async () => (await notebookCells(page)).length).toBe(1);
   cells = await notebookCells(page);
   expect(cells[0].source).toBe(DF_CODE);
   expect(cells[0].metadata.jupyter_data_agent).toBeUndefined();
+  expect(cells[0].outputs).toEqual(own);
 });
 
 test('a real analysis: the server plans and runs two steps in copies (scripted model); an edit re-runs step 2; Accept & Run', async ({
