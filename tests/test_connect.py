@@ -28,7 +28,7 @@ from jupyter_data_agent.server.connect import (
     write_setting,
     written_setting,
 )
-from tests.test_server import NS, on_server_loop
+from tests.test_server import NS, on_server_loop, poll_until, post_turn
 
 KEY = "sk-connect-test-9f8e7d6c5b4a39281706"
 PROBE_TIMEOUT = 1.0
@@ -189,6 +189,14 @@ async def test_connecting_writes_the_setting_and_never_shows_the_key(jp_fetch, j
     for text in (raw, config_raw, caplog.text):
         assert KEY not in text and wrong not in text
     assert "connected hosted-model" in caplog.text
+
+    # A turn now asks the connected model, with the key (the test server checks it).
+    keyed_server.clear()
+    job_id = (await post_turn(jp_fetch))["job_id"]
+    await poll_until(jp_fetch, job_id, lambda e: e["type"] in ("done", "error"))
+    asked = keyed_server.generation_requests
+    assert asked and {r.body["model"] for r in asked} == {"hosted-model"}
+    assert {r.header("authorization") for r in asked} == {f"Bearer {KEY}"}
 
 
 def test_the_written_file_is_the_next_servers_setting(tmp_path, model_server, monkeypatch):
