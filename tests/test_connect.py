@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 from traitlets.config import Config
 
@@ -61,13 +62,21 @@ def silent_port():
     sock.close()
 
 
+class MayNotChangeTheServer(Authorizer):
+    """A viewer: may use the agent, not change the server (``write`` on ``server``)."""
+
+    def is_authorized(self, handler, user, action, resource):
+        return not (action == "write" and resource == "server")
+
+
 @pytest.fixture
-def jp_server_config(model_server, silent_port, monkeypatch, tmp_path):
+def jp_server_config(model_server, silent_port, monkeypatch, tmp_path, request):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JUPYTER_DATA_AGENT_BACKEND", "JUPYTER_DATA_AGENT_MODEL"):
         monkeypatch.delenv(name, raising=False)
     model_server.clear()
+    viewer = {"authorizer_class": MayNotChangeTheServer} if request.node.get_closest_marker("viewer") else {}
     return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}},
+        "ServerApp": {"jpserver_extensions": {"jupyter_data_agent": True}, **viewer},
         # No model settings: the embedded SmolLM2-135M, as after a fresh install.
         "DataAgentExtension": {"record_decisions": False},
         "ModelConnect": {
@@ -197,6 +206,20 @@ async def test_connecting_writes_the_setting_and_never_shows_the_key(jp_fetch, j
     asked = keyed_server.generation_requests
     assert asked and {r.body["model"] for r in asked} == {"hosted-model"}
     assert {r.header("authorization") for r in asked} == {f"Bearer {KEY}"}
+
+
+@pytest.mark.viewer
+@on_server_loop
+async def test_a_user_who_may_not_change_the_server_cannot_connect(jp_fetch, jp_server_config, model_server):
+    assert (await get(jp_fetch, "config"))["model_info"]["kind"] == "embedded"  # the agent itself: yes
+    with pytest.raises(HTTPClientError) as info:
+        await get(jp_fetch, "connect", "servers")
+    assert info.value.code == 403
+    for path in (("connect", "models"), ("connect", "check"), ("connect",)):
+        code, message = await refused(jp_fetch, *path, base_url=model_server.base_url, model="small-coder")
+        assert code == 403 and "may not change this server's model" in message, path
+    assert model_server.requests == []
+    assert not (Path(jp_server_config["ModelConnect"]["config_dir"]) / CONNECT_FILE).exists()
 
 
 def test_the_written_file_is_the_next_servers_setting(tmp_path, model_server, monkeypatch):
