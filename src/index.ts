@@ -52,6 +52,7 @@ export namespace CommandIDs {
   export const stop = 'jupyter-data-agent:stop';
   export const reloadValueModel = 'jupyter-data-agent:reload-value-model';
   export const manageTokens = 'jupyter-data-agent:manage-agent-tokens';
+  export const connectModel = 'jupyter-data-agent:connect-model';
 }
 
 /** What the command palette and the API learn about a command's arguments: none. */
@@ -334,6 +335,58 @@ function registerToolCommands(context: ICommandContext): void {
   sidebar.manageTokens = () => void commands.execute(CommandIDs.manageTokens);
 }
 
+/** What the sidebar shows from GET config; `setLimits` gets the server's limits. */
+function loadConfig(
+  app: JupyterFrontEnd,
+  sidebar: AgentSidebar,
+  setLimits: (limits: Limits) => void
+): Promise<void> {
+  return getConfig()
+    .then(config => {
+      sidebar.strategies = {
+        catalog: config.strategies,
+        available: config.capabilities.strategies
+      };
+      sidebar.price = config.price ?? null;
+      sidebar.prices = config.prices ?? {};
+      const limits = config.limits ?? null;
+      setLimits(limits);
+      sidebar.limits = limits;
+      sidebar.models = config.models ?? [];
+      sidebar.modelInfo = config.model_info ?? null;
+      app.commands.notifyCommandChanged();
+    })
+    .catch(reason =>
+      console.warn('jupyter-data-agent: no server config', reason)
+    );
+}
+
+/** "Connect a model": the dialog; the sidebar's config is read again once connected. */
+function registerConnectCommand(
+  app: JupyterFrontEnd,
+  sidebar: AgentSidebar,
+  reload: () => Promise<void>
+): void {
+  app.commands.addCommand(CommandIDs.connectModel, {
+    label: 'Data Agent: Connect a Model…',
+    caption:
+      'Use a model served on this machine (Ollama, LM Studio, vLLM, llama.cpp) or an OpenAI-compatible endpoint',
+    describedBy: NO_ARGS,
+    execute: async () => {
+      const { ConnectModelBody } = await import('./components/ConnectModel');
+      const body = new ConnectModelBody(() => void reload());
+      await showDialog({
+        title: 'Connect a model',
+        body,
+        buttons: [Dialog.cancelButton({ label: 'Close' })],
+        focusNodeSelector: '.jp-DataAgent-connectUrl'
+      });
+    }
+  });
+  sidebar.connectModel = () =>
+    void app.commands.execute(CommandIDs.connectModel);
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description:
@@ -368,22 +421,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // The strategy chooser is built from the server's one catalog; until it
     // answers (or if it cannot), the current strategy alone is offered and a
     // request fails with the server's own explanation.
-    getConfig()
-      .then(config => {
-        sidebar.strategies = {
-          catalog: config.strategies,
-          available: config.capabilities.strategies
-        };
-        sidebar.price = config.price ?? null;
-        sidebar.prices = config.prices ?? {};
-        limits = config.limits ?? null;
-        sidebar.limits = limits;
-        sidebar.models = config.models ?? [];
-        app.commands.notifyCommandChanged();
-      })
-      .catch(reason =>
-        console.warn('jupyter-data-agent: no server config', reason)
-      );
+    // Read again once another model is connected.
+    const reloadConfig = () =>
+      loadConfig(app, sidebar, value => (limits = value));
+    void reloadConfig();
+    registerConnectCommand(app, sidebar, reloadConfig);
     const canRun = (name: Strategy) =>
       !sidebar.strategies || sidebar.strategies.available.includes(name);
 

@@ -13,6 +13,7 @@ import * as React from 'react';
 
 import { IServerStrategies } from './components/common';
 import { Composer, INPUT_CLASS } from './components/Composer';
+import { ModelLine } from './components/ConnectModel';
 import { Conversation } from './components/Conversation';
 import { AgentActivityLines } from './components/ProposalView';
 import { UsageLine } from './components/UsageLine';
@@ -21,7 +22,7 @@ import { IAgentSettings, NotebookSession } from './session';
 import { withinLimits } from './settings';
 import { ToastRoom } from './toastroom';
 import { modelPrice, totalUsage } from './usage';
-import type { ModelPrice } from './wire';
+import type { ModelInfo, ModelPrice } from './wire';
 
 export { disposeHosted } from './components/LuminoHost';
 export { voteSummary } from './components/CandidateView';
@@ -162,6 +163,18 @@ export class AgentSidebar extends ReactWidget {
     this.update();
   }
 
+  /** Which model answers (GET config's model_info); null until the server answered. */
+  set modelInfo(value: ModelInfo | null) {
+    this._modelInfo = value;
+    this.update();
+  }
+
+  /** Opens "Connect a model"; null: no way in is shown. */
+  set connectModel(value: (() => void) | null) {
+    this._connectModel = value;
+    this.update();
+  }
+
   /** Re-render after a settings change. */
   refresh(): void {
     this.update();
@@ -173,6 +186,7 @@ export class AgentSidebar extends ReactWidget {
       return (
         <div className="jp-DataAgent-empty">
           Open a notebook to ask the Data Agent about it.
+          <ModelLine info={this._modelInfo} connect={this._connectModel} />
           {this._manageTokens && (
             <p>
               <button
@@ -223,6 +237,7 @@ export class AgentSidebar extends ReactWidget {
             </button>
           )}
         </div>
+        <ModelLine info={this._modelInfo} connect={this._connectModel} />
         {total && (
           <UsageLine
             className="jp-DataAgent-total"
@@ -258,6 +273,8 @@ export class AgentSidebar extends ReactWidget {
   private _session: NotebookSession | null = null;
   private _toasts = new ToastRoom(this.node);
   private _strategies: IServerStrategies | null = null;
+  private _modelInfo: ModelInfo | null = null;
+  private _connectModel: (() => void) | null = null;
   private _price: ModelPrice | null = null;
   private _prices: { [model: string]: ModelPrice | undefined } = {};
   private _models: string[] = [];

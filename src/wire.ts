@@ -32,6 +32,10 @@ export interface Wire {
   ProposalDecisionRequest: ProposalDecisionRequest;
   ProposalReply: ProposalReply;
   ProposalsReply: ProposalsReply;
+  ConnectRequest: ConnectRequest;
+  ModelServers: ModelServers;
+  ConnectCheck: ConnectCheck;
+  Connected: Connected;
 }
 /**
  * Body of ``POST turns``.
@@ -552,6 +556,7 @@ export interface AgentConfig {
   prices: {
     [k: string]: ModelPrice;
   };
+  model_info: ModelInfo;
   [k: string]: unknown | undefined;
 }
 /**
@@ -589,6 +594,14 @@ export interface ServerLimits {
 export interface ModelPrice {
   input: number;
   output: number;
+}
+/**
+ * The model that answers, in words a newcomer reads in the sidebar (``llm.factory.model_info``).
+ */
+export interface ModelInfo {
+  name: string;
+  kind: 'embedded' | 'openai' | 'local';
+  note: string;
 }
 /**
  * ``POST decisions``: what the user did with a turn's candidate (for the value model).
@@ -776,4 +789,50 @@ export interface AgentActivity {
   agent: string;
   tries: number;
   proposals: number;
+}
+/**
+ * ``POST connect/models``, ``connect/check`` and ``connect``: an endpoint, a model, maybe a key.
+ */
+export interface ConnectRequest {
+  version?: 1;
+  base_url: string;
+  model?: string;
+  api_key?: string;
+}
+/**
+ * ``GET connect/servers`` (this machine's usual ports) or ``POST connect/models`` (one URL).
+ */
+export interface ModelServers {
+  version: 1;
+  servers: ModelServer[];
+  elapsed_s: number;
+}
+/**
+ * One place looked at for an OpenAI-compatible server, and what it serves.
+ */
+export interface ModelServer {
+  label: string;
+  base_url: string;
+  models: string[];
+  error: string;
+}
+/**
+ * ``POST connect/check``: whether the model answered a real one-token chat request.
+ */
+export interface ConnectCheck {
+  version: 1;
+  ok: boolean;
+  message: string;
+  elapsed_s: number;
+}
+/**
+ * ``POST connect``: the setting written, and whether this server already uses it.
+ */
+export interface Connected {
+  version: 1;
+  path: string;
+  applied: boolean;
+  message: string;
+  model_info: ModelInfo;
+  overridden: string[];
 }

@@ -7,6 +7,7 @@ tests/openai_server/, OPENAI_API_KEY, JUPYTER_DATA_AGENT_MODEL.
 
 import os
 import tempfile
+from urllib.parse import urlsplit
 
 from jupyterlab.galata import configure_jupyter_server
 
@@ -41,3 +42,10 @@ c.DataAgent.max_budget = 150  # noqa: F821
 # the active cell, which no other spec has, so their requests stay text; JDA_UI_VISION=0
 # turns it off.
 c.DataAgent.vision = os.environ.get("JDA_UI_VISION", "1") != "0"  # noqa: F821
+# "Connect a model" (connect.spec.ts) looks only at the test model server (never at this
+# machine's Ollama or vLLM ports) and writes its setting to a folder of this server's, never
+# to the user's Jupyter config.
+c.ModelConnect.ports = {  # noqa: F821
+    "Test model server": urlsplit(os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8765/v1")).port or 8765,
+}
+c.ModelConnect.config_dir = tempfile.mkdtemp(prefix="galata-connect-")  # noqa: F821

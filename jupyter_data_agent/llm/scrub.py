@@ -119,8 +119,15 @@ class Scrubber:
     """Removes the configured secrets (and key-shaped strings) from outgoing text."""
 
     def __init__(self, secrets: Iterable[str | None]) -> None:
-        self.secrets = sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len,
-                              reverse=True)
+        self.secrets: list[str] = []
+        self._pattern: re.Pattern[str] | None = None
+        self.add(*secrets)
+
+    def add(self, *secrets: str | None) -> None:
+        """Scrub these too from now on: a key connected while the server runs (``server.connect``)
+        reaches every holder of this scrubber."""
+        self.secrets = sorted({s for s in (*self.secrets, *secrets) if s and len(s) >= MIN_SECRET},
+                              key=len, reverse=True)
         patterns = [p for s in self.secrets for p in _patterns(s)]
         self._pattern = re.compile("|".join(patterns)) if patterns else None
 

@@ -8,6 +8,7 @@ lives here as ``c.DataAgentExtension.*``.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
@@ -19,6 +20,8 @@ from ..search.estimators import default_estimator
 from ..store.value_models import value_model_label, with_newest_value_model
 from ..turn.resolve import load_settings
 from .complete import CompleteHandler, SchemaCache
+from .connect import ModelConnect
+from .connect_handlers import CheckHandler, ConnectModelHandler, ModelsHandler, ServersHandler
 from .handlers import (
     AnalysisHandler,
     CancelHandler,
@@ -60,7 +63,7 @@ class DataAgentExtension(ExtensionApp):
     load_other_extensions = True
 
     # DataAgent options may live in jupyter_server_config.py as c.DataAgent.*.
-    classes = [DataAgent]
+    classes = [DataAgent, ModelConnect]
 
     agent_settings = Instance(Settings, allow_none=True)
     configured_settings = Instance(Settings, allow_none=True)  # before the trained value model
@@ -225,6 +228,7 @@ class DataAgentExtension(ExtensionApp):
             decisions=self._decision_store(),
             model_service=self.service,
             agent_identity=self._agent_tokens(),
+            use_model=self.use_model,
         )
         self.settings[STATE_KEY] = self.state
         self.log.info("jupyter_data_agent: Search turns are guided by %s",
@@ -272,6 +276,18 @@ class DataAgentExtension(ExtensionApp):
         self.log.info("jupyter_data_agent: Search turns are guided by %s", label)
         return label
 
+    def use_model(self, changes: dict) -> Settings:
+        """``POST connect``: turns, inline completion and the kernels' model service use the
+        connected model from now on, as the server would after a restart with the file written."""
+        assert self.configured_settings is not None and self.jobs is not None
+        self.configured_settings = replace(self.configured_settings, **changes)
+        self.jobs.scrub.add(self.configured_settings.api_key)
+        self.reload_value_model()
+        assert self.agent_settings is not None
+        if self.service is not None:
+            self.service.settings = self.agent_settings
+        return self.agent_settings
+
     def _decision_store(self):
         if not self.record_decisions:
             return None
@@ -317,6 +333,10 @@ class DataAgentExtension(ExtensionApp):
                 (route("notebooks"), NotebooksHandler),
                 (route("agent-tokens"), AgentTokensHandler),
                 (route("agent-tokens", r"(?P<token_id>[^/]+)"), AgentTokensHandler),
+                (route("connect"), ConnectModelHandler),
+                (route("connect", "servers"), ServersHandler),
+                (route("connect", "models"), ModelsHandler),
+                (route("connect", "check"), CheckHandler),
             ]
         )
 

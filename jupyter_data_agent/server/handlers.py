@@ -21,6 +21,7 @@ from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..config import Settings
+from ..llm.factory import model_info
 from ..llm.scrub import MASK, redact_url
 from ..search.options import short_errors
 from ..search.registry import available_strategies
@@ -189,7 +190,8 @@ class ConfigHandler(AgentAPIHandler):
                         "inline_completion": settings.inline_enabled}
         body = {**public_settings(settings), "strategies": catalog(settings), "capabilities": capabilities,
                 "limits": self.agent_state.public_limits.model_dump(), "price": settings.price,
-                "prices": {m: settings.prices[m] for m in settings.offered_models if m in settings.prices}}
+                "prices": {m: settings.prices[m] for m in settings.offered_models if m in settings.prices},
+                "model_info": model_info(settings)}
         # The configured secrets, wherever they hide (extra options, a URL path).
         reply = AgentConfig.model_validate(self.jobs.scrub.json(body))
         self.finish(reply.model_dump_json())

@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic.json_schema import GenerateJsonSchema
 
 from ..turn.events import API_VERSION, AnalysisStep, JobEvent, StrategyName
+from .connect_models import ConnectCheck, Connected, ConnectRequest, ModelInfo, ModelServers
 from .proposal_models import (
     ProposalDecisionRequest,
     ProposalReply,
@@ -326,6 +327,8 @@ class AgentConfig(Versioned):
     # The price of each offered model that has one (c.DataAgent.prices): the cost shown is the
     # picked model's.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # Which model answers, in words (the sidebar names it; the embedded one is said to be weak).
+    model_info: ModelInfo
 
 
 class _NoFieldTitles(GenerateJsonSchema):
@@ -518,6 +521,10 @@ WIRE_TYPES: dict[str, tuple[Any, Literal["validation", "serialization"]]] = {
     "ProposalDecisionRequest": (ProposalDecisionRequest, "validation"),
     "ProposalReply": (ProposalReply, "serialization"),
     "ProposalsReply": (ProposalsReply, "serialization"),
+    "ConnectRequest": (ConnectRequest, "validation"),
+    "ModelServers": (ModelServers, "serialization"),
+    "ConnectCheck": (ConnectCheck, "serialization"),
+    "Connected": (Connected, "serialization"),
 }
 
 

@@ -3,7 +3,8 @@
 ``DataAgentExtension.initialize_settings`` builds it once and puts it in the
 Tornado settings under ``STATE_KEY``; handlers read it as ``agent_state``
 (``handlers.AgentMixin``), the MCP bridge passes it on to its tools
-(``mcp.caller.Caller.state``). Only ``settings`` changes later (a reloaded value model).
+(``mcp.caller.Caller.state``). Only ``settings`` changes later (a reloaded value model, a
+connected model).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class AgentState:
     agent_identity: AgentIdentity  # the outside agents' tokens in front of the server's identity provider
     decisions: DecisionStore | None = None  # None: decisions are not recorded
     model_service: ModelService | None = None  # None: kernels load their own model
+    # POST connect: this server answers with the connected model from now on (settings changes).
+    use_model: Callable[[dict], Settings] | None = None
     # MCP sessions (or agents) already told the confinement layers (``mcp.tools``), oldest first.
     mcp_confinement_told: OrderedDict[tuple[str, str], bool] = field(default_factory=OrderedDict)
 

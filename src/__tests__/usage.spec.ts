@@ -220,6 +220,11 @@ describe('configRows', () => {
     model: 'gpt-4o-mini',
     base_url: 'https://api.example.com/v1',
     api_key_set: true,
+    model_info: {
+      name: 'gpt-4o-mini',
+      kind: 'openai',
+      note: 'at api.example.com'
+    },
     strategies: [
       {
         name: 'direct',

@@ -438,6 +438,7 @@ export const CONFIG: AgentConfig = {
   model: 'scripted-model',
   base_url: null,
   api_key_set: true,
+  model_info: { name: 'scripted-model', kind: 'openai', note: 'mocked' },
   strategies: CATALOG,
   capabilities: {
     strategies: CATALOG.map(s => s.name),
