@@ -15,7 +15,7 @@ import {
 } from './metadata';
 import { Strategy, previewOutputs } from './models';
 import { ISuggestionCandidate } from './suggestions';
-import { usageOf } from './usage';
+import { usageOfResult } from './usage';
 import type { Candidate } from './wire';
 
 /** One request and what came back, as the panel shows it. */
@@ -173,7 +173,7 @@ export function turnOfExchange(exchange: IExchange): ITurn {
     ...(job.result?.answer ? { answer: job.result.answer } : {}),
     ...(job.result
       ? {
-          usage: usageOf(job.result.stats),
+          usage: usageOfResult(job.result),
           ...(job.result.stats.context
             ? { context: job.result.stats.context }
             : {})

@@ -137,6 +137,7 @@ export interface TurnSummary {
   notebook_path: string;
   started: number;
   finished: number | null;
+  model: string;
 }
 export interface ProgressEvent {
   version: 1;
@@ -430,6 +431,7 @@ export interface DoneResult {
   support?: number[];
   stats: SearchStats;
   protections: Protections | null;
+  model?: string;
 }
 /**
  * ``search.base.SearchStats``: what the turn cost.

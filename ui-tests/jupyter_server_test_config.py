@@ -41,3 +41,8 @@ c.DataAgent.max_budget = 150  # noqa: F821
 # the active cell, which no other spec has, so their requests stay text; JDA_UI_VISION=0
 # turns it off.
 c.DataAgent.vision = os.environ.get("JDA_UI_VISION", "1") != "0"  # noqa: F821
+# Two models, one priced (usage.spec.ts: each turn's cost is its own model's price; the
+# sidebar's model picker). The configured model (JUPYTER_DATA_AGENT_MODEL=test-model) has
+# no price, so its inline completion stays on ("auto") and its turns show no cost.
+c.DataAgent.models = ["big-model"]  # noqa: F821
+c.DataAgent.prices = {"big-model": {"input": 5, "output": 15}}  # noqa: F821
