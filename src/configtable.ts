@@ -4,17 +4,46 @@
  * the key: the server does not send it.
  */
 import { modelPrice } from './usage';
-import type { AgentConfig } from './wire';
+import type { AgentConfig, ModelPrice } from './wire';
 
 /** "max_concurrent_jobs" -> "max concurrent jobs". */
 function words(key: string): string {
   return key.replace(/_/g, ' ');
 }
 
+/** "$2.5 input / $10 output per million tokens". */
+function priceWords(price: ModelPrice): string {
+  return `$${price.input} input / $${price.output} output per million tokens`;
+}
+
 /**
- * [label, value] pairs, in the order the dialog shows them. `picked`: the
- * model picked in the current notebook's composer (null: the configured
- * one): its price is the one shown.
+ * Every offered model's price, one line each ("big-model: $5 input / ...",
+ * "test-model: none"); one model: its price alone. A turn's cost is the
+ * price of the model it ran on, so all of them matter, not the picked one's.
+ */
+export function priceLines(config: AgentConfig): string[] {
+  const models = (config.models ?? []).length
+    ? config.models
+    : [config.model || '(default)'];
+  const priceOf = (model: string) =>
+    modelPrice(config, model) ??
+    (model === config.model ? modelPrice(config, null) : null);
+  if (!models.some(priceOf)) {
+    return ['none configured (no cost shown)'];
+  }
+  if (models.length === 1) {
+    return [priceWords(priceOf(models[0])!)];
+  }
+  return models.map(model => {
+    const price = priceOf(model);
+    return `${model}: ${price ? priceWords(price) : 'none (no cost shown)'}`;
+  });
+}
+
+/**
+ * [label, value] pairs, in the order the dialog shows them (a value of
+ * several lines holds newlines). `picked`: the model picked in the current
+ * notebook's composer (null: the configured one).
  */
 export function configRows(
   config: AgentConfig,
@@ -27,7 +56,6 @@ export function configRows(
   const limits = Object.entries(config.limits ?? {})
     .filter(([, value]) => value !== null && value !== undefined)
     .map(([key, value]) => `${words(key)}: ${value}`);
-  const price = modelPrice(config, picked);
   const model = config.model || '(default)';
   return [
     ['Backend', config.backend || '—'],
@@ -49,12 +77,7 @@ export function configRows(
       'Inline completion',
       config.capabilities?.inline_completion ? 'on' : 'off'
     ],
-    [
-      'Price',
-      price
-        ? `$${price.input} input / $${price.output} output per million tokens`
-        : 'none configured (no cost shown)'
-    ]
+    ['Price', priceLines(config).join('\n')]
   ];
 }
 
@@ -77,7 +100,11 @@ export function configTable(
     head.scope = 'row';
     head.textContent = label;
     const cell = document.createElement('td');
-    cell.textContent = value;
+    const lines = value.split('\n');
+    cell.textContent = lines[0];
+    for (const line of lines.slice(1)) {
+      cell.append(document.createElement('br'), line);
+    }
     row.append(head, cell);
     body.appendChild(row);
   }

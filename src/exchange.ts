@@ -10,7 +10,7 @@ import { IStoredRun, ITurn, newTurnId, nowSeconds } from './metadata';
 import { boundPreviews } from './previews';
 import { Strategy, previewOutputs } from './models';
 import { ISuggestionCandidate } from './suggestions';
-import { usageOf } from './usage';
+import { usageOfResult } from './usage';
 import type { Candidate } from './wire';
 
 /** One request and what came back, as the panel shows it. */
@@ -177,7 +177,7 @@ export function turnOfExchange(exchange: IExchange): ITurn {
     ...(job.result?.answer ? { answer: job.result.answer } : {}),
     ...(job.result
       ? {
-          usage: usageOf(job.result.stats),
+          usage: usageOfResult(job.result),
           ...(job.result.stats.context
             ? { context: job.result.stats.context }
             : {})

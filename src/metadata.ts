@@ -82,7 +82,7 @@ export interface IStoredStep {
   status: string;
 }
 
-/** A turn's cost as the usage footer shows it, stored as it is. */
+/** A turn's cost as the usage footer shows it, stored as it is, with the model it ran on. */
 export type IStoredUsage = IUsage;
 
 /** How one candidate ran in its copy, and what the vote said of it. */
@@ -254,6 +254,9 @@ function parseUsage(raw: unknown): { usage: IStoredUsage } | null {
   for (const key of USAGE_KEYS) {
     const value = data[key];
     usage[key] = typeof value === 'number' && value >= 0 ? value : 0;
+  }
+  if (typeof data.model === 'string' && data.model) {
+    usage.model = data.model;
   }
   return { usage };
 }

@@ -16,12 +16,12 @@ import { Composer, INPUT_CLASS } from './components/Composer';
 import { ModelLine } from './components/ConnectModel';
 import { Conversation } from './components/Conversation';
 import { AgentActivityLines } from './components/ProposalView';
-import { UsageLine } from './components/UsageLine';
+import { SessionUsageLine } from './components/UsageLine';
 import { Limits } from './models';
 import { IAgentSettings, NotebookSession } from './session';
 import { withinLimits } from './settings';
 import { ToastRoom } from './toastroom';
-import { modelPrice, totalUsage } from './usage';
+import { IPrices, IUsage, sessionUsage, usageOfResult } from './usage';
 import type { ModelInfo, ModelPrice } from './wire';
 
 export { disposeHosted } from './components/LuminoHost';
@@ -144,12 +144,13 @@ export class AgentSidebar extends ReactWidget {
 
   set price(value: ModelPrice | null) {
     this._price = value;
+    this._priceConfig = { price: value, prices: this._priceConfig.prices };
     this.update();
   }
 
-  /** The price of each offered model that has one (GET config): the picked model's is shown. */
+  /** The price of each offered model that has one (GET config): a turn's cost is its own model's. */
   set prices(value: { [model: string]: ModelPrice | undefined }) {
-    this._prices = value;
+    this._priceConfig = { price: this._price, prices: value };
     this.update();
   }
 
@@ -202,11 +203,8 @@ export class AgentSidebar extends ReactWidget {
         </div>
       );
     }
-    const total = totalUsage(session.exchanges.map(e => e.job.result));
-    const price = modelPrice(
-      { price: this._price, prices: this._prices },
-      session.model
-    );
+    const prices = this._priceConfig;
+    const total = sessionUsage(sessionTurns(session), prices);
     return (
       <div className="jp-DataAgent-body">
         <div className="jp-DataAgent-header" title={session.panel.context.path}>
@@ -239,20 +237,14 @@ export class AgentSidebar extends ReactWidget {
         </div>
         <ModelLine info={this._modelInfo} connect={this._connectModel} />
         {total && (
-          <UsageLine
-            className="jp-DataAgent-total"
-            label={`Session, ${total.turns} turn${total.turns === 1 ? '' : 's'}:`}
-            usage={total}
-            price={price}
-            time={false}
-          />
+          <SessionUsageLine className="jp-DataAgent-total" session={total} />
         )}
         <AgentActivityLines activity={session.agentActivity} />
         <Conversation
           session={session}
           rendermime={this._rendermime}
           strategies={this._strategies}
-          price={price}
+          prices={prices}
         />
         <Composer
           key={session.panel.id}
@@ -276,8 +268,24 @@ export class AgentSidebar extends ReactWidget {
   private _modelInfo: ModelInfo | null = null;
   private _connectModel: (() => void) | null = null;
   private _price: ModelPrice | null = null;
-  private _prices: { [model: string]: ModelPrice | undefined } = {};
+  /** One object while the prices stay the same: the memoized turn views compare it. */
+  private _priceConfig: IPrices = { price: null, prices: {} };
   private _models: string[] = [];
   private _limits: Limits = null;
   private _manageTokens: (() => void) | null = null;
+}
+
+/**
+ * The usage of each of the notebook's own turns (null: not finished): the
+ * live request's result, else what the stored turn kept, so the session
+ * total is the same after a reload. Turns started elsewhere are not counted.
+ */
+function sessionTurns(session: NotebookSession): (IUsage | null)[] {
+  return session
+    .timeline()
+    .filter(entry => !entry.outside)
+    .map(entry => {
+      const result = entry.exchange?.job.result;
+      return result ? usageOfResult(result) : (entry.turn?.usage ?? null);
+    });
 }

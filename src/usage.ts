@@ -22,6 +22,12 @@ export interface IUsage {
   modelTimeS: number;
   /** How many turns are added up here. */
   turns: number;
+  /**
+   * One turn's model, the one it ran on: its cost is that model's price,
+   * whatever is picked later. Absent: not known (a turn stored before the
+   * field), or several turns added up.
+   */
+  model?: string;
 }
 
 export const NO_USAGE: IUsage = {
@@ -33,8 +39,8 @@ export const NO_USAGE: IUsage = {
   turns: 0
 };
 
-/** The usage a `done` event's stats report for one turn. */
-export function usageOf(stats: SearchStats): IUsage {
+/** The usage a `done` event's stats report for one turn, run on `model` ("": not known). */
+export function usageOf(stats: SearchStats, model = ''): IUsage {
   return {
     promptTokens: stats.prompt_tokens,
     completionTokens: stats.completion_tokens,
@@ -42,10 +48,17 @@ export function usageOf(stats: SearchStats): IUsage {
     wallTimeS: stats.wall_time_s,
     // Absent from a server older than the field.
     modelTimeS: stats.model_time_s ?? 0,
-    turns: 1
+    turns: 1,
+    ...(model ? { model } : {})
   };
 }
 
+/** One finished turn's usage, with the model the server says it ran on. */
+export function usageOfResult(result: DoneResult): IUsage {
+  return usageOf(result.stats, result.model ?? '');
+}
+
+/** Two usages added up (no single model any more). */
 export function addUsage(a: IUsage, b: IUsage): IUsage {
   return {
     promptTokens: a.promptTokens + b.promptTokens,
@@ -57,35 +70,33 @@ export function addUsage(a: IUsage, b: IUsage): IUsage {
   };
 }
 
-/** The finished turns' usage added up (null results: not finished); null before the first. */
-export function totalUsage(
-  results: readonly (DoneResult | null)[]
-): IUsage | null {
-  let total = NO_USAGE;
-  for (const result of results) {
-    if (result) {
-      total = addUsage(total, usageOf(result.stats));
-    }
-  }
-  return total.turns ? total : null;
+/** The server's prices (`GET config`): the configured model's, and each offered model's. */
+export interface IPrices {
+  price?: ModelPrice | null;
+  prices?: { [model: string]: ModelPrice | undefined };
 }
 
 /**
- * The price of the model a turn runs on: the one picked in the composer
- * (null: the configured one), from the server's prices of the models it
- * offers; null when that model has none.
+ * The price of a model (null: the configured one), from the server's
+ * prices of the models it offers; null when that model has none.
  */
 export function modelPrice(
-  config: {
-    price?: ModelPrice | null;
-    prices?: { [model: string]: ModelPrice | undefined };
-  },
-  picked: string | null
+  config: IPrices,
+  model: string | null
 ): ModelPrice | null {
-  if (picked === null) {
+  if (model === null) {
     return config.price ?? null;
   }
-  return config.prices?.[picked] ?? null;
+  return config.prices?.[model] ?? null;
+}
+
+/**
+ * The price of the model one turn ran on; null when it has none, or when
+ * the turn does not say its model (never the model picked now: a past turn
+ * did not run on it).
+ */
+export function turnPrice(config: IPrices, usage: IUsage): ModelPrice | null {
+  return usage.model ? modelPrice(config, usage.model) : null;
 }
 
 /** Estimated USD; null without a price (a local model, or none configured). */
@@ -97,6 +108,41 @@ export function costOf(usage: IUsage, price: ModelPrice | null): number | null {
     (usage.promptTokens * price.input + usage.completionTokens * price.output) /
     1e6
   );
+}
+
+/** The session's turns added up, and what the priced ones cost. */
+export interface ISessionUsage {
+  usage: IUsage;
+  /** The priced turns' costs added up, each at its own model's price; null: none priced. */
+  cost: number | null;
+  /** How many of the turns have a price (the others cost nothing known). */
+  priced: number;
+}
+
+/**
+ * The finished turns (null: not finished) added up; null before the first.
+ * Each turn's cost is its own model's price, so picking another model
+ * changes no past turn's cost.
+ */
+export function sessionUsage(
+  turns: readonly (IUsage | null)[],
+  config: IPrices
+): ISessionUsage | null {
+  let usage = NO_USAGE;
+  let cost: number | null = null;
+  let priced = 0;
+  for (const turn of turns) {
+    if (!turn) {
+      continue;
+    }
+    usage = addUsage(usage, turn);
+    const turnCost = costOf(turn, turnPrice(config, turn));
+    if (turnCost !== null) {
+      cost = (cost ?? 0) + turnCost;
+      priced += 1;
+    }
+  }
+  return usage.turns ? { usage, cost, priced } : null;
 }
 
 /** "950", "12,345": whole tokens with thousands separators. */
@@ -140,11 +186,13 @@ export function formatTurnTime(usage: IUsage): string {
 }
 
 /** The parts of the usage line, in order, e.g. for one turn:
- * "900 in / 120 out tokens", "1 model call", "1.2 s (model 0.9 s)", "≈ $0.0002". */
+ * "900 in / 120 out tokens", "1 model call", "1.2 s (model 0.9 s)", "≈ $0.0002".
+ * `cost`: the estimate (null: none shown); `priced` of the session's turns
+ * had a price ("≈ $0.02 (1 of 7 turns priced)" when not all). */
 export function usageParts(
   usage: IUsage,
-  price: ModelPrice | null,
-  options: { time?: boolean } = {}
+  cost: number | null,
+  options: { time?: boolean; priced?: number } = {}
 ): string[] {
   const parts = [
     `${formatTokens(usage.promptTokens)} in / ${formatTokens(usage.completionTokens)} out tokens`,
@@ -153,15 +201,51 @@ export function usageParts(
   if (options.time ?? true) {
     parts.push(formatTurnTime(usage));
   }
-  const cost = costOf(usage, price);
   if (cost !== null) {
-    parts.push(`≈ ${formatCost(cost)}`);
+    const priced = options.priced ?? usage.turns;
+    parts.push(
+      priced < usage.turns
+        ? `≈ ${formatCost(cost)} (${priced} of ${plural(usage.turns, 'turn')} priced)`
+        : `≈ ${formatCost(cost)}`
+    );
   }
   return parts;
 }
 
-/** The tooltip: what each number means, and where the price comes from. */
+/** One turn's tooltip: what each number means, and where the price comes from. */
 export function usageTitle(usage: IUsage, price: ModelPrice | null): string {
+  const lines = numbersTitle(usage);
+  if (usage.model) {
+    lines.unshift(`Model: ${usage.model}`);
+  }
+  if (price) {
+    lines.push(
+      `Estimated cost at ${usage.model ?? 'its model'}'s $${price.input} / $${price.output} per million ` +
+        'input / output tokens (c.DataAgent.prices)'
+    );
+  } else if (usage.model) {
+    lines.push(`No price configured for ${usage.model}: no cost shown`);
+  }
+  return lines.join('\n');
+}
+
+/** The session total's tooltip: the numbers, and how its cost was added up. */
+export function sessionTitle(session: ISessionUsage): string {
+  const lines = numbersTitle(session.usage);
+  if (session.cost !== null) {
+    const unpriced = session.usage.turns - session.priced;
+    lines.push(
+      `Estimated cost: ${formatCost(session.cost)}, each turn at the price of the model it ran on (c.DataAgent.prices)` +
+        (unpriced
+          ? `; ${plural(unpriced, 'turn')} on a model without a price not counted`
+          : '')
+    );
+  }
+  return lines.join('\n');
+}
+
+/** The tooltip lines every usage has: tokens, calls, time. */
+function numbersTitle(usage: IUsage): string[] {
   const lines = [
     `Prompt tokens: ${formatTokens(usage.promptTokens)}`,
     `Completion tokens: ${formatTokens(usage.completionTokens)}`,
@@ -175,13 +259,7 @@ export function usageTitle(usage: IUsage, price: ModelPrice | null): string {
       `  the rest (running code in kernel copies, building the prompt): ${formatSeconds(rest)}`
     );
   }
-  if (price) {
-    lines.push(
-      `Estimated cost at $${price.input} / $${price.output} per million ` +
-        'input / output tokens (c.DataAgent.prices)'
-    );
-  }
-  return lines.join('\n');
+  return lines;
 }
 
 /** How full the prompt was, 0 to 1 (over budget shows full). */

@@ -141,6 +141,7 @@ export interface TurnSummary {
   notebook_path: string;
   started: number;
   finished: number | null;
+  model: string;
 }
 export interface ProgressEvent {
   version: 1;
@@ -434,6 +435,7 @@ export interface DoneResult {
   support?: number[];
   stats: SearchStats;
   protections: Protections | null;
+  model?: string;
 }
 /**
  * ``search.base.SearchStats``: what the turn cost.

@@ -228,14 +228,16 @@ def test_the_written_file_is_the_next_servers_setting(tmp_path, model_server, mo
     from jupyter_data_agent.config import resolve_settings
 
     path = tmp_path / CONNECT_FILE
-    write_setting(path, model_server.base_url, "small-coder", "")
+    write_setting(path, model_server.base_url, "small-coder", "", ["small-coder", "big-coder"])
     env = {"OPENAI_BASE_URL": "http://elsewhere:1/v1", "OPENAI_API_KEY": KEY}
     settings = resolve_settings(env=env, dirs=[str(tmp_path)])
     assert (settings.backend, settings.base_url, settings.model, settings.api_key) == (
         "openai", model_server.base_url, "small-coder", "")
+    # The endpoint's other models are the picker's (the connected one first, not twice).
+    assert settings.offered_models == ["small-coder", "big-coder"]
 
     monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(tmp_path / "none"))
-    setting = written_setting(model_server.base_url, "small-coder", "")
+    setting = written_setting(model_server.base_url, "small-coder", "", ["small-coder", "big-coder"])
     assert overridden(Config(), path, setting) == []
     assert overridden(Config({"DataAgent": {"model": "pinned", "backend": "openai"}}), path, setting) == ["model"]
 

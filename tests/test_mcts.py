@@ -130,6 +130,10 @@ def test_greedy_selection_backprop_vote_and_early_stop(tree):
                                       {"answer": "@answer[41]", "votes": 1},
                                       {"answer": "@answer[40]", "votes": 1}]
     assert progress[3]["iterations"] == 4 and progress[3]["nodes"] == 12
+    # The progress line in words: counts agree with their nouns (issue 40), never "1 nodes".
+    lines = [e.message for e in events if e.kind == "progress"]
+    assert lines[3] == "search iteration 4: 12 nodes, 5 answers"
+    assert all(" 1 nodes" not in m and "(s)" not in m for m in lines)
     assert progress[-1]["best_value"] == pytest.approx(0.9)
     # the vote, the alternatives with their support, the chosen path's steps
     assert result.answer == "@answer[42]"
@@ -283,6 +287,16 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_counts_in_words():
+    from jupyter_data_agent.words import counted
+
+    assert [counted(n, "node") for n in (0, 1, 2)] == ["0 nodes", "1 node", "2 nodes"]
+    assert counted(0, "answer", none="no answers") == "no answers"
+    assert counted(1, "answer", none="no answers") == "1 answer"
+    assert counted(3, "DataFrame schema") == "3 DataFrame schemas"
+    assert counted(2, "child", "children") == "2 children"
 
 
 def test_group_answers_orders_by_votes_then_value():

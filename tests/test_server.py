@@ -232,7 +232,7 @@ def sent_candidates(events: list[dict]) -> list[dict]:
         # ``done`` refers to them (count, chosen index) and never repeats them.
         assert done["data"]["result"]["candidates"] == len(by_index)
         assert set(done["data"]["result"]) == {"strategy", "answer", "chosen", "candidates",
-                                               "support", "stats", "protections"}
+                                               "support", "stats", "protections", "model"}
         assert len(done["data"]["result"]["support"]) == len(by_index)
     return [by_index[i] for i in range(len(by_index))]
 

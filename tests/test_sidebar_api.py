@@ -41,7 +41,8 @@ def jp_server_config(model_server, monkeypatch):
 
     model_server.clear()
     return agent_server_config(model_server, monkeypatch, {"kernel_wait_notice_s": 1.0},
-                               models=["big-model", "test-model", " "])
+                               models=["big-model", "test-model", " "],
+                               prices={"big-model": {"input": 2.5, "output": 10}})
 
 
 async def config(jp_fetch) -> dict:
@@ -65,6 +66,27 @@ async def test_a_turn_runs_on_the_model_it_names(jp_fetch, jp_ws_fetch, model_se
     job_id = (await post_turn(jp_fetch))["job_id"]
     assert (await stream_events(jp_ws_fetch, job_id))[-1]["type"] == "done"
     assert [r.body.get("model") for r in model_server.generation_requests] == ["test-model"]
+
+
+@on_server_loop
+async def test_each_turn_keeps_the_model_it_ran_on_and_its_tokens(jp_fetch, jp_ws_fetch):
+    """M1 (issue 40): a turn's cost is its own model's price, not the one picked later, so the
+    ``done`` result and ``GET turns`` name the model each turn ran on, with its token counts."""
+    reply = await config(jp_fetch)
+    assert reply["price"] is None and reply["prices"] == {"big-model": {"input": 2.5, "output": 10}}
+    done = {}
+    for model in ("big-model", None):
+        job_id = (await post_turn(jp_fetch, **({"model": model} if model else {})))["job_id"]
+        events = await stream_events(jp_ws_fetch, job_id)
+        assert events[-1]["type"] == "done"
+        done[job_id] = events[-1]["data"]["result"]
+    assert [r["model"] for r in done.values()] == ["big-model", "test-model"]
+    for result in done.values():
+        stats = result["stats"]
+        assert stats["model_calls"] == 1 and stats["prompt_tokens"] > 0 and stats["completion_tokens"] > 0
+    listed = json.loads((await jp_fetch(NS, "turns", params={"notebook_path": "analysis.ipynb"})).body)
+    models = {t["job_id"]: t["model"] for t in listed["turns"] if t["job_id"] in done}
+    assert models == {job_id: result["model"] for job_id, result in done.items()}
 
 
 @on_server_loop

@@ -172,6 +172,20 @@ def test_a_prose_reply_is_the_turns_answer(strategy):
     assert result.strategy == strategy and result.stats.model_calls == 1
 
 
+def test_a_prose_answers_time_includes_the_model_time():
+    """m6: an answer in words showed "0.0 s (model 1.1 s)": the strategy raised before it set
+    its wall time, so the turn's time must be measured around it."""
+    from jupyter_data_agent.turn import run_turn
+    from tests.scripted_backend import ScriptedBackend
+
+    backend = ScriptedBackend(lambda call: [PROSE], on_call=lambda call: time.sleep(0.3))
+    ask = TurnAsk(intent="what unit is the delay in?", execute=False)
+    result = run_turn(resolve(SETTINGS, ask), NotebookContext(), backend, prose_answers=True)
+    stats = result.stats
+    assert result.answer == PROSE and stats.model_calls == 1
+    assert 0.3 <= stats.model_time_s <= stats.wall_time_s + 0.0005  # model time is kept in ms
+
+
 def test_an_empty_reply_is_still_refused():
     from jupyter_data_agent.prompts import ProseAnswer, UnparsableOutput
     from jupyter_data_agent.turn import run_turn

@@ -49,3 +49,9 @@ c.ModelConnect.ports = {  # noqa: F821
     "Test model server": urlsplit(os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8765/v1")).port or 8765,
 }
 c.ModelConnect.config_dir = tempfile.mkdtemp(prefix="galata-connect-")  # noqa: F821
+
+# Two models, one priced (usage.spec.ts: each turn's cost is its own model's price; the
+# sidebar's model picker). The configured model (JUPYTER_DATA_AGENT_MODEL=test-model) has
+# no price, so its inline completion stays on ("auto") and its turns show no cost.
+c.DataAgent.models = ["big-model"]  # noqa: F821
+c.DataAgent.prices = {"big-model": {"input": 5, "output": 15}}  # noqa: F821

@@ -53,7 +53,7 @@ module.exports = {
   },
   webServer: [
     {
-      command: `python -m tests.openai_server --port ${OPENAI_PORT} --reply-file ui-tests/fixtures/replies.json --log ui-tests/logs/${OPENAI_LOG}`,
+      command: `python -m tests.openai_server --port ${OPENAI_PORT} --reply-file ui-tests/fixtures/replies.json --model test-model --model big-model --log ui-tests/logs/${OPENAI_LOG}`,
       cwd: repoRoot,
       url: `http://127.0.0.1:${OPENAI_PORT}/health`,
       timeout: 60 * 1000,

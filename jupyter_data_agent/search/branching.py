@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from ..prompts import UnparsableOutput
 from ..prompts.parse import Step
+from ..words import counted
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
 from .equivalence import exec_output
 from .estimators import NodeState, ValueEstimator
@@ -174,7 +175,7 @@ class BranchingSearch:
         for i, candidate in enumerate(candidates):  # sent once checked, valued and counted (the tree's way)
             ctx.events(Event("candidate", f"candidate {i + 1}", {"index": i, "candidate": candidate}))
         if drawn.unparsable:
-            ctx.events(Event("log", f"{drawn.unparsable} answer(s) held no code and were dropped"))
+            ctx.events(Event("log", f"Dropped {counted(drawn.unparsable, 'answer')} that held no code"))
         return finish("mcts", chosen, candidates, ctx, plan, stats, started)
 
     def _progress(self, candidates: list[Candidate]) -> None:

@@ -84,6 +84,7 @@ from ..prompts.react import (
     solution_cell,
     to_prompt,
 )
+from ..words import counted
 from . import tree_policy
 from .base import (
     Cancelled,
@@ -202,8 +203,8 @@ class MCTSSearch:
         visited = [n.q for n in self.nodes if n.parent is not None and n.visits]
         best = max(visited) if visited else None
         self.ctx.progress(
-            f"search iteration {self.stats.iterations}: {len(self.nodes) - 1} nodes, "
-            f"{sum(g.votes for g in groups)} answer(s)",
+            f"search iteration {self.stats.iterations}: {counted(len(self.nodes) - 1, 'node')}, "
+            f"{counted(sum(g.votes for g in groups), 'answer', none='no answers')}",
             iterations=self.stats.iterations, nodes=len(self.nodes) - 1,
             best_value=None if best is None else round(best, 4),
             answers=[{"answer": g.answer, "votes": g.votes} for g in groups],

@@ -22,6 +22,7 @@ from math import comb
 
 from ..kernel.results import ExecResult
 from ..prompts import UnparsableOutput
+from ..words import counted
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
 from .equivalence import exec_output
 from .evidence import agree_check, plausible_check, type_check
@@ -114,7 +115,7 @@ class VoteStrategy:
         if chosen is None:
             chosen = candidates[0]
         if drawn.unparsable:
-            ctx.events(Event("log", f"{drawn.unparsable} answer(s) held no code and were dropped"))
+            ctx.events(Event("log", f"Dropped {counted(drawn.unparsable, 'answer')} that held no code"))
         return finish(self.name, chosen, candidates, ctx, plan, stats, started)
 
 

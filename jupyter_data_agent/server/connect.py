@@ -23,6 +23,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -188,11 +189,11 @@ async def check_model(base_url: str, model: str, api_key: str = "", *, timeout: 
     return True, f"{model} answered a one-token request in {elapsed:.1f} s."
 
 
-def write_setting(path: Path, base_url: str, model: str, api_key: str) -> Path:
+def write_setting(path: Path, base_url: str, model: str, api_key: str, others: Sequence[str] = ()) -> Path:
     """``c.DataAgent`` for this endpoint in ``path``, the user's ``jupyter_data_agent_config.json``.
 
-    Its other settings stay; ``models`` is emptied (the picker's other models belonged to the
-    previous backend). Mode 0600, since it may hold the key, also for a file that was not: the
+    Its other settings stay; ``models`` becomes ``others``, the endpoint's other models (the
+    picker's earlier ones belonged to the previous backend). Mode 0600, since it may hold the key, also for a file that was not: the
     file is written whole to a private temporary file and moved over the old one. A file that is
     not JSON is left alone (a ``ConnectError``): it is the user's.
     """
@@ -204,7 +205,7 @@ def write_setting(path: Path, base_url: str, model: str, api_key: str) -> Path:
         except (ValueError, AssertionError):
             raise ConnectError(f"{path} is not a JSON config file (an object with a DataAgent object); "
                                "fix or remove it, then connect again.") from None
-    data["DataAgent"] = {**data.get("DataAgent", {}), **written_setting(base_url, model, api_key)}
+    data["DataAgent"] = {**data.get("DataAgent", {}), **written_setting(base_url, model, api_key, others)}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=".connect-", dir=path.parent)  # created 0600
     try:
@@ -220,9 +221,11 @@ def write_setting(path: Path, base_url: str, model: str, api_key: str) -> Path:
     return path
 
 
-def written_setting(base_url: str, model: str, api_key: str) -> dict:
-    """The ``c.DataAgent`` traits "Connect a model" sets."""
-    return {"backend": "openai", "base_url": base_url, "model": model, "api_key": api_key, "models": []}
+def written_setting(base_url: str, model: str, api_key: str, others: Sequence[str] = ()) -> dict:
+    """The ``c.DataAgent`` traits "Connect a model" sets: the model, and the endpoint's others for
+    the sidebar's picker."""
+    return {"backend": "openai", "base_url": base_url, "model": model, "api_key": api_key,
+            "models": [m for m in others if m != model]}
 
 
 def overridden(server_config: Config, path: Path, setting: dict) -> list[str]:

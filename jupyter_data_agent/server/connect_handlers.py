@@ -41,6 +41,11 @@ class ConnectHandler(AgentAPIHandler):
     def connect_options(self) -> ModelConnect:
         return ModelConnect(config=self.config)
 
+    @property
+    def listing_timeout(self) -> float:
+        """Seconds a typed server may take to list its models (a hosted endpoint, far away)."""
+        return max(self.connect_options.probe_timeout_s, 10.0)
+
     async def allowed(self) -> None:
         if not await self.may("write", "server"):
             raise web.HTTPError(403, "You may not change this server's model.")
@@ -82,8 +87,7 @@ class ModelsHandler(ConnectHandler):
         await self.allowed()
         request, base_url = self.request_body(need_model=False)
         started = time.monotonic()
-        timeout = max(self.connect_options.probe_timeout_s, 10.0)  # a hosted endpoint, far away
-        server = await list_models(TYPED, base_url, request.api_key, timeout=timeout)
+        server = await list_models(TYPED, base_url, request.api_key, timeout=self.listing_timeout)
         self.finish(ModelServers(servers=[server], elapsed_s=time.monotonic() - started).model_dump_json())
 
 
@@ -117,17 +121,20 @@ class ConnectModelHandler(ConnectHandler):
         model = request.model.strip()
         scrub = Scrubber([request.api_key])
         target = self.connect_options.target()
+        # The endpoint's other models go in the picker (it answered /models for the dialog).
+        served = await list_models(TYPED, base_url, request.api_key, timeout=self.listing_timeout)
         try:
-            path = await asyncio.to_thread(write_setting, target, base_url, model, request.api_key)
+            path = await asyncio.to_thread(write_setting, target, base_url, model, request.api_key,
+                                           served.models)
         except ConnectError as exc:
             raise web.HTTPError(409, str(exc)) from None
         except OSError as exc:
             raise web.HTTPError(500, scrub.text(f"The setting could not be written: {exc}")) from None
-        setting = written_setting(base_url, model, request.api_key)
+        setting = written_setting(base_url, model, request.api_key, served.models)
         lost = await asyncio.to_thread(overridden, Config(self.config or {}), path, setting)
         use = self.agent_state.use_model
         if use is not None:
-            use({**setting, "models": ()})
+            use({**setting, "models": tuple(setting["models"])})
         where = f"written to {path}"
         if lost:
             where += (f"; but at the next start c.DataAgent.{', c.DataAgent.'.join(lost)} set elsewhere wins "

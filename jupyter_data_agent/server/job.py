@@ -242,6 +242,7 @@ class Job:
                 "support": [c.support for _, c in sorted(self._streamed, key=lambda sent: sent[0])],
                 "stats": result.stats,
                 "protections": result.protections,
+                "model": self.model,
             },
             "turn_id": self.turn_id,
             "confinement": confinement,

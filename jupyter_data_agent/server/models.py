@@ -231,6 +231,7 @@ class TurnSummary(Reply):
     notebook_path: str
     started: float  # seconds since the epoch
     finished: float | None
+    model: str = ""  # the model the turn ran on; "": not known yet (it had not started)
 
 
 class TurnList(Versioned):
@@ -324,8 +325,8 @@ class AgentConfig(Versioned):
     # The models a turn may name (the configured one first; c.DataAgent.models): the
     # sidebar's picker, hidden when there is only one.
     models: list[str] = Field(default_factory=list)
-    # The price of each offered model that has one (c.DataAgent.prices): the cost shown is the
-    # picked model's.
+    # The price of each offered model that has one (c.DataAgent.prices): a turn's cost is the
+    # price of the model it ran on (``DoneResult.model``).
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     # Which model answers, in words (the sidebar names it; the embedded one is said to be weak).
     model_info: ModelInfo

@@ -113,5 +113,5 @@ def summary(job: Job) -> TurnSummary:
     return TurnSummary(job_id=job.id, turn_id=job.turn_id, source=job.source, agent=job.agent,  # type: ignore[arg-type]
                        strategy=job.spec.strategy, status=job.status, intent=question(job.request)[:500],  # type: ignore[arg-type]
                        notebook_path=job.request.notebook_path or "", started=job.created,
-                       finished=job.finished_at)
+                       finished=job.finished_at, model=job.model)
 

@@ -264,6 +264,9 @@ class DoneResult(_Wire):
     support: list[int] = Field(default_factory=list)
     stats: SearchStats
     protections: Protections | None
+    # The model the turn ran on (the picker's choice, else the configured one): its cost is
+    # that model's price, whatever is picked later. "": not known (a server older than it).
+    model: str = ""
 
     @model_validator(mode="after")
     def _chosen_was_sent(self) -> "DoneResult":

@@ -24,6 +24,7 @@ from ..kernel.inkernel.schema import mentions, schema_block, schema_cuts
 from ..kernel.plots import PLOT_MARKER
 from ..search import Cancelled
 from ..search.base import Event, EventSink, ignore_events
+from ..words import counted
 from .copies import Copies, open_copies, replay_cells
 from .spec import TurnSpec
 
@@ -74,7 +75,7 @@ async def aprepare(spec: TurnSpec, notebook: NotebookContext, handle: KernelHand
     frames = list(inspection.frames)
     context = _with_plots(notebook, inspection.plots)
     if inspection.plots:
-        say("log", f"Described {len(inspection.plots)} plot(s) of the active cell from the kernel.")
+        say("log", f"Described {counted(len(inspection.plots), 'plot')} of the active cell from the kernel.")
 
     live = min(spec.copies.max_live, max_live) if max_live else spec.copies.max_live
     can_fork = inspection.answered and not handle.why_no_copies()
@@ -123,7 +124,7 @@ async def _inspect(spec: TurnSpec, notebook: NotebookContext, handle: KernelHand
     else:
         if inspection.waited:
             say("progress", "The kernel is ready.", state="kernel_ready")
-        say("progress", f"Read {len(inspection.frames)} DataFrame schema(s) from the kernel.",
+        say("progress", f"Read {counted(len(inspection.frames), 'DataFrame schema')} from the kernel.",
             state="schema_ready", frames=[f.name for f in inspection.frames])
     return inspection
 

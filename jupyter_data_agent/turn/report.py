@@ -36,6 +36,7 @@ class TurnReport:
     support: list[int] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     confinement: dict[str, Any] = field(default_factory=dict)
+    model: str = ""  # the model the turn ran on ("": not said)
     seen: int = 0  # the last event's seq: ``after=`` resumes from it
 
     @classmethod
@@ -74,6 +75,7 @@ class TurnReport:
                 self.chosen = result.get("chosen")
                 self.support = list(result.get("support") or [])
                 self.stats = dict(result.get("stats") or {})
+                self.model = str(result.get("model") or "")
                 self.confinement = dict(data.get("confinement") or {})
             elif kind == "error":
                 self.status = "cancelled" if data.get("state") == "cancelled" else "error"

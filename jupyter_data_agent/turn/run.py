@@ -79,6 +79,7 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
         protections=copies.protections if copies is not None else None,
     )
     request = turn_request(spec, context, schema, schema_cuts)
+    started = time.monotonic()
     try:
         result = (strategy or get_strategy(spec.strategy)).run(request, ctx)
     except ProseAnswer as prose:
@@ -86,6 +87,8 @@ def run_turn(spec: TurnSpec, context: NotebookContext, backend: Backend, *, sche
             raise UnparsableOutput(str(prose), prose.stats) from None
         # a question answered in words: the words are the turn's answer
         stats = prose.stats if isinstance(prose.stats, SearchStats) else SearchStats()
+        # The strategy raised before it timed itself: the turn's time is this run's.
+        stats.wall_time_s = time.monotonic() - started
         result = SearchResult(chosen=None, stats=stats, protections=ctx.protections,
                               strategy=spec.strategy, answer=prose.text)
     result.stats.model_time_s = round(timed.seconds, 3)

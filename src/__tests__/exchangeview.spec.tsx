@@ -77,6 +77,9 @@ class FakeSession {
   }
 }
 
+/** The server's prices: one object while they stay the same, as the panel keeps them. */
+const PRICES = { price: null, prices: {} };
+
 /** Renders the conversation afresh on each update, as the sidebar does. */
 class Host extends ReactWidget {
   constructor(private _session: FakeSession) {
@@ -88,7 +91,7 @@ class Host extends ReactWidget {
         session={this._session as unknown as NotebookSession}
         rendermime={null as any}
         strategies={null}
-        price={null}
+        prices={PRICES}
       />
     );
   }

@@ -99,7 +99,8 @@ function doneEvent(
         chosen,
         candidates,
         stats: STATS,
-        protections: null
+        protections: null,
+        model: 'big-model'
       },
       turn_id: 't1',
       confinement: null
@@ -184,7 +185,10 @@ class Host extends ReactWidget {
         session={this._session as unknown as NotebookSession}
         rendermime={rendermime}
         strategies={null}
-        price={{ input: 1, output: 2 } as any}
+        prices={{
+          price: null,
+          prices: { 'big-model': { input: 1, output: 2 } }
+        }}
       />
     );
   }
@@ -221,6 +225,8 @@ describe('a turn read back after a reload', () => {
     expect(turn.runs?.map(r => r?.support)).toEqual([2, 1, 2]);
     expect(turn.classes).toEqual([2, 1]);
     expect(turn.usage?.promptTokens).toBe(1200);
+    // The model it ran on is stored with it: its cost after a reload is that model's (M1).
+    expect(turn.usage?.model).toBe('big-model');
     expect(turn.context?.window).toBe(4096);
     expect(turn.edits_cell).toBe('c2');
 
@@ -237,6 +243,9 @@ describe('a turn read back after a reload', () => {
     );
     expect(node.querySelector('.jp-DataAgent-usage')?.textContent).toContain(
       '1,200'
+    );
+    expect(node.querySelector('.jp-DataAgent-usage')?.textContent).toContain(
+      '≈ $'
     );
     expect(node.querySelector('.jp-DataAgent-gauge')).not.toBeNull();
     // The non-chosen candidates can be read: tab 2 shows the one that raised.

@@ -53,6 +53,7 @@ function summary(jobId: string, patch: Partial<TurnSummary> = {}): TurnSummary {
     notebook_path: 'nb.ipynb',
     started: 1700000000,
     finished: 1700000005,
+    model: 'test-model',
     ...patch
   };
 }
@@ -385,7 +386,7 @@ class Host extends ReactWidget {
         session={this._session as unknown as NotebookSession}
         rendermime={rendermime}
         strategies={null}
-        price={null}
+        prices={{}}
       />
     );
   }

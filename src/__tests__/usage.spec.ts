@@ -11,13 +11,21 @@ import {
   formatSeconds,
   formatTokens,
   modelPrice,
-  totalUsage,
+  sessionTitle,
+  sessionUsage,
+  turnPrice,
   usageOf,
+  usageOfResult,
   usageParts,
   usageTitle
 } from '../usage';
-import { configRows } from '../configtable';
-import type { AgentConfig, ContextReport, SearchStats } from '../wire';
+import { configRows, priceLines } from '../configtable';
+import type {
+  AgentConfig,
+  ContextReport,
+  DoneResult,
+  SearchStats
+} from '../wire';
 
 const STATS: SearchStats = {
   iterations: 0,
@@ -68,23 +76,28 @@ describe('usage', () => {
   });
 
   it('adds up only the finished turns of a session', () => {
-    const done = {
-      strategy: 'direct' as const,
+    const done: DoneResult = {
+      strategy: 'direct',
       answer: null,
       chosen: 0,
       candidates: 1,
       stats: STATS,
       protections: null
     };
-    expect(totalUsage([])).toBeNull();
-    expect(totalUsage([null])).toBeNull();
-    expect(totalUsage([done, null, done])).toEqual({
-      promptTokens: 2468,
-      completionTokens: 112,
-      modelCalls: 2,
-      wallTimeS: 4.69,
-      modelTimeS: 3,
-      turns: 2
+    expect(sessionUsage([], {})).toBeNull();
+    expect(sessionUsage([null], {})).toBeNull();
+    const turn = usageOfResult(done);
+    expect(sessionUsage([turn, null, turn], {})).toEqual({
+      usage: {
+        promptTokens: 2468,
+        completionTokens: 112,
+        modelCalls: 2,
+        wallTimeS: 4.69,
+        modelTimeS: 3,
+        turns: 2
+      },
+      cost: null,
+      priced: 0
     });
   });
 
@@ -117,9 +130,12 @@ describe('usage', () => {
     expect(usageParts({ ...usageOf(STATS), modelTimeS: 0 }, null).pop()).toBe(
       '2.3 s'
     );
-    expect(
-      usageParts({ ...usageOf(STATS), modelCalls: 3 }, PRICE, { time: false })
-    ).toEqual(['1,234 in / 56 out tokens', '3 model calls', '≈ $0.0002']);
+    const usage = { ...usageOf(STATS), modelCalls: 3 };
+    expect(usageParts(usage, costOf(usage, PRICE), { time: false })).toEqual([
+      '1,234 in / 56 out tokens',
+      '3 model calls',
+      '≈ $0.0002'
+    ]);
   });
 
   it('explains the numbers in the tooltip', () => {
@@ -127,6 +143,9 @@ describe('usage', () => {
     expect(title).toContain('Prompt tokens: 1,234');
     expect(title).toContain('Completion tokens: 56');
     expect(title).toContain('$0.15 / $0.6 per million');
+    const onModel = usageTitle(usageOf(STATS, 'gpt-4o'), null);
+    expect(onModel).toContain('Model: gpt-4o');
+    expect(onModel).toContain('No price configured for gpt-4o');
     expect(title).toContain('waiting for the model: 1.5 s');
     expect(title).toContain('building the prompt): 0.8 s');
     expect(usageTitle(usageOf(STATS), null)).not.toContain('cost');
@@ -213,45 +232,47 @@ function byLabel(rows: [string, string][]): Record<string, string> {
   return out;
 }
 
+const CONFIG_BASE: AgentConfig = {
+  version: 1,
+  backend: 'openai',
+  model: 'gpt-4o-mini',
+  base_url: 'https://api.example.com/v1',
+  api_key_set: true,
+  model_info: {
+    name: 'gpt-4o-mini',
+    kind: 'openai',
+    note: 'at api.example.com'
+  },
+  strategies: [
+    {
+      name: 'direct',
+      label: 'Direct',
+      summary: '',
+      samples: null,
+      budget: null
+    },
+    { name: 'vote', label: 'Vote', summary: '', samples: 5, budget: null }
+  ],
+  capabilities: {
+    strategies: ['direct'],
+    chat: true,
+    live_state: true,
+    events: 'websocket',
+    inline_completion: false
+  },
+  limits: {
+    max_samples: 32,
+    max_budget: 500,
+    max_intent_chars: 20000,
+    max_concurrent_jobs: 4
+  },
+  price: { input: 0.15, output: 0.6 },
+  models: ['gpt-4o-mini', 'gpt-4o'],
+  prices: {}
+};
+
 describe('configRows', () => {
-  const CONFIG: AgentConfig = {
-    version: 1,
-    backend: 'openai',
-    model: 'gpt-4o-mini',
-    base_url: 'https://api.example.com/v1',
-    api_key_set: true,
-    model_info: {
-      name: 'gpt-4o-mini',
-      kind: 'openai',
-      note: 'at api.example.com'
-    },
-    strategies: [
-      {
-        name: 'direct',
-        label: 'Direct',
-        summary: '',
-        samples: null,
-        budget: null
-      },
-      { name: 'vote', label: 'Vote', summary: '', samples: 5, budget: null }
-    ],
-    capabilities: {
-      strategies: ['direct'],
-      chat: true,
-      live_state: true,
-      events: 'websocket',
-      inline_completion: false
-    },
-    limits: {
-      max_samples: 32,
-      max_budget: 500,
-      max_intent_chars: 20000,
-      max_concurrent_jobs: 4
-    },
-    price: { input: 0.15, output: 0.6 },
-    models: ['gpt-4o-mini', 'gpt-4o'],
-    prices: {}
-  };
+  const CONFIG = CONFIG_BASE;
 
   it('shows the server configuration, the strategies it can run and its limits', () => {
     const rows = byLabel(configRows(CONFIG));
@@ -265,11 +286,14 @@ describe('configRows', () => {
       Limits:
         'max samples: 32, max budget: 500, max intent chars: 20000, max concurrent jobs: 4',
       'Inline completion': 'off',
-      Price: '$0.15 input / $0.6 output per million tokens'
+      // Every offered model's price: a turn's cost is its own model's (M1).
+      Price:
+        'gpt-4o-mini: $0.15 input / $0.6 output per million tokens\n' +
+        'gpt-4o: none (no cost shown)'
     });
   });
 
-  it('shows the model picked in the notebook, and its price (N5)', () => {
+  it('shows the model picked in the notebook, and every price (N5, M1)', () => {
     const priced = {
       ...CONFIG,
       prices: {
@@ -281,11 +305,18 @@ describe('configRows', () => {
     expect(rows.Model).toBe(
       'gpt-4o (picked in this notebook; configured: gpt-4o-mini)'
     );
-    expect(rows.Price).toBe('$2.5 input / $10 output per million tokens');
-    // A picked model without a price shows none, not the configured one's.
-    expect(byLabel(configRows(CONFIG, 'gpt-4o')).Price).toBe(
-      'none configured (no cost shown)'
+    expect(rows.Price).toBe(
+      'gpt-4o-mini: $0.15 input / $0.6 output per million tokens\n' +
+        'gpt-4o: $2.5 input / $10 output per million tokens'
     );
+    // Whatever is picked, every configured price is listed, not "none configured".
+    expect(byLabel(configRows(CONFIG, 'gpt-4o')).Price).toContain(
+      'gpt-4o-mini: $0.15 input'
+    );
+    // One model offered: its price alone.
+    expect(
+      byLabel(configRows({ ...CONFIG, models: ['gpt-4o-mini'] })).Price
+    ).toBe('$0.15 input / $0.6 output per million tokens');
   });
 
   it('says what is missing rather than leaving a row empty', () => {
@@ -326,12 +357,94 @@ describe('modelPrice (N5)', () => {
     expect(modelPrice({ price: config.price }, 'gpt-4o')).toBeNull();
   });
 
-  it('prices the footer of a turn on the picked model', () => {
-    const usage = usageOf(STATS);
-    const line = usageParts(usage, modelPrice(config, 'gpt-4o')).join(' · ');
-    expect(line).toContain('≈ $');
+  it("prices a turn at the model it ran on, not the picked one's", () => {
+    expect(turnPrice(config, usageOf(STATS, 'gpt-4o'))).toEqual({
+      input: 2.5,
+      output: 10
+    });
+    expect(turnPrice(config, usageOf(STATS, 'local-llama'))).toBeNull();
+    // A turn that does not say its model (stored before the field): no cost, not a guess.
+    expect(turnPrice(config, usageOf(STATS))).toBeNull();
+  });
+});
+
+describe('the session total over two models, one priced (M1)', () => {
+  // The picker offers both; only big-model has a price.
+  const config = {
+    price: null,
+    prices: { 'big-model': { input: 2.5, output: 10 } }
+  };
+  const stats = (prompt: number, completion: number): SearchStats => ({
+    ...STATS,
+    prompt_tokens: prompt,
+    completion_tokens: completion
+  });
+  const result = (model: string, s: SearchStats): DoneResult => ({
+    strategy: 'direct',
+    answer: null,
+    chosen: 0,
+    candidates: 1,
+    stats: s,
+    protections: null,
+    model
+  });
+  // Six turns on the unpriced model, one on the priced one.
+  const turns = [
+    ...Array.from({ length: 6 }, () =>
+      usageOfResult(result('test-model', stats(1000, 100)))
+    ),
+    usageOfResult(result('big-model', stats(2000, 200)))
+  ];
+  const bigCost = (2000 * 2.5 + 200 * 10) / 1e6;
+
+  it('costs only the priced model’s turns, each at its own price', () => {
+    const costs = turns.map(t => costOf(t, turnPrice(config, t)));
+    expect(costs.slice(0, 6)).toEqual([null, null, null, null, null, null]);
+    expect(costs[6]).toBeCloseTo(bigCost, 12);
+    const total = sessionUsage(turns, config)!;
+    expect(total.usage.turns).toBe(7);
+    expect(total.usage.promptTokens).toBe(8000);
+    expect(total.priced).toBe(1);
+    // The one real priced turn, not seven turns at the priced model's rate.
+    expect(total.cost).toBeCloseTo(bigCost, 12);
     expect(
-      usageParts(usage, modelPrice(config, 'other')).join(' · ')
-    ).not.toContain('≈');
+      usageParts(total.usage, total.cost, {
+        time: false,
+        priced: total.priced
+      }).pop()
+    ).toBe('≈ $0.0070 (1 of 7 turns priced)');
+    expect(sessionTitle(total)).toContain(
+      '6 turns on a model without a price not counted'
+    );
+  });
+
+  it('does not change past turns when another model is picked', () => {
+    // The picker has no say in a past turn's cost: the same usages and prices give the
+    // same costs whichever model is picked now (modelPrice of the pick is not consulted).
+    const before = sessionUsage(turns, config);
+    for (const picked of ['big-model', 'test-model', null]) {
+      expect(modelPrice(config, picked) === null).toBe(picked !== 'big-model');
+      expect(sessionUsage(turns, config)).toEqual(before);
+    }
+    // Not a single priced turn: no cost at all, rather than $0.
+    const unpriced = sessionUsage(turns.slice(0, 6), config)!;
+    expect(unpriced.cost).toBeNull();
+    expect(
+      usageParts(unpriced.usage, unpriced.cost, { priced: 0 }).join(' · ')
+    ).not.toContain('$');
+  });
+
+  it('lists every offered model’s price in the configuration dialog', () => {
+    const lines = priceLines({
+      ...CONFIG_BASE,
+      model: 'test-model',
+      models: ['test-model', 'big-model'],
+      price: null,
+      prices: config.prices
+    });
+    expect(lines).toEqual([
+      'test-model: none (no cost shown)',
+      'big-model: $2.5 input / $10 output per million tokens'
+    ]);
   });
 });

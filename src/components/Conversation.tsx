@@ -8,7 +8,7 @@ import * as React from 'react';
 import type { IExchange } from '../exchange';
 import type { ITurn } from '../metadata';
 import type { NotebookSession } from '../session';
-import type { ModelPrice } from '../wire';
+import type { IPrices } from '../usage';
 import { IServerStrategies } from './common';
 import { ExchangeView } from './ExchangeView';
 import { OutsideTurnView } from './OutsideTurnView';
@@ -19,9 +19,9 @@ export function Conversation(props: {
   session: NotebookSession;
   rendermime: IRenderMimeRegistry;
   strategies: IServerStrategies | null;
-  price: ModelPrice | null;
+  prices: IPrices;
 }) {
-  const { session, rendermime, strategies, price } = props;
+  const { session, rendermime, strategies, prices } = props;
   const items = session.timeline();
   const busy = !!session.running;
   const end = React.useRef<HTMLDivElement>(null);
@@ -48,7 +48,7 @@ export function Conversation(props: {
       exchange={exchange}
       rendermime={rendermime}
       strategies={strategies}
-      price={price}
+      prices={prices}
       suggestion={
         exchange.turnId ? session.suggestions.suggestion(exchange.turnId) : null
       }
@@ -94,7 +94,7 @@ export function Conversation(props: {
               session={session}
               rendermime={rendermime}
               strategies={strategies}
-              price={price}
+              prices={prices}
             />
           )
         )

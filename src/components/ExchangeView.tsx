@@ -16,8 +16,8 @@ import type { TurnStatus } from '../metadata';
 import { EXPLAIN } from '../models';
 import type { NotebookSession } from '../session';
 import type { ISuggestionState } from '../suggestions';
-import { usageOf } from '../usage';
-import type { Confinement, ModelPrice } from '../wire';
+import { IPrices, usageOfResult } from '../usage';
+import type { Confinement } from '../wire';
 import { MarkdownBlock } from './blocks';
 import { CandidateView } from './CandidateView';
 import {
@@ -38,7 +38,8 @@ export interface IExchangeViewProps {
   exchange: IExchange;
   rendermime: IRenderMimeRegistry;
   strategies: IServerStrategies | null;
-  price: ModelPrice | null;
+  /** The server's prices: a turn's cost is its own model's. */
+  prices: IPrices;
   /** Its suggestion in the notebook (states are immutable too); null: none. */
   suggestion: ISuggestionState | null;
   /** The decision stored for its turn; null: not stored. */
@@ -59,7 +60,7 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
     exchange,
     rendermime,
     strategies,
-    price,
+    prices,
     suggestion,
     editCellIndex,
     turnCells,
@@ -154,8 +155,8 @@ function ExchangeViewImpl(props: IExchangeViewProps) {
       {job.result && (
         <UsageLine
           className="jp-DataAgent-usage"
-          usage={usageOf(job.result.stats)}
-          price={price}
+          usage={usageOfResult(job.result)}
+          prices={prices}
           context={job.result.stats.context ?? null}
         />
       )}

@@ -7,7 +7,7 @@ import * as React from 'react';
 
 import { IStoredRun, ITurn } from '../metadata';
 import type { NotebookSession } from '../session';
-import type { ModelPrice } from '../wire';
+import type { IPrices } from '../usage';
 import { CodeBlock, MarkdownBlock, OutputsView } from './blocks';
 import { Explanation, runBadge, voteSummary } from './CandidateView';
 import {
@@ -27,7 +27,7 @@ export function StoredTurnView(props: {
   session: NotebookSession;
   rendermime: IRenderMimeRegistry;
   strategies: IServerStrategies | null;
-  price: ModelPrice | null;
+  prices: IPrices;
 }) {
   const { turn, session, rendermime, strategies } = props;
   const suggestion = session.suggestions.suggestion(turn.turn_id);
@@ -116,7 +116,7 @@ export function StoredTurnView(props: {
         <UsageLine
           className="jp-DataAgent-usage"
           usage={turn.usage}
-          price={props.price}
+          prices={props.prices}
           context={turn.context ?? null}
         />
       )}

@@ -8,30 +8,48 @@ import {
   contextLabel,
   contextTitle,
   contextWasCut,
+  costOf,
+  IPrices,
+  ISessionUsage,
   IUsage,
+  sessionTitle,
+  turnPrice,
   usageParts,
   usageTitle
 } from '../usage';
-import type { ContextReport, ModelPrice } from '../wire';
+import type { ContextReport } from '../wire';
 
-/** What a turn (or the session) cost: tokens, model calls, time, estimated cost. */
+/** What one turn cost: tokens, model calls, time, and the cost at the price
+ * of the model it ran on (none when that model has no price). */
 export function UsageLine(props: {
   usage: IUsage;
-  price: ModelPrice | null;
+  prices: IPrices;
   className: string;
-  label?: string;
-  time?: boolean;
   /** The turn's context report: shown as a gauge, its cuts on hover. */
   context?: ContextReport | null;
 }) {
-  const { usage, price, context } = props;
+  const { usage, context } = props;
+  const price = turnPrice(props.prices, usage);
   return (
     <div className={props.className} title={usageTitle(usage, price)}>
-      {props.label && (
-        <span className="jp-DataAgent-usageLabel">{props.label} </span>
-      )}
-      {usageParts(usage, price, { time: props.time }).join(' · ')}
+      {usageParts(usage, costOf(usage, price)).join(' · ')}
       {context && <ContextGauge report={context} />}
+    </div>
+  );
+}
+
+/** The session's turns added up: each priced turn's cost at its own model's price. */
+export function SessionUsageLine(props: {
+  session: ISessionUsage;
+  className: string;
+}) {
+  const { usage, cost, priced } = props.session;
+  return (
+    <div className={props.className} title={sessionTitle(props.session)}>
+      <span className="jp-DataAgent-usageLabel">
+        Session, {usage.turns} turn{usage.turns === 1 ? '' : 's'}:{' '}
+      </span>
+      {usageParts(usage, cost, { time: false, priced }).join(' · ')}
     </div>
   );
 }

@@ -40,8 +40,14 @@ test('the model configuration dialog shows the server configuration', async ({
   await expect(row('Strategies')).toContainText('Vote');
   // c.DataAgent.max_samples in ui-tests/jupyter_server_test_config.py.
   await expect(row('Limits')).toContainText('max samples: 12');
-  // No c.DataAgent.prices in the test server's config: no cost is estimated.
-  await expect(row('Price')).toContainText('none configured');
+  // Two models offered, one priced (ui-tests/jupyter_server_test_config.py): every
+  // model's price is listed, "none" for the other, not "none configured" (issue 40, M1).
+  await expect(row('Models offered')).toContainText('test-model, big-model');
+  await expect(row('Price')).toContainText(
+    'big-model: $5 input / $15 output per million tokens'
+  );
+  await expect(row('Price')).toContainText('test-model: none (no cost shown)');
+  await expect(row('Price')).not.toContainText('none configured');
   await page.screenshot({ path: screenshotPath('config-dialog.png') });
   await dialog.locator('button.jp-mod-accept').click();
   await expect(dialog).toHaveCount(0);

@@ -260,8 +260,8 @@ test('the model picker names a model; one the server does not offer is refused i
   page
 }) => {
   test.setTimeout(300_000);
-  // The server's reply, with a second model added to its list (the lab under
-  // test is configured with one): the turn itself goes to the real server.
+  // The server's reply, with a model added to its list that the server does not
+  // offer (it offers test-model and big-model): the turn itself goes to the real server.
   await page.route(/\/jupyter-data-agent\/config(\?|$)/, async route => {
     const response = await route.fetch();
     const config = await response.json();
@@ -269,8 +269,8 @@ test('the model picker names a model; one the server does not offer is refused i
       response,
       json: {
         ...config,
-        models: [config.model, 'big-model'],
-        prices: { 'big-model': { input: 5, output: 15 } }
+        models: [...config.models, 'retired-model'],
+        prices: { ...config.prices, 'retired-model': { input: 7, output: 21 } }
       }
     });
   });
@@ -286,28 +286,29 @@ test('the model picker names a model; one the server does not offer is refused i
   await expect(picker).toBeVisible();
   await expect(picker.locator('option')).toHaveText([
     'test-model',
-    'big-model'
+    'big-model',
+    'retired-model'
   ]);
-  await picker.selectOption('big-model');
+  await picker.selectOption('retired-model');
   const sent = page.waitForRequest(
     request =>
       request.url().includes('/jupyter-data-agent/turns') &&
       request.method() === 'POST'
   );
   await ask(page, COUNT);
-  expect((await sent).postDataJSON().model).toBe('big-model');
+  expect((await sent).postDataJSON().model).toBe('retired-model');
   const error = sidebar.locator('.jp-DataAgent-error');
-  await expect(error).toContainText("'big-model' is not offered");
+  await expect(error).toContainText("'retired-model' is not offered");
   await expect(error).toContainText('test-model');
   // Stored as a failed turn, with its reason.
   const stored = await notebookAgentMetadata(page);
   expect(stored.turns[0].failure.status).toBe('error');
-  expect(stored.turns[0].failure.reason).toContain('big-model');
+  expect(stored.turns[0].failure.reason).toContain('retired-model');
   await sidebar
     .locator('.jp-DataAgent-body')
     .screenshot({ path: screenshotPath('sidebar-model-picker.png') });
 
-  // The configuration dialog prices the picked model (N5).
+  // The configuration dialog lists every offered model's price (N5, M1).
   // Not awaited: the command ends when the dialog closes.
   await page.evaluate(() => {
     void (window as any).jupyterapp.commands.execute(
@@ -318,10 +319,10 @@ test('the model picker names a model; one the server does not offer is refused i
   const row = (label: string) =>
     dialog.locator('tr', { has: page.locator(`th:text-is("${label}")`) });
   await expect(row('Model')).toContainText(
-    'big-model (picked in this notebook'
+    'retired-model (picked in this notebook'
   );
   await expect(row('Price')).toContainText(
-    '$5 input / $15 output per million tokens'
+    'retired-model: $7 input / $21 output per million tokens'
   );
   await page.keyboard.press('Escape');
   await expect(dialog).toHaveCount(0);
@@ -331,7 +332,7 @@ test('the model picker names a model; one the server does not offer is refused i
   await reloadAndReopen(page, 'sidebar-models.ipynb');
   await openPanel(page);
   await expect(panel(page).locator('.jp-DataAgent-model select')).toHaveValue(
-    'big-model'
+    'retired-model'
   );
 });
 
