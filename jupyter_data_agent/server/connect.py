@@ -193,9 +193,10 @@ def write_setting(path: Path, base_url: str, model: str, api_key: str, others: S
     """``c.DataAgent`` for this endpoint in ``path``, the user's ``jupyter_data_agent_config.json``.
 
     Its other settings stay; ``models`` becomes ``others``, the endpoint's other models (the
-    picker's earlier ones belonged to the previous backend). Mode 0600, since it may hold the key, also for a file that was not: the
-    file is written whole to a private temporary file and moved over the old one. A file that is
-    not JSON is left alone (a ``ConnectError``): it is the user's.
+    picker's earlier ones belonged to the previous backend). Mode 0600, since it may hold the
+    key, also for a file that was not: the file is written whole to a private temporary file and
+    moved over the old one. A file that is not JSON is left alone (a ``ConnectError``): it is the
+    user's.
     """
     data: dict = {}
     if path.exists():
