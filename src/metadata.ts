@@ -6,6 +6,7 @@
  * the format both sides are tested against (jest golden.spec.ts, pytest).
  */
 import { parseConfinement } from './models';
+import { storedChanges } from './nsdiff';
 import type { IUsage } from './usage';
 import type { Confinement, ContextReport } from './wire';
 
@@ -84,6 +85,7 @@ export interface IStoredRun {
   limit: string | null;
   support: number;
   repaired: boolean;
+  changes?: string; // what running it will change (nsdiff.ts); absent: not known
 }
 
 /** A stopped or failed turn keeps its place and its reason. */
@@ -251,7 +253,8 @@ function parseRun(raw: unknown): IStoredRun | null {
     ename: typeof data.ename === 'string' ? data.ename : null,
     limit: typeof data.limit === 'string' ? data.limit : null,
     support: typeof data.support === 'number' ? data.support : 1,
-    repaired: data.repaired === true
+    repaired: data.repaired === true,
+    ...storedChanges(data.changes)
   };
 }
 
