@@ -103,3 +103,16 @@ def test_a_lost_tie_fails_agreement_too():
     assert not agree_check(2, 4, False).passed and agree_check(2, 4, True).passed
     assert agree_check(1, 1, True).passed and not agree_check(2, 5, True).passed
 
+
+
+def test_a_copy_that_is_not_a_fork_reports_no_diff(tmp_path):
+    """A replay copy (no fork) cannot tell what a cell changed: the candidate says so (``note``),
+    and the sidebar shows nothing rather than "changes nothing"."""
+    from jupyter_data_agent.kernel.host.replay import ReplayTree
+    from jupyter_data_agent.kernel.results import Limits
+
+    with ReplayTree.start([SETUP], notebook_dir=str(tmp_path), limits=Limits(timeout_s=60)) as t:
+        chosen = _run(t, DirectOptions(), [CLEAN]).chosen
+    assert chosen.result.ok, chosen.result.error_line()
+    assert chosen.namespace is not None and not chosen.namespace.known
+    assert chosen.to_json()["namespace"]["note"] == "the copy did not report its namespace"

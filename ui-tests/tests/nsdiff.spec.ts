@@ -13,6 +13,7 @@ import {
   notebookWithDf,
   openPanel,
   panel,
+  reloadAndReopen,
   screenshotPath
 } from './helpers';
 
@@ -63,4 +64,12 @@ test('the bar and the sidebar say what accepting will change; the kernel has non
   await bar.locator('[data-action="accept"]').click();
   await expect(bar).toHaveCount(0);
   expect(await kernelRepr(page, 'len(df)')).toBe('5');
+
+  // Stored with the turn: after a reload the sidebar says it again.
+  await page.notebook.save();
+  await reloadAndReopen(page, 'nsdiff.ipynb');
+  await openPanel(page);
+  const stored = panel(page).locator('.jp-DataAgent-exchange.jp-mod-stored');
+  await expect(stored).toHaveCount(1);
+  await expect(stored.locator('.jp-DataAgent-changes')).toHaveText(LINE);
 });
