@@ -253,13 +253,20 @@ export function reduceJob(state: IJobView, event: JobEvent): IJobView {
           : state.candidateIndex.indexOf(result.chosen);
       next.chosen = at >= 0 ? at : null;
       // A candidate event went out as it ran; the vote counted it afterwards.
+      // So did its evidence: the vote adds the answer's checks (agreement among them).
       const support = result.support ?? [];
-      if (support.length) {
+      const checks = result.checks ?? [];
+      if (support.length || checks.length) {
         next.candidates = state.candidates.map((c, i) => {
           const final = support[state.candidateIndex[i]];
-          return typeof final === 'number' && final !== c.support
-            ? { ...c, support: final }
-            : c;
+          const finalChecks = checks[state.candidateIndex[i]];
+          const changed = {
+            ...(typeof final === 'number' && final !== c.support
+              ? { support: final }
+              : {}),
+            ...(Array.isArray(finalChecks) ? { checks: finalChecks } : {})
+          };
+          return Object.keys(changed).length ? { ...c, ...changed } : c;
         });
       }
       next.turnId = event.data.turn_id || state.turnId;

@@ -9,6 +9,7 @@ import { IJobView } from './events';
 import { IStoredRun, ITurn, newTurnId, nowSeconds } from './metadata';
 import { boundPreviews } from './previews';
 import { Strategy, previewOutputs } from './models';
+import { namespaceChanges } from './nsdiff';
 import { ISuggestionCandidate } from './suggestions';
 import { usageOfResult } from './usage';
 import type { Candidate } from './wire';
@@ -100,11 +101,13 @@ export function toSuggestionCandidate(
 ): ISuggestionCandidate {
   const warning = runWarning(runOf(candidate));
   const analysis = analysisOf(candidate);
+  const changes = namespaceChanges(candidate.namespace);
   return {
     code: candidate.code,
     explanation: candidate.explanation,
     steps: candidate.steps.map(s => ({ ...s })),
     ...(warning ? { warning } : {}),
+    ...(changes ? { changes } : {}),
     ...(analysis.length ? { analysis } : {})
   };
 }
@@ -126,6 +129,7 @@ export function runWarning(run: IStoredRun | null): string {
 /** How a candidate ran, as a turn stores it; null: it did not run. */
 export function runOf(candidate: Candidate): IStoredRun | null {
   const result = candidate.result;
+  const changes = namespaceChanges(candidate.namespace);
   return result
     ? {
         status: result.status,
@@ -133,7 +137,8 @@ export function runOf(candidate: Candidate): IStoredRun | null {
         ename: result.ename,
         limit: result.limit,
         support: candidate.support,
-        repaired: candidate.repaired
+        repaired: candidate.repaired,
+        ...(changes ? { changes } : {})
       }
     : null;
 }

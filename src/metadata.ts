@@ -7,6 +7,7 @@
  */
 import { parseConfinement } from './models';
 import { IStoredOutput, asString, parsePreview } from './previews';
+import { storedChanges } from './nsdiff';
 import type { IUsage } from './usage';
 import type { Confinement, ContextReport } from './wire';
 
@@ -93,6 +94,7 @@ export interface IStoredRun {
   limit: string | null;
   support: number;
   repaired: boolean;
+  changes?: string; // what running it will change (nsdiff.ts); absent: not known
 }
 
 /** A stopped or failed turn keeps its place and its reason. */
@@ -277,7 +279,8 @@ function parseRun(raw: unknown): IStoredRun | null {
     ename: typeof data.ename === 'string' ? data.ename : null,
     limit: typeof data.limit === 'string' ? data.limit : null,
     support: typeof data.support === 'number' ? data.support : 1,
-    repaired: data.repaired === true
+    repaired: data.repaired === true,
+    ...storedChanges(data.changes)
   };
 }
 

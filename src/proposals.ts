@@ -84,7 +84,9 @@ export function proposalAsCandidate(proposal: Proposal): Candidate {
     meta: {},
     trace: [],
     analysis: [],
-    checks: []
+    checks: [],
+    // Its run's own report (``result.namespace``) is not the typed diff a turn's candidate carries.
+    namespace: null
   };
 }
 

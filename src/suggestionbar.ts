@@ -14,6 +14,7 @@ import { AnalysisAction, AnalysisBar, IAnalysisBarView } from './analysisbar';
 import { barButton } from './barbutton';
 import { CellDiffView, REPLACING_CLASS, cellLanguage } from './celldiff';
 import { readCellTag } from './metadata';
+import { NAMESPACE_TITLE, codeSpans } from './nsdiff';
 import { suggestionLabel } from './proposals';
 import { ISuggestionState } from './suggestions';
 
@@ -81,7 +82,10 @@ export class SuggestionBar extends Widget {
     this._warning.setAttribute('role', 'alert');
     this._explanation = document.createElement('div');
     this._explanation.className = 'jp-DataAgent-suggestionExplanation';
-    this.node.append(head, this._warning, this._explanation);
+    this._changes = document.createElement('div');
+    this._changes.className = 'jp-DataAgent-changes';
+    this._changes.title = NAMESPACE_TITLE;
+    this.node.append(head, this._warning, this._explanation, this._changes);
   }
 
   /** `agent`: the outside agent that proposed it; null: the Data Agent. */
@@ -101,6 +105,7 @@ export class SuggestionBar extends Widget {
         .map(s => `Step ${s.number}: ${s.explanation}`)
         .join('\n');
     this._explanation.textContent = text || state.intent;
+    renderChanges(this._changes, candidate?.changes ?? '');
     this.node.dataset.turnId = state.turnId;
     const edit = !!state.target;
     this.toggleClass('jp-mod-edit', edit);
@@ -118,6 +123,27 @@ export class SuggestionBar extends Widget {
   private _next: HTMLButtonElement;
   private _explanation: HTMLElement;
   private _warning: HTMLElement;
+  private _changes: HTMLElement;
+}
+
+/** What running the candidate will change, names in code font; hidden when not known. */
+function renderChanges(node: HTMLElement, changes: string): void {
+  node.hidden = !changes;
+  const label = document.createElement('span');
+  label.className = 'jp-DataAgent-changesLabel';
+  label.textContent = 'If run: ';
+  node.replaceChildren(
+    ...(changes ? [label] : []),
+    ...codeSpans(changes).map(part => {
+      if (!part.code) {
+        return document.createTextNode(part.text);
+      }
+      const code = document.createElement('code');
+      code.className = 'jp-DataAgent-changesName';
+      code.textContent = part.text;
+      return code;
+    })
+  );
 }
 
 /** The toolbars and diffs on one notebook's suggestion cells. */

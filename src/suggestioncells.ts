@@ -23,6 +23,8 @@ export interface ISuggestionCandidate {
   steps: ISuggestionStep[];
   /** Why its bar warns before it is kept: it raised or was stopped in its copy. */
   warning?: string;
+  /** What running it will change (`nsdiff.namespaceChanges`); absent: not known. */
+  changes?: string;
   /** An analysis (analysis.ts): its steps become the cells. */
   analysis?: IAnalysisStep[];
   /** The analysis as it came, before the review re-ran steps. */

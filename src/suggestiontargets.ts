@@ -145,11 +145,13 @@ export function existingCells(
 export function candidatesOf(turn: ITurn | undefined): ISuggestionCandidate[] {
   return (turn?.candidates ?? []).map((code, i) => {
     const warning = runWarning(turn?.runs?.[i] ?? null);
+    const changes = turn?.runs?.[i]?.changes;
     return {
       code,
       explanation: turn?.explanations?.[i] ?? '',
       steps: [],
       ...(warning ? { warning } : {}),
+      ...(changes ? { changes } : {}),
       // An analysis has one candidate: its steps come back with it.
       ...(i === 0 && turn?.analysis?.length
         ? { analysis: restoredSteps(turn.analysis) }

@@ -296,6 +296,7 @@ export interface Candidate {
   trace: TraceStep[];
   analysis: AnalysisStep[];
   checks: Check[];
+  namespace: NamespaceDiff | null;
   explanation: string;
 }
 /**
@@ -383,6 +384,26 @@ export interface Check {
   passed: boolean;
   detail: string;
 }
+/**
+ * What a candidate's cell changed in its copy (``kernel.copy.namespace_diff.NamespaceDiff``): variables, files written in scratch (null: not known); ``note``: the copy could not tell.
+ */
+export interface NamespaceDiff {
+  new: Variable[];
+  changed: Variable[];
+  deleted: Variable[];
+  truncated: boolean;
+  note: string;
+  files: string[] | null;
+}
+/**
+ * A variable a cell added, changed (``before``: its shape before) or deleted.
+ */
+export interface Variable {
+  name: string;
+  type: string;
+  shape: number[] | null;
+  before: number[] | null;
+}
 export interface LogEvent {
   version: 1;
   job_id: string;
@@ -433,6 +454,7 @@ export interface DoneResult {
   chosen: number | null;
   candidates: number;
   support?: number[];
+  checks?: Check[][];
   stats: SearchStats;
   protections: Protections | null;
   model?: string;

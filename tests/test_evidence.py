@@ -33,7 +33,7 @@ def test_plausible_values_pass(answer):
 
 
 def test_the_answer_checks_come_in_the_sidebars_order():
-    checks = all_checks([None], "@corr[1.3]", "What is the correlation?", "@corr[value]", 1, 3)
+    checks = all_checks([None], "@corr[1.3]", "What is the correlation?", "@corr[value]", 1, 3, False)
     assert [c.name for c in checks] == ["type", "plausible", "agree"]
     assert [c.passed for c in checks] == [True, False, False]
     assert CHECKS[-3:] == ("type", "plausible", "agree")

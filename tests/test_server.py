@@ -232,8 +232,9 @@ def sent_candidates(events: list[dict]) -> list[dict]:
         # ``done`` refers to them (count, chosen index) and never repeats them.
         assert done["data"]["result"]["candidates"] == len(by_index)
         assert set(done["data"]["result"]) == {"strategy", "answer", "chosen", "candidates",
-                                               "support", "stats", "protections", "model"}
+                                               "support", "checks", "stats", "protections", "model"}
         assert len(done["data"]["result"]["support"]) == len(by_index)
+        assert len(done["data"]["result"]["checks"]) == len(by_index)
     return [by_index[i] for i in range(len(by_index))]
 
 
@@ -727,6 +728,44 @@ async def test_search_strategy_streams_live_statistics(jp_fetch, jp_ws_fetch, jp
         assert checks["agree"] == {"name": "agree", "passed": True, "detail": "6 of 6 answers agree"}
         assert checks["empty"]["passed"] and checks["rows"]["passed"]
         assert await wait_no_children(km, but=warm_root_pids(jp_serverapp)) == []
+    finally:
+        model_server.reply = replies
+        kc.stop_channels()
+
+
+def cleaning_replies(request) -> str:
+    """A cell that adds a frame and narrows ``df``: what accepting it would change."""
+    return ("```python\n# Step 1: Keep the rows above 1 and write them out.\n"
+            "clean = df[df['a'] > 1]\ndf = df[df['a'] > 2]\nclean.to_csv('out.csv')\nlen(clean)\n```")
+
+
+@on_server_loop
+async def test_a_turns_candidate_carries_its_namespace_diff_kept_with_the_turn(jp_fetch, jp_ws_fetch,
+                                                                               jp_serverapp, model_server):
+    """Issue 40 item 6: the candidate event says what accepting changes (from its fork of the
+    kernel); the turn the server keeps says it again after a reload; the kernel is untouched."""
+    from jupyter_data_agent.turn.report import TurnReport
+
+    kernel_id, km, kc = await start_kernel(jp_fetch, jp_serverapp)
+    model_server.reply = cleaning_replies
+    try:
+        accepted = await post_turn(jp_fetch, kernel_id=kernel_id, strategy="direct")
+        events = await stream_events(jp_ws_fetch, accepted["job_id"])
+        assert events[-1]["type"] == "done", events[-1]
+        [candidate] = sent_candidates(events)
+        diff = candidate["namespace"]
+        assert diff["new"] == [{"name": "clean", "type": "pandas.DataFrame", "shape": [2, 2], "before": None}]
+        assert diff["changed"] == [{"name": "df", "type": "pandas.DataFrame", "shape": [1, 2], "before": [3, 2]}]
+        assert diff["files"] == ["out.csv"] and diff["note"] == "" and not diff["deleted"]
+        # A reload reads the turn back from the server: the same diff, in its events and its record.
+        kept = await poll(jp_fetch, accepted["job_id"])
+        assert TurnReport.of(kept["events"]).candidates[0]["namespace"] == diff
+        jobs = jp_serverapp.web_app.settings["jupyter_data_agent"].jobs
+        outcome = jobs.find_turn(events[-1]["data"]["turn_id"], jobs.jobs[accepted["job_id"]].owner)
+        assert outcome.candidates[0]["namespace"] == diff
+        # Before Accept nothing of it is in the user's kernel.
+        reply = await kc.execute("assert len(df) == 3 and 'clean' not in dir()", reply=True, timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
     finally:
         model_server.reply = replies
         kc.stop_channels()

@@ -151,6 +151,7 @@ class NamedVariable(_Out):
     name: str
     type: str | None = None
     shape: list[int] | None = None
+    before: list[int] | None = Field(None, description="A changed variable's shape before the code.")
 
 
 class NamespaceChange(_Out):
@@ -159,6 +160,8 @@ class NamespaceChange(_Out):
     deleted: list[NamedVariable]
     truncated: bool = False
     note: str = ""
+    files: list[str] | None = Field(None, description="Files the code wrote in the copy's scratch folder "
+                                    "(null: not known).")
 
 
 class Layer(_Out):

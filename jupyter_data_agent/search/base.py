@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from ..context.model import NotebookContext
 from ..context.report import ContextReport, SchemaCuts
+from ..kernel.copy.namespace_diff import NamespaceDiff
 from ..kernel.inkernel.probes import Check
 from ..kernel.results import ExecResult, OutputItem, Protections
 from ..kernel.tree import Executor
@@ -101,6 +102,10 @@ class Candidate:
     analysis: list[AnalysisStep] = field(default_factory=list)
     # Evidence (``search.evidence``): the copy's probes over its steps, its answer's type, agreement.
     checks: list[Check] = field(default_factory=list)
+    # What running it changed in its copy: the variables it added, changed and deleted, the files
+    # it wrote in scratch (``kernel.copy.namespace_diff``); what accepting it will change. None:
+    # not run in one copy (multi-step strategies); its ``note``: the copy could not tell.
+    namespace: NamespaceDiff | None = None
 
     @property
     def explanation(self) -> str:
@@ -123,6 +128,7 @@ class Candidate:
             "trace": [asdict(t) for t in self.trace],
             "analysis": [a.to_json() for a in self.analysis],
             "checks": [asdict(c) for c in self.checks],
+            "namespace": self.namespace.to_json() if self.namespace is not None else None,
         }
 
 

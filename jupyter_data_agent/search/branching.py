@@ -200,12 +200,14 @@ class BranchingSearch:
             for i in g:
                 candidates[i].support = len(g)
         self.stats.classes = sorted((len(g) for g in groups), reverse=True)
+        winners = set(groups[0]) if groups else set()
         for i, c in enumerate(candidates):
             c.score = values[i]
             c.meta.update(value=values[i], q=values[i])
             answer = answer_text(c)
             c.checks = [*c.checks, type_check(answer, self.request.intent, self.request.task.format),
-                        plausible_check(answer), agree_check(c.support if outputs[i] is not None else 0, total)]
+                        plausible_check(answer),
+                        agree_check(c.support if outputs[i] is not None else 0, total, i in winners)]
         chosen = candidates[groups[0][0]] if groups else candidates[0]
         self.stats.value = chosen.score
         return chosen

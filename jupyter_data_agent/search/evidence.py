@@ -128,12 +128,16 @@ def plausible_check(answer: str | None) -> Check:
     return Check("plausible", True, "")
 
 
-def agree_check(support: int, total: int) -> Check:
-    """Agreement with the other answers: passed when this answer is the largest share."""
+def agree_check(support: int, total: int, picked: bool) -> Check:
+    """Agreement with the other answers: passed when the vote picked this answer's class
+    (``picked``) and it holds at least half of the answers. An answer the vote did not pick
+    fails it, even with half of them (a tie lost): its "checks" must not read all passed."""
     if total <= 1:
-        return Check("agree", True, "the only answer")
-    share = support / total
-    return Check("agree", share >= 0.5, f"{support} of {total} answers agree")
+        return Check("agree", picked or support > 0, "the only answer")
+    words = f"{support} of {total} answers agree"
+    if not picked:
+        return Check("agree", False, f"{words}; the vote picked another answer")
+    return Check("agree", support / total >= 0.5, words)
 
 
 def path_checks(findings: Sequence[list[Finding] | None]) -> list[Check]:
@@ -145,9 +149,9 @@ def path_checks(findings: Sequence[list[Finding] | None]) -> list[Check]:
 
 
 def all_checks(findings: Sequence[list[Finding] | None], answer: str | None, question: str, fmt: str,
-               support: int, total: int) -> list[Check]:
+               support: int, total: int, picked: bool) -> list[Check]:
     return [*path_checks(findings), type_check(answer, question, fmt), plausible_check(answer),
-            agree_check(support, total)]
+            agree_check(support, total, picked)]
 
 
 def failed(checks: Sequence[Check]) -> list[str]:

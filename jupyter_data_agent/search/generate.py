@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from ..context.notebook import image_of
 from ..context.report import ContextReport
+from ..kernel.copy import namespace_diff
 from ..kernel.results import ExecResult
 from ..llm.base import (
     Backend,
@@ -278,7 +279,9 @@ def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats, which: st
     The progress says so while it runs (``which``: "candidate 2 of 5", ``index`` its number):
     the line must not still say the model is being asked. ``probes``: then run the evidence
     probes in that copy (``search.evidence``; the root must hold their baseline) and keep
-    their checks on the candidate.
+    their checks on the candidate. The copy also says what the cell changed in its namespace
+    and scratch (``Candidate.namespace``: what accepting it will change; taken off the result,
+    so that it travels once).
     """
     if ctx.executor is None:
         return None
@@ -287,7 +290,10 @@ def execute(candidate: Candidate, ctx: RunContext, stats: SearchStats, which: st
     ctx.progress(f"running {which} in a kernel copy", state="running", **extra)
     child = ctx.executor.fork()
     try:
-        result = child.exec(candidate.code)
+        result = child.exec(candidate.code, namespace=True)
+        candidate.namespace = (namespace_diff.parse(result.namespace) if result.status in ("ok", "error")
+                               else None)
+        result.namespace = None
         if probes and result.ok:
             candidate.checks = path_checks([probe_copy(child)])
     finally:

@@ -356,7 +356,8 @@ class MCTSSearch:
         groups = group_answers(self.answer_nodes()) if groups is None else groups
         total = sum(g.votes for g in groups)
         support = next((g.votes for g in groups if node in g.nodes), node.samples)
-        return all_checks(findings, node.answer, self.request.intent, self.task.format, support, total)
+        leading = support >= max((g.votes for g in groups), default=0)  # a class the vote would pick
+        return all_checks(findings, node.answer, self.request.intent, self.task.format, support, total, leading)
 
     def state(self, node: Node) -> NodeState:
         agreement = None

@@ -56,6 +56,14 @@ def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candi
     return candidates[groups[0][0]] if groups else None
 
 
+def picked_class(candidates: list[Candidate], chosen: Candidate | None) -> set[int]:
+    """The ids of the candidates whose answer is the one the vote picked (``chosen``'s class)."""
+    for group in majority([exec_output(c.result) for c in candidates]) if chosen is not None else []:
+        if any(candidates[i] is chosen for i in group):
+            return {id(candidates[i]) for i in group}
+    return set()
+
+
 def lead_posterior(leader: int, runner_up: int) -> float:
     """P(the leader's class is more likely than the runner-up's | the counts), uniform prior.
 
@@ -107,11 +115,13 @@ class VoteStrategy:
         chosen = vote(candidates, stats) if runs else None
         if runs:
             total = sum(stats.classes)
+            winners = picked_class(candidates, chosen)
             for c in candidates:
                 voted = exec_output(c.result) is not None
                 answer = answer_text(c)
                 c.checks = [*c.checks, type_check(answer, request.intent, request.task.format),
-                            plausible_check(answer), agree_check(c.support if voted else 0, total)]
+                            plausible_check(answer),
+                            agree_check(c.support if voted else 0, total, voted and id(c) in winners)]
         if chosen is None:
             chosen = candidates[0]
         if drawn.unparsable:

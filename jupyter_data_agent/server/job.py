@@ -240,6 +240,7 @@ class Job:
                 "chosen": chosen,
                 "candidates": len(sent),
                 "support": [c.support for _, c in sorted(self._streamed, key=lambda sent: sent[0])],
+                "checks": [c.checks for _, c in sorted(self._streamed, key=lambda sent: sent[0])],
                 "stats": result.stats,
                 "protections": result.protections,
                 "model": self.model,

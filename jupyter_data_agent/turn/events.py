@@ -36,6 +36,7 @@ from pydantic import (
 
 from ..context import report
 from ..kernel import results
+from ..kernel.copy import namespace_diff
 from ..kernel.host import policy
 from ..kernel.inkernel import probes
 from ..prompts import parse
@@ -150,6 +151,10 @@ _mirror(base.TraceStep, "One executed step of a multi-step strategy (react, mcts
 _mirror(base.AnalysisStep, "One step of an analysis: its cell (or cell edit) and what it printed in its copy.",
         status=Literal["ok", "error", "timeout", "died", "not_run"])
 _mirror(probes.Check, "One evidence check of a candidate (``kernel.probes.Check``): passed, or what it found.")
+_mirror(namespace_diff.Variable, "A variable a cell added, changed (``before``: its shape before) or deleted.")
+_mirror(namespace_diff.NamespaceDiff,
+        "What a candidate's cell changed in its copy (``kernel.copy.namespace_diff.NamespaceDiff``): variables, "
+        "files written in scratch (null: not known); ``note``: the copy could not tell.")
 _mirror(base.Candidate, "One proposed solution (``search.base.Candidate.to_json``).",
         drop=("raw",), explanation=str)
 _mirror(results.Protections,
@@ -175,8 +180,10 @@ else:
 
 if TYPE_CHECKING:
     AnalysisStep = _Wire
+    Check = _Wire
 else:
     AnalysisStep = _MIRRORS[base.AnalysisStep]
+    Check = _MIRRORS[probes.Check]
 
 
 class PlanStepState(_Wire):
@@ -262,6 +269,9 @@ class DoneResult(_Wire):
     # Each sent candidate's vote support at the end, by index: a candidate event went out
     # when it ran, before the vote counted it with its (repaired) twins.
     support: list[int] = Field(default_factory=list)
+    # Each sent candidate's evidence checks at the end, by index: the vote adds its type,
+    # plausibility and agreement checks after the candidate event went out.
+    checks: list[list[Check]] = Field(default_factory=list)
     stats: SearchStats
     protections: Protections | None
     # The model the turn ran on (the picker's choice, else the configured one): its cost is
@@ -274,6 +284,8 @@ class DoneResult(_Wire):
             raise ValueError(f"chosen is {self.chosen} but only {self.candidates} candidate(s) were sent")
         if self.support and len(self.support) != self.candidates:
             raise ValueError(f"support has {len(self.support)} entries for {self.candidates} candidate(s)")
+        if self.checks and len(self.checks) != self.candidates:
+            raise ValueError(f"checks has {len(self.checks)} entries for {self.candidates} candidate(s)")
         return self
 
 

@@ -50,7 +50,8 @@ function candidate(checks: Check[]): Candidate {
     meta: {},
     trace: [],
     analysis: [],
-    checks
+    checks,
+    namespace: null
   };
 }
 

@@ -96,7 +96,8 @@ const candidate = (code: string, status: 'ok' | 'error' = 'ok'): Candidate => ({
   meta: {},
   trace: [],
   analysis: [],
-  checks: []
+  checks: [],
+  namespace: null
 });
 
 const sent = (
@@ -281,6 +282,36 @@ describe('job event reducer', () => {
     // Those that did not change stay the same objects.
     expect(job.candidates[1]).toBe(before[1]);
     expect(job.candidates[3]).toBe(before[3]);
+  });
+
+  it("takes each candidate's final checks from done: a minority fails agreement (m1)", () => {
+    // The candidate events went out with the probes' checks only ("checks 6/6").
+    const probes = ['rows', 'nan', 'dtype', 'empty', 'index', 'range'].map(
+      name => ({ name, passed: true, detail: '' })
+    );
+    let job = initialJob(JOB);
+    job = reduceJob(job, sent(1, 0, { ...candidate('3'), checks: probes }));
+    job = reduceJob(job, sent(2, 1, { ...candidate('2'), checks: probes }));
+    const lost = {
+      name: 'agree',
+      passed: false,
+      detail: '1 of 2 answers agree; the vote picked another answer'
+    };
+    const won = { name: 'agree', passed: true, detail: '1 of 2 answers agree' };
+    job = reduceJob(
+      job,
+      done(3, {
+        chosen: 0,
+        candidates: 2,
+        support: [1, 1],
+        checks: [
+          [...probes, won],
+          [...probes, lost]
+        ]
+      })
+    );
+    expect(job.candidates[1].checks[6]).toEqual(lost);
+    expect(job.candidates[0].checks).toHaveLength(7);
   });
 
   it('reads an explanation: prose in answer, no candidate, nothing chosen', () => {

@@ -5,8 +5,10 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
+import { namespaceChanges } from '../nsdiff';
 import type { Candidate, Check, Confinement, ExecResult } from '../wire';
 import { CodeBlock, MarkdownBlock, OutputPreview } from './blocks';
+import { ChangesLine } from './ChangesLine';
 
 function resultBadge(candidate: Candidate, executed: boolean): string {
   return executed ? runBadge(candidate.result) : '';
@@ -102,6 +104,33 @@ export function voteSummary(
   };
 }
 
+/**
+ * The agreement line of one candidate: the vote's words for one that voted
+ * with others or won (with the class sizes), else its own agreement check's
+ * detail, e.g. "1 of 5 answers agree; the vote picked another answer" (a
+ * minority answer the vote did not pick, or one that did not vote). Null
+ * when nothing voted.
+ */
+export function agreementSummary(
+  candidate: Pick<Candidate, 'support' | 'checks'>,
+  chosen: boolean,
+  classes: readonly number[]
+): IVoteSummary | null {
+  if (chosen || candidate.support > 1) {
+    return voteSummary(candidate.support, classes);
+  }
+  const agree = candidate.checks?.find(c => c.name === 'agree');
+  if (!agree?.detail || !classes.length) {
+    return null;
+  }
+  return {
+    text: agree.detail,
+    title:
+      'Samples whose outputs were the same answer as this one, of all that voted' +
+      (agree.passed ? '.' : ': the vote picked another answer.')
+  };
+}
+
 /** What each evidence check looks at, in words (``search.evidence.CHECKS``). */
 const CHECK_WORDS: Record<string, string> = {
   rows: 'rows lost or duplicated',
@@ -161,11 +190,9 @@ export function CandidateView(props: {
   if (candidate.score !== null) {
     facts.push({ text: `score ${candidate.score.toFixed(2)}` });
   }
-  // A support above 1 means the candidate voted; the chosen one won the vote.
-  const vote =
-    props.chosen || candidate.support > 1
-      ? voteSummary(candidate.support, props.classes)
-      : null;
+  // A support above 1 means the candidate voted; the chosen one won the vote;
+  // another says what its agreement check found.
+  const vote = agreementSummary(candidate, props.chosen, props.classes);
   if (vote) {
     facts.push(vote);
   } else if (candidate.support > 1) {
@@ -183,6 +210,7 @@ export function CandidateView(props: {
         : 'jp-DataAgent-checks'
     });
   }
+  const changes = executed ? namespaceChanges(candidate.namespace) : '';
   const badge = resultBadge(candidate, executed);
   const resultStatus = executed ? (candidate.result?.status ?? 'none') : 'none';
   return (
@@ -215,6 +243,7 @@ export function CandidateView(props: {
           </span>
         )}
       </div>
+      <ChangesLine changes={changes} />
       <Explanation
         steps={steps}
         explanation={candidate.explanation}

@@ -17,6 +17,7 @@ import {
   StatusChip,
   strategyLabel
 } from './common';
+import { ChangesLine } from './ChangesLine';
 import { ConfinementBadge } from './ConfinementBadge';
 import { TurnActions } from './TurnActions';
 import { UsageLine } from './UsageLine';
@@ -100,6 +101,9 @@ export function StoredTurnView(props: {
         />
       )}
       {run && <RunHead run={run} vote={vote?.text ?? null} />}
+      {run?.changes && code === turn.candidates[index] && (
+        <ChangesLine changes={run.changes} />
+      )}
       <Explanation
         steps={turn.steps?.[index] ?? []}
         explanation={turn.explanations?.[index]}

@@ -23,6 +23,7 @@ import {
   notebookWithDf,
   openPanel,
   panel,
+  kernelRepr,
   reloadAndReopen,
   screenshotPath
 } from './helpers';
@@ -141,22 +142,6 @@ async function askForAnalysis(
 }
 
 /** A value in the live kernel, as its repr (user_expressions). */
-async function kernelRepr(page: Page, expression: string): Promise<string> {
-  return page.evaluate(async expr => {
-    const widget = (window as any).jupyterapp.shell.currentWidget;
-    const kernel = widget.sessionContext.session.kernel;
-    const future = kernel.requestExecute({
-      code: '',
-      silent: true,
-      store_history: false,
-      user_expressions: { v: expr }
-    });
-    const reply = await future.done;
-    const v = reply.content.user_expressions.v;
-    return v.status === 'ok' ? v.data['text/plain'] : `${v.ename}`;
-  }, expression);
-}
-
 const TITLES = ['Total delay', 'Mean delay', 'Twice the mean', 'Per airline'];
 const FOUR: IStepSpec[] = [
   { title: TITLES[0], code: 'total = df["delay"].sum()\ntotal', out: '85' },

@@ -622,3 +622,22 @@ export class MockServer {
     }
   }
 }
+
+/** An expression's repr in the current notebook's own kernel ('NameError' etc. when it raised). */
+export async function kernelRepr(
+  page: Page,
+  expression: string
+): Promise<string> {
+  return page.evaluate(async expr => {
+    const widget = (window as any).jupyterapp.shell.currentWidget;
+    const kernel = widget.sessionContext.session.kernel;
+    const reply = await kernel.requestExecute({
+      code: '',
+      silent: true,
+      store_history: false,
+      user_expressions: { v: expr }
+    }).done;
+    const v = reply.content.user_expressions.v;
+    return v.status === 'ok' ? v.data['text/plain'] : `${v.ename}`;
+  }, expression);
+}

@@ -51,11 +51,20 @@ def _exec(code: str, capture, namespace: bool):
         state.fingerprint = None  # this cell may change what the kept fingerprint says
         return run_captured(code, capture)
     before = state.fingerprint if state.fingerprint is not None else _fingerprint(state)
+    files_before = _scratch_files(state)
     res = run_captured(code, capture)
     state.fingerprint = after = _fingerprint(state)
-    res.namespace = (_namespace_diff.diff(before, after) if before is not None and after is not None
+    res.namespace = (_namespace_diff.diff(before, after, files_before, _scratch_files(state))
+                     if before is not None and after is not None
                      else {"note": "the namespace could not be read"})
     return res
+
+
+def _scratch_files(state):
+    try:
+        return _namespace_diff.scratch_files(state.protections.scratch)
+    except Exception:  # noqa: BLE001 - no scratch to read: the files written are not known
+        return None
 
 
 def _fingerprint(state):

@@ -12,6 +12,12 @@ Never a cell of its own: IPython's run path costs more than the fingerprint
 Imported inside the kernel and its forks (``_jda_kernel``): standard library
 only (pandas and numpy only where the copy has them).
 
+Files: the copy also lists the plain files the cell wrote in its scratch folder
+(new, or a size or modification time changed: ``scratch_files``); the
+notebook directory's entries linked there are links and never listed. A
+search's copies share one scratch folder and run one at a time, so a file is
+the cell's own.
+
 A fingerprint is cheap at any state size: type, shape, columns and dtypes,
 the object's identity, and a content hash only for values small enough
 (``HASH_CELLS``) that hashing costs little; a large frame changed in place
@@ -20,6 +26,7 @@ without a change of shape, columns or dtypes is not seen as changed.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -28,6 +35,10 @@ HASH_CELLS = 200_000
 #: Variables fingerprinted at most; names listed in the diff at most.
 MAX_NAMES = 2_000
 MAX_LISTED = 100
+#: Entries of a scratch folder looked at at most (files listed: ``MAX_LISTED``).
+MAX_SCRATCH_ENTRIES = 5_000
+#: Scratch's own temp folder (``confine.TMP_SUBDIR``): what a library leaves there is not "written".
+_SCRATCH_TMP = ".jda-tmp"
 _SKIP = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
 _UNLISTED_TYPES = frozenset({"module", "function", "type", "builtin_function_or_method"})
 
@@ -83,16 +94,56 @@ def _token(obj, pd, np) -> tuple[list | None, list[str]]:
     return shape, token
 
 
-def diff(before: Fingerprint, after: Fingerprint) -> dict:
-    """The JSON a copy answers: new, changed and deleted variables, at most ``MAX_LISTED`` each."""
+Files = dict  # path relative to scratch -> [size, mtime_ns]
+
+
+def scratch_files(scratch: str | None) -> Files | None:
+    """The plain files under ``scratch`` (links not followed, its temp folder left out), at most
+    ``MAX_SCRATCH_ENTRIES`` entries looked at; None without a scratch folder or past the bound."""
+    if not scratch:
+        return None
+    out: Files = {}
+    seen = 0
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(scratch, rel)))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > MAX_SCRATCH_ENTRIES:
+                return None
+            path = os.path.join(rel, entry.name)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if path != _SCRATCH_TMP:
+                        stack.append(path)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    out[path] = [st.st_size, st.st_mtime_ns]
+            except OSError:
+                continue
+    return out
+
+
+def diff(before: Fingerprint, after: Fingerprint, files_before: Files | None = None,
+         files_after: Files | None = None) -> dict:
+    """The JSON a copy answers: new, changed (with the shape before) and deleted variables, and
+    the files written in scratch (None: not known), at most ``MAX_LISTED`` each."""
     def item(name: str, fp: list) -> dict:
         return {"name": name, "type": fp[0], "shape": fp[1]}
 
     new = [item(n, fp) for n, fp in after.items() if n not in before]
-    changed = [item(n, fp) for n, fp in after.items() if n in before and before[n] != fp]
+    changed = [{**item(n, fp), "before": before[n][1]} for n, fp in after.items()
+               if n in before and before[n] != fp]
     deleted = [item(n, fp) for n, fp in before.items() if n not in after]
+    files = (None if files_before is None or files_after is None
+             else sorted(p for p, st in files_after.items() if files_before.get(p) != st))
     return {"new": new[:MAX_LISTED], "changed": changed[:MAX_LISTED], "deleted": deleted[:MAX_LISTED],
-            "truncated": max(len(new), len(changed), len(deleted)) > MAX_LISTED}
+            "files": None if files is None else files[:MAX_LISTED],
+            "truncated": max(len(new), len(changed), len(deleted), len(files or ())) > MAX_LISTED}
 
 
 @dataclass(frozen=True)
@@ -100,24 +151,32 @@ class Variable:
     name: str
     type: str
     shape: list[int] | None = None
+    #: A changed variable's shape before the cell (None: new, deleted, or no shape).
+    before: list[int] | None = None
 
 
 @dataclass(frozen=True)
 class NamespaceDiff:
-    """New, changed and deleted variables of one cell in a copy (``note`` says why when unknown)."""
+    """New, changed and deleted variables of one cell in a copy, and the files it wrote in
+    scratch (``files`` None: not known); ``note`` says why the whole diff is unknown."""
 
     new: list[Variable] = field(default_factory=list)
     changed: list[Variable] = field(default_factory=list)
     deleted: list[Variable] = field(default_factory=list)
     truncated: bool = False
     note: str = ""
+    files: list[str] | None = None
+
+    @property
+    def known(self) -> bool:
+        return not self.note
 
     def to_json(self) -> dict:
         def items(vs: list[Variable]) -> list[dict]:
-            return [{"name": v.name, "type": v.type, "shape": v.shape} for v in vs]
+            return [{"name": v.name, "type": v.type, "shape": v.shape, "before": v.before} for v in vs]
 
         return {"new": items(self.new), "changed": items(self.changed), "deleted": items(self.deleted),
-                "truncated": self.truncated, "note": self.note}
+                "truncated": self.truncated, "note": self.note, "files": self.files}
 
 
 def parse(data: object) -> NamespaceDiff:
@@ -126,16 +185,22 @@ def parse(data: object) -> NamespaceDiff:
     if isinstance(data, dict) and isinstance(data.get("note"), str):
         return NamespaceDiff(note=data["note"][:500])
 
+    def shape_of(shape: object) -> list[int] | None:
+        ok = isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in shape)
+        return list(shape)[:8] if ok and isinstance(shape, list) else None
+
     def items(key: str) -> list[Variable]:
         out = []
         for d in (data.get(key) or [])[:MAX_LISTED] if isinstance(data, dict) else []:
             if isinstance(d, dict) and isinstance(d.get("name"), str):
-                shape = d.get("shape")
-                ok = isinstance(shape, list) and all(isinstance(n, int) for n in shape)
-                out.append(Variable(d["name"][:200], str(d.get("type", "?"))[:200],
-                                    list(shape)[:8] if ok and shape is not None else None))
+                out.append(Variable(d["name"][:200], str(d.get("type", "?"))[:200], shape_of(d.get("shape")),
+                                    shape_of(d.get("before"))))
         return out
 
     if not isinstance(data, dict):
         return NamespaceDiff(note="the copy did not report its namespace")
-    return NamespaceDiff(items("new"), items("changed"), items("deleted"), bool(data.get("truncated")))
+    files = data.get("files")
+    listed = ([str(f)[:500] for f in files[:MAX_LISTED] if isinstance(f, str)]
+              if isinstance(files, list) else None)
+    return NamespaceDiff(items("new"), items("changed"), items("deleted"), bool(data.get("truncated")),
+                         files=listed)
