@@ -227,6 +227,19 @@ def test_a_prompt_the_cache_holds_whole_is_warmed_again_and_then_answered(backen
     assert out.cached_tokens == n - 1 and out.completion_tokens >= 1 and out.text.strip()
 
 
+def test_a_warm_gives_the_model_up_within_a_small_step(backend):
+    """A turn that asks while a warm reads a long prompt waits at most ``WARM_STEP`` tokens of
+    it, not a whole batch (10-30 s on a busy machine, for a prompt that may not be the turn's)."""
+    from jupyter_data_agent.server.warm import WARM_STEP, warm
+
+    loaded = backend.load()
+    long = Prompt(text=CODE_PROMPT.format(tag="warm step") + "".join(
+        f"# note {i}: the column c{i} holds the reading of sensor {i} in degrees\n" for i in range(150)))
+    assert backend.count_tokens(long.text or "") > 2 * int(loaded.llm.n_batch) > 4 * WARM_STEP
+    assert warm(backend, long, lambda: True) is None
+    assert loaded.llm.n_tokens <= WARM_STEP + 8  # one step (and the few tokens shared with the last prompt)
+
+
 def test_an_empty_prompt_is_read_as_the_start_of_a_text(backend):
     """SmolLM2's GGUF adds no BOS: an empty prompt was no token at all, and llama.cpp's sampler
     failed ``assert self.n_tokens > 0`` (the HTTP 500s of ``POST warm`` on Run All in issue 40:

@@ -320,6 +320,7 @@ class LlamaCppBackend(Backend):
         max_new: int,
         seed: int | None,
         sample: _Sample,
+        step: int | None = None,
     ) -> Iterator[str]:
         """Decode into ``sample``, yielding the text delta of each token; the caller holds the lock.
 
@@ -336,7 +337,7 @@ class LlamaCppBackend(Backend):
         llm.set_seed(seed if seed is not None else random.getrandbits(31))
         greedy = params.temperature <= 0
         # The prompt's new part in batches, each a point where the consumer may stop (cancel).
-        batch = max(1, int(llm.n_batch))
+        batch = max(1, min(int(llm.n_batch), step or int(llm.n_batch)))
         for start in range(reused, len(ids) - 1, batch):
             chunk = ids[start:min(start + batch, len(ids) - 1)]
             began = time.perf_counter()
@@ -428,15 +429,19 @@ class LlamaCppBackend(Backend):
             return greedy_copies(completions, n, cached_tokens=completions[0].prompt_tokens)
         return completions
 
-    def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion]:
-        """Deltas as decoded; returns the finished completion (log-probs, reused tokens)."""
+    def stream(self, prompt: Prompt, params: SamplingParams, *,
+               prefill_step: int | None = None) -> Generator[str, None, Completion]:
+        """Deltas as decoded; returns the finished completion (log-probs, reused tokens).
+
+        ``prefill_step``: prompt tokens read between two ``""`` yields (default: a batch);
+        a warm reads in smaller steps, so it gives the model up sooner when a turn asks."""
         loaded = self.load()
         single = replace(params, n=1)
         sample = _Sample()
         with loaded.lock:
             share_cores(loaded)
             ids, max_new = self.prompt_ids(prompt, single.max_tokens)
-            decode = self._decode(loaded, ids, single, max_new, single.seed, sample)
+            decode = self._decode(loaded, ids, single, max_new, single.seed, sample, prefill_step)
             try:  # "" after a prompt batch: the consumer may stop there
                 yield from until_stop(decode, single.stop, keep_empty=True)
             except (RuntimeError, ValueError, AssertionError) as exc:  # llama-cpp-python asserts its state

@@ -33,9 +33,9 @@ def loading_text(backend: Backend) -> str:
 
 def waiting_text(ahead: int) -> str:
     """The line while the turn waits for the model; ``ahead`` counts turns only (0: a warm-up
-    holds it and gives way at its next batch, whose tokens stay cached for this turn)."""
+    holds it and gives way within its next step, whose tokens stay cached for this turn)."""
     if ahead <= 0:
-        return "preparing the prompt cache (a warm-up finishes its batch)"
+        return "preparing the prompt cache (a warm-up gives way)"
     return f"waiting for the model: {ahead} turn{'s' if ahead != 1 else ''} ahead"
 
 

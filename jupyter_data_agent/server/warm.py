@@ -12,8 +12,8 @@ to where the user's words go (prompts put what changes last:
 generated. Only a local model is warmed (an endpoint caches on its own, and
 would bill the tokens); one warm at a time, never in the model's line (it
 takes the model only while nobody waits, ``ModelService.background``), and
-it gives the model up at its next batch of prompt tokens when a turn asks:
-warming waits for nobody and nobody waits for it longer than one batch.
+it gives the model up within its next step of prompt tokens when a turn asks:
+warming waits for nobody and nobody waits for it longer than one step (``WARM_STEP``).
 A warm is best effort: what fails on the model's side (loading it, building or
 reading the prompt) is logged and answered 200 with ``warmed: false`` and the
 reason, never a 5xx; the model loads off the event loop.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import Callable
 
 import tornado
@@ -38,6 +39,10 @@ from ..turn.resolve import resolve
 from ..turn.spec import TurnAsk
 from .complete import CompleteHandler, inline_prompt, request_context
 from .models import InlineCompletionRequest, WarmReply, WarmRequest
+
+#: Prompt tokens a warm reads between two looks at "a turn waits" (a 512-token batch is
+#: 10-30 s on a busy 2-core machine, all of it a question's wait when the warm's prompt is not its).
+WARM_STEP = 128
 
 #: Stands for the user's words while the prompt is built; the prompt is cut before it.
 PLACEHOLDER = "(the question)"
@@ -70,10 +75,13 @@ def warm_prompt(settings: Settings, backend: Backend, kind: str, context: Notebo
 def warm(backend: Backend, prompt: Prompt, give_way: Callable[[], bool] = lambda: False) -> Completion | None:
     """Evaluate ``prompt`` into the model's cache (one token generated): the prompt's Completion.
 
-    Streamed, so it stops at the first batch of prompt tokens after ``give_way()`` turns true
+    Streamed, so it stops within ``WARM_STEP`` prompt tokens after ``give_way()`` turns true
     (a turn is waiting for the model): None then. What it evaluated stays cached."""
     params = SamplingParams(max_tokens=1, temperature=0.0)
-    streamed = Streamed(inner_stream(backend, prompt, params))
+    if "prefill_step" in inspect.signature(backend.stream).parameters:  # llama.cpp: give way sooner
+        streamed = Streamed(backend.stream(prompt, params, prefill_step=WARM_STEP))  # type: ignore[call-arg]
+    else:
+        streamed = Streamed(inner_stream(backend, prompt, params))
     chunks = iter(streamed)
     try:
         for _ in chunks:
