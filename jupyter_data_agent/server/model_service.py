@@ -13,8 +13,8 @@ generates one request at a time, since it shares the machine's cores; an
 endpoint serves up to ``endpoint_concurrency`` side by side. Either way
 requests wait in arrival order, at most ``max_waiting`` of them (beyond: a
 clear "model busy" error), and a waiting request is told how many turns are
-ahead of it (a warm holding the model is none: it gives way at its next
-batch). A kernel that hangs up (an interrupted ``%%agent``) leaves the line
+ahead of it (a warm holding the model is none: it gives way within its next
+step). A kernel that hangs up (an interrupted ``%%agent``) leaves the line
 at once: its endpoint call is abandoned, not waited for. At most one
 local model is resident: asking for another closes the previous one.
 
@@ -135,7 +135,7 @@ class QueuedBackend(WrappedBackend):
     """The server's own turns (the sidebar) in the service's line, with the magic's.
 
     One generation at a time per model whoever asks; ``notify`` hears how many
-    turns are ahead (0: only a warm, which gives way at its next batch), ``cancel``
+    turns are ahead (0: only a warm, which gives way within its next step), ``cancel``
     set while waiting leaves the line, and ``started`` hears the prompt once the
     model is this turn's, before it reads the prompt (the turn says how long that takes).
     """
