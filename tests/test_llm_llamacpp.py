@@ -188,6 +188,72 @@ def test_prefix_reuse_evaluates_only_the_suffix(backend):
     assert extra["reused_tokens"] >= step2.cached_tokens
 
 
+def test_a_prompt_the_cache_holds_whole_is_warmed_again_and_then_answered(backend):
+    """Issue 40: ``POST warm`` of a prompt already in the cache, again and again and from two
+    threads at once, then a real turn on that prompt. The last prompt token is read again (fresh
+    logits), everything before it comes from the cache."""
+    import threading
+
+    from jupyter_data_agent.server.warm import warm
+
+    chat = Prompt.chat([ChatMessage("system", "You write pandas code."),
+                        ChatMessage("user", CODE_PROMPT.format(tag="warmed again"))])
+    n = len(backend.prompt_ids(chat, 1)[0])
+    first = warm(backend, chat)
+    assert first is not None and first.prompt_tokens == n
+    for _ in range(3):
+        again = warm(backend, chat)
+        assert again is not None and again.cached_tokens == n - 1 and again.completion_tokens == 1
+    errors: list[BaseException] = []
+    outs: list = []
+
+    def race() -> None:
+        try:
+            for _ in range(3):
+                outs.append(warm(backend, chat))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=race) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and len(outs) == 6 and all(o.cached_tokens == n - 1 for o in outs)
+    work = backend.prompt_work(chat)
+    assert work is not None and (work.tokens, work.cached) == (n, n - 1)
+    assert work.tokens_per_s is not None and work.tokens_per_s > 0  # the first warm's batches, timed
+    out = backend.generate(chat, SamplingParams(max_tokens=8, temperature=0.0))[0]
+    assert out.cached_tokens == n - 1 and out.completion_tokens >= 1 and out.text.strip()
+
+
+def test_a_warm_gives_the_model_up_within_a_small_step(backend):
+    """A turn that asks while a warm reads a long prompt waits at most ``WARM_STEP`` tokens of
+    it, not a whole batch (10-30 s on a busy machine, for a prompt that may not be the turn's)."""
+    from jupyter_data_agent.server.warm import WARM_STEP, warm
+
+    loaded = backend.load()
+    long = Prompt(text=CODE_PROMPT.format(tag="warm step") + "".join(
+        f"# note {i}: the column c{i} holds the reading of sensor {i} in degrees\n" for i in range(150)))
+    assert backend.count_tokens(long.text or "") > 2 * int(loaded.llm.n_batch) > 4 * WARM_STEP
+    assert warm(backend, long, lambda: True) is None
+    assert loaded.llm.n_tokens <= WARM_STEP + 8  # one step (and the few tokens shared with the last prompt)
+
+
+def test_an_empty_prompt_is_read_as_the_start_of_a_text(backend):
+    """SmolLM2's GGUF adds no BOS: an empty prompt was no token at all, and llama.cpp's sampler
+    failed ``assert self.n_tokens > 0`` (the HTTP 500s of ``POST warm`` on Run All in issue 40:
+    the first cell's inline warm has no cell above it)."""
+    from jupyter_data_agent.server.warm import warm
+
+    assert backend.prompt_ids(Prompt(text=""), 4)[0] == [backend.load().llm.token_bos()]
+    for _ in range(2):  # also with that token cached
+        out = warm(backend, Prompt(text=""))
+        assert out is not None and out.prompt_tokens == 1 and out.completion_tokens == 1
+        assert "".join(backend.stream(Prompt(text=""), SamplingParams(max_tokens=4, temperature=0.0)))
+    assert backend.generate(Prompt(text=""), SamplingParams(max_tokens=4))[0].completion_tokens >= 1
+
+
 def test_chat_prompts_use_the_model_template(backend):
     chat = Prompt.chat(
         [

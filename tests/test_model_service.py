@@ -229,6 +229,33 @@ def test_the_servers_own_turns_wait_in_the_same_line(service):
     assert out == {"text": "echo-model:s:0"}
 
 
+def test_a_warm_is_no_turn_ahead_and_a_turn_hears_when_the_model_is_its(service):
+    """Issue 40: a warm holding the model (``background``) is no turn ahead of a question: the
+    question hears 0 ahead, the warm's "give way" turns true, and once the warm ends the turn's
+    ``started`` hears its prompt before the model reads it (where the sidebar says how long)."""
+    from jupyter_data_agent.server.model_progress import waiting_text
+
+    backend = EchoBackend(service.settings)
+    slot = service._slot(service.settings)
+    heard: list[int] = []
+    began: list[tuple[str | None, int, int]] = []
+    turn = service.queued(service.settings, backend, heard.append,
+                          started=lambda p: began.append((p.text, slot.active, backend.calls)))
+    out: dict[str, str] = {}
+    t = threading.Thread(target=lambda: out.update(text=turn.generate(Prompt(text="q"), SamplingParams())[0].text))
+    with service.background(service.settings) as give_way:
+        assert give_way is not None and not give_way()
+        t.start()
+        deadline = time.monotonic() + 10
+        while not heard and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert heard == [0] and give_way() and not began and slot.turns_holding == 0
+    t.join(10)
+    assert out == {"text": "echo-model:q:0"} and began == [("q", 1, 0)] and heard == [0]
+    assert slot.active == slot.background == 0
+    assert "ahead" not in waiting_text(0) and waiting_text(2) == "waiting for the model: 2 turns ahead"
+
+
 def test_service_gone_is_a_clear_error(service, monkeypatch):
     remote = client(service)
     service.stop()

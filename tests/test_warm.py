@@ -214,3 +214,89 @@ async def test_warms_never_queue_and_give_way_to_a_turn(jp_fetch, jp_serverapp):
     assert reply == {"version": 1, "warmed": False, "reason": "a turn needed the model",
                      "prompt_tokens": 0, "cached_tokens": 0}, reply
     assert all(ahead == 0 for ahead in heard), heard  # a warm is no turn ahead of it
+
+
+
+EMPTY = [{"cell_type": "code", "id": "e0", "source": "", "metadata": {}, "outputs": [], "execution_count": None}]
+
+
+@pytest.mark.smollm
+@on_server_loop
+async def test_repeated_warms_never_answer_5xx(jp_fetch):
+    """Issue 40: Run All met ``POST warm`` failing (``assert self.n_tokens > 0`` in llama.cpp's
+    sampler: the first cell's inline prompt is empty). Warms of an empty notebook, of the same
+    prompt again and again, and side by side: every reply a 200, the same prompt warmed."""
+    import asyncio
+
+    def warm(kind: str, cells=CELLS):
+        return jp_fetch(NS, "warm", method="POST", body=warm_body(kind, cells=cells, active=0 if cells is EMPTY else 2),
+                        request_timeout=600, raise_error=False)
+
+    replies = [await warm(kind, cells) for kind, cells in [("inline", EMPTY), ("inline", EMPTY), ("turn", EMPTY),
+                                                           ("inline", CELLS), ("inline", CELLS), ("inline", CELLS)]]
+    replies += await asyncio.gather(*(warm("inline", c) for c in (CELLS, EMPTY, CELLS, EMPTY)))
+    assert all(r.code == 200 for r in replies), [(r.code, r.body[:200]) for r in replies]
+    bodies = [json.loads(r.body) for r in replies]
+    assert all(b["warmed"] for b in bodies[:6]), bodies  # one at a time: each gets the model
+    assert bodies[4]["cached_tokens"] == bodies[5]["cached_tokens"] == bodies[4]["prompt_tokens"] - 1
+    assert all(b["warmed"] or b["reason"].startswith("the model is busy") for b in bodies[6:]), bodies
+
+
+def messages(events: list[dict]) -> list[str]:
+    return [e["message"] for e in events if e["type"] == "progress"]
+
+
+@pytest.mark.smollm
+@on_server_loop
+async def test_a_turn_says_loading_and_preparing_never_a_warm_as_a_turn_ahead(jp_fetch, jp_serverapp):
+    """Issue 40: the first answer read "waiting for the model: N turns ahead" for most of a minute
+    while a warm-up held the model. A turn asked with a warm running: loading the model (the
+    server's first request), then preparing the prompt cache with its size; no turn ahead."""
+    import asyncio
+
+    from jupyter_data_agent.llm.factory import create_backend
+    from tests.test_server import poll_until, post_turn
+
+    state = jp_serverapp.web_app.settings["jupyter_data_agent"]
+    service, settings = state.model_service, state.settings
+    slot = service._slot(settings)
+    assert create_backend(settings).needs_loading  # a fresh server: the model is not loaded yet
+
+    def warm(cells):
+        return jp_fetch(NS, "warm", method="POST", body=warm_body("turn", cells=cells, active=len(cells) - 1),
+                        request_timeout=600)
+
+    def ended(e: dict) -> bool:
+        return e["type"] in ("candidate", "done", "error")
+
+    # The model not loaded yet: a warm and a question at once.
+    cells = long_cells("p", 6)
+    pending = asyncio.ensure_future(warm(cells))
+    job = await post_turn(jp_fetch, cells=cells, active_index=len(cells) - 1)
+    first = await poll_until(jp_fetch, job["job_id"], ended, timeout=600)
+    await pending
+    said = messages(first)
+    assert not any("turn ahead" in m or "turns ahead" in m for m in said), said
+    loading = [m for m in said if m.startswith("loading the model")]
+    assert loading and "SmolLM2" in loading[0] and " MB, about " in loading[0], said
+
+    # A warm reads a new long prompt when the question comes: the turn waits for the warm's batch
+    # (the tokens it read stay cached), then says how much of its prompt is left to read.
+    cells = long_cells("q", 40)
+    pending = asyncio.ensure_future(warm(cells))
+    deadline = asyncio.get_running_loop().time() + 300
+    while slot.background == 0 and not pending.done() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    assert slot.background == 1, "the warm never took the model"
+    job = await post_turn(jp_fetch, cells=cells, active_index=len(cells) - 1)
+    events = await poll_until(jp_fetch, job["job_id"], ended, timeout=600)
+    reply = json.loads((await pending).body)
+    said = messages(events)
+    assert not any("turn ahead" in m or "turns ahead" in m for m in said), said
+    assert not any(m.startswith("loading the model") for m in said), said  # loaded by now
+    waits = [e["data"] for e in events if e["type"] == "progress" and e["data"].get("state") == "waiting_model"]
+    assert all(w["queue"] == 0 for w in waits), waits
+    preparing = [m for m in said if m.startswith("preparing the prompt cache: ")]
+    assert preparing and "new prompt tokens" in preparing[0] and "s" in preparing[0].split(",")[-1], said
+    assert reply["warmed"] is False and reply["reason"] == "a turn needed the model", reply
+    assert any(ended(e) and e["type"] != "error" for e in events), events[-3:]

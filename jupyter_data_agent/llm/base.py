@@ -185,6 +185,24 @@ class Streamed:
             self.completion = result
 
 
+@dataclass(frozen=True)
+class PromptWork:
+    """What a local model reads before its first token, for the progress a turn shows."""
+
+    tokens: int  # the prompt's tokens
+    cached: int  # of them, already in the model's cache
+    tokens_per_s: float | None = None  # the prompt speed measured so far; None before any
+
+    @property
+    def new(self) -> int:
+        return max(0, self.tokens - self.cached)
+
+    @property
+    def seconds(self) -> float | None:
+        """The time to read the new tokens at the measured speed (None: not measured yet)."""
+        return self.new / self.tokens_per_s if self.tokens_per_s else None
+
+
 class Backend(abc.ABC):
     """A loaded model. Instances are reused across turns (loading is slow)."""
 
@@ -227,6 +245,16 @@ class Backend(abc.ABC):
 
     def load(self) -> object:
         """Load the model now (local backends); others have nothing to load."""
+        return None
+
+    @property
+    def weights_bytes(self) -> int | None:
+        """Size of the weights a ``load`` reads (a local model's file), None where unknown."""
+        return None
+
+    def prompt_work(self, prompt: Prompt) -> PromptWork | None:
+        """How much of ``prompt`` the loaded model must still read (local models with a
+        prompt cache); None where the backend cannot tell (endpoints, not loaded)."""
         return None
 
 
@@ -279,6 +307,13 @@ class WrappedBackend(Backend):
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    @property
+    def weights_bytes(self) -> int | None:
+        return self.inner.weights_bytes
+
+    def prompt_work(self, prompt: Prompt) -> PromptWork | None:
+        return self.inner.prompt_work(prompt)
 
     def generate(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
         return self.inner.generate(prompt, params)

@@ -55,6 +55,7 @@ from .base import (
     Capabilities,
     Completion,
     Prompt,
+    PromptWork,
     SamplingParams,
     cut_at_stop,
 )
@@ -98,6 +99,14 @@ class LoadedLlama:
     # Totals over the model's life (benchmarks, capabilities).
     evaluated_tokens: int = 0
     reused_tokens: int = 0
+    # Prompt batches read and their time: the speed a turn's "preparing the prompt cache" estimates with.
+    prefill_tokens: int = 0
+    prefill_seconds: float = 0.0
+
+    @property
+    def prefill_speed(self) -> float | None:
+        """Prompt tokens read per second so far (None before a batch was timed)."""
+        return self.prefill_tokens / self.prefill_seconds if self.prefill_seconds > 0 else None
 
 
 _CACHE: ModelCache[LoadedLlama] = ModelCache()
@@ -173,6 +182,14 @@ def _load(path: Path, n_ctx: int, threads: int, settings: Settings) -> LoadedLla
     return loaded
 
 
+def start_token(llm: Any) -> int:
+    """The token an empty prompt is read as: the start of a text (BOS, else the end-of-text
+    separator). llama.cpp samples from the last evaluated token's logits: with no token at all
+    it fails an assertion (``n_tokens > 0``), which an empty inline or warm prompt reached."""
+    bos = llm.token_bos()
+    return bos if bos >= 0 else llm.token_eos()
+
+
 @dataclass
 class _Sample:
     """One decode in progress: tokens, their log-probs and the text so far."""
@@ -208,6 +225,28 @@ class LlamaCppBackend(Backend):
     @property
     def model(self) -> str:
         return self._display
+
+    @property
+    def weights_bytes(self) -> int | None:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return None
+
+    def prompt_work(self, prompt: Prompt) -> PromptWork | None:
+        """The prompt's tokens and how many of them the KV cache holds (read, not locked:
+        an estimate, asked by a turn that holds the model's slot)."""
+        if self._loaded is None:
+            return None
+        llm = self._loaded.llm
+        ids, _ = self.prompt_ids(prompt, 1)
+        cached = llm.input_ids[: min(int(llm.n_tokens), len(ids) - 1)]
+        keep = 0
+        for a, b in zip(cached.tolist(), ids):
+            if a != b:
+                break
+            keep += 1
+        return PromptWork(len(ids), keep, self._loaded.prefill_speed)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -248,6 +287,8 @@ class LlamaCppBackend(Backend):
         ids = loaded.llm.tokenize(text.encode("utf-8"), add_bos=True, special=prompt.is_chat)
         if prompt.is_chat and len(ids) >= 2 and ids[0] == ids[1] == loaded.llm.token_bos():
             ids = ids[1:]  # the template wrote BOS and the tokenizer added one
+        if not ids:  # an empty text, and a model that adds no BOS (SmolLM2): nothing to sample from
+            ids = [start_token(loaded.llm)]
         return fit_context(ids, max_new, loaded.n_ctx)
 
     # -- the KV cache ------------------------------------------------------------
@@ -279,6 +320,7 @@ class LlamaCppBackend(Backend):
         max_new: int,
         seed: int | None,
         sample: _Sample,
+        step: int | None = None,
     ) -> Iterator[str]:
         """Decode into ``sample``, yielding the text delta of each token; the caller holds the lock.
 
@@ -295,9 +337,14 @@ class LlamaCppBackend(Backend):
         llm.set_seed(seed if seed is not None else random.getrandbits(31))
         greedy = params.temperature <= 0
         # The prompt's new part in batches, each a point where the consumer may stop (cancel).
-        batch = max(1, int(llm.n_batch))
+        batch = max(1, min(int(llm.n_batch), step or int(llm.n_batch)))
         for start in range(reused, len(ids) - 1, batch):
-            llm.eval(ids[start:min(start + batch, len(ids) - 1)])
+            chunk = ids[start:min(start + batch, len(ids) - 1)]
+            began = time.perf_counter()
+            llm.eval(chunk)
+            if len(chunk) >= 16:  # a tail of a few tokens says little about the speed
+                loaded.prefill_tokens += len(chunk)
+                loaded.prefill_seconds += time.perf_counter() - began
             yield ""
         tokens = llm.generate(
             ids[max(reused, len(ids) - 1):],
@@ -376,25 +423,29 @@ class LlamaCppBackend(Backend):
                     for _ in self._decode(loaded, ids, params, max_new, seed, sample):
                         pass
                     completions.append(self._completion(sample, ids, params))
-            except (RuntimeError, ValueError) as exc:
-                raise BackendError(f"Generation with {self.model!r} failed: {exc}") from exc
+            except (RuntimeError, ValueError, AssertionError) as exc:  # llama-cpp-python asserts its state
+                raise BackendError(f"Generation with {self.model!r} failed: {exc or type(exc).__name__}") from exc
         if greedy:  # the copies reuse the whole decode: their prompt is the first one's
             return greedy_copies(completions, n, cached_tokens=completions[0].prompt_tokens)
         return completions
 
-    def stream(self, prompt: Prompt, params: SamplingParams) -> Generator[str, None, Completion]:
-        """Deltas as decoded; returns the finished completion (log-probs, reused tokens)."""
+    def stream(self, prompt: Prompt, params: SamplingParams, *,
+               prefill_step: int | None = None) -> Generator[str, None, Completion]:
+        """Deltas as decoded; returns the finished completion (log-probs, reused tokens).
+
+        ``prefill_step``: prompt tokens read between two ``""`` yields (default: a batch);
+        a warm reads in smaller steps, so it gives the model up sooner when a turn asks."""
         loaded = self.load()
         single = replace(params, n=1)
         sample = _Sample()
         with loaded.lock:
             share_cores(loaded)
             ids, max_new = self.prompt_ids(prompt, single.max_tokens)
-            decode = self._decode(loaded, ids, single, max_new, single.seed, sample)
+            decode = self._decode(loaded, ids, single, max_new, single.seed, sample, prefill_step)
             try:  # "" after a prompt batch: the consumer may stop there
                 yield from until_stop(decode, single.stop, keep_empty=True)
-            except (RuntimeError, ValueError) as exc:
-                raise BackendError(f"Generation with {self.model!r} failed: {exc}") from exc
+            except (RuntimeError, ValueError, AssertionError) as exc:  # llama-cpp-python asserts its state
+                raise BackendError(f"Generation with {self.model!r} failed: {exc or type(exc).__name__}") from exc
             finally:
                 decode.close()  # stops decoding at once when the consumer leaves
         return self._completion(sample, ids, single)

@@ -226,7 +226,7 @@ def generate_one(ctx: RunContext, prompt: Prompt, params: SamplingParams, stats:
                                  state="generating",
                                  tokens=tokens, elapsed_s=round(elapsed, 1))
                 else:  # a local model still reading the prompt (it yields "" between batches)
-                    ctx.progress(f"reading the prompt: {prompt_tokens:,} tokens, {elapsed:.0f} s",
+                    ctx.progress(f"preparing the prompt cache: {prompt_tokens:,} prompt tokens, {elapsed:.0f} s",
                                  state="prompt", prompt_tokens=prompt_tokens, elapsed_s=round(elapsed, 1))
     finally:
         gen.close()

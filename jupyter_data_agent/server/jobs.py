@@ -30,6 +30,7 @@ from ..turn import TurnAsk, resolve, secrets_scrubber
 from .fair import FairSlots
 from .job import SERVER_OWNER, Job, model_intent
 from .kernels import KernelHandles
+from .model_progress import loading_text, preparing_text, waiting_text
 from .models import TurnRequestModel
 from .threads import in_thread
 
@@ -318,9 +319,9 @@ class JobManager:
         job.progress("Preparing the model.", state="loading_model", backend=settings.backend)
         backend = await asyncio.to_thread(create_backend, settings)
         if backend.needs_loading:
-            # A local model loads on its first use: do it here, where the turn says so.
-            job.progress(f"Loading the model ({backend.model}).", state="loading_model",
-                         backend=settings.backend)
+            # A local model loads on its first use (or a warm-up loads it now: this waits for
+            # that load, never counted as a turn ahead): here, where the turn says so.
+            job.progress(f"{loading_text(backend)}.", state="loading_model", backend=settings.backend)
             await asyncio.to_thread(backend.load)
         job.model = backend.model
         loop = asyncio.get_running_loop()
@@ -355,11 +356,15 @@ class JobManager:
             from ..search.base import Event
 
             def waiting(ahead: int) -> None:
-                turns = f"{ahead} turn{'s' if ahead != 1 else ''}"
-                sink(Event("progress", f"waiting for the model: {turns} ahead",
-                           {"state": "waiting_model", "queue": ahead}))
+                sink(Event("progress", waiting_text(ahead), {"state": "waiting_model", "queue": ahead}))
 
-            backend = self.service.queued(settings, backend, waiting, job.cancel_event)
+            def started(prompt: Any, inner: Any = backend) -> None:
+                work = inner.prompt_work(prompt)
+                text = preparing_text(work) if work is not None else None
+                if work is not None and text is not None:
+                    sink(Event("progress", text, {"state": "prompt", "prompt_tokens": work.tokens}))
+
+            backend = self.service.queued(settings, backend, waiting, job.cancel_event, started)
 
         job.phase = "searching"
         job.progress(f"Running the {spec.strategy} strategy.", state="searching",

@@ -13,8 +13,9 @@ generates one request at a time, since it shares the machine's cores; an
 endpoint serves up to ``endpoint_concurrency`` side by side. Either way
 requests wait in arrival order, at most ``max_waiting`` of them (beyond: a
 clear "model busy" error), and a waiting request is told how many turns are
-ahead of it. A kernel that hangs up (an interrupted ``%%agent``) leaves the
-line at once: its endpoint call is abandoned, not waited for. At most one
+ahead of it (a warm holding the model is none: it gives way within its next
+step). A kernel that hangs up (an interrupted ``%%agent``) leaves the line
+at once: its endpoint call is abandoned, not waited for. At most one
 local model is resident: asking for another closes the previous one.
 
 The socket's folder is named for this server's pid (``procs.owner_tag``), so
@@ -39,7 +40,7 @@ from dataclasses import asdict
 
 from ..config import Settings
 from ..llm import remote_backend as rb
-from ..llm.base import Backend, BackendError, Streamed, WrappedBackend
+from ..llm.base import Backend, BackendError, Prompt, Streamed, WrappedBackend
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +77,15 @@ class _Slot:
             return True
 
     def end_background(self) -> None:
-        with self.cond:
+        with self.cond:  # both at once: a waiting turn never sees the warm's place as a turn's
             self.background = max(0, self.background - 1)
-        self.release()
+            self.active = max(0, self.active - 1)
+            self.cond.notify_all()
+
+    @property
+    def turns_holding(self) -> int:
+        """Turns (not warms) that hold the model now: what a waiting turn counts as ahead of it."""
+        return max(0, self.active - self.background)
 
     @property
     def contended(self) -> bool:
@@ -102,7 +109,7 @@ class _Slot:
                 last = None
                 while self.busy or self.waiting[0] is not ticket:
                     # A warm in progress is no turn ahead: it stops for this one.
-                    ahead = self.waiting.index(ticket) + (1 if self.active > self.background else 0)
+                    ahead = self.waiting.index(ticket) + min(1, self.turns_holding)
                     if ahead != last:
                         last = ahead
                         self.cond.release()
@@ -128,16 +135,20 @@ class QueuedBackend(WrappedBackend):
     """The server's own turns (the sidebar) in the service's line, with the magic's.
 
     One generation at a time per model whoever asks; ``notify`` hears how many
-    turns are ahead, and ``cancel`` set while waiting leaves the line.
+    turns are ahead (0: only a warm, which gives way within its next step), ``cancel``
+    set while waiting leaves the line, and ``started`` hears the prompt once the
+    model is this turn's, before it reads the prompt (the turn says how long that takes).
     """
 
     def __init__(self, inner: Backend, slot: _Slot, notify: Callable[[int], None],
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None,
+                 started: Callable[[Prompt], None] | None = None) -> None:
         super().__init__(inner)
         self.name = "queued"
         self._slot = slot
         self._notify = notify
         self._cancel = cancel
+        self._started = started
 
     def _check(self) -> None:
         if self._cancel is not None and self._cancel.is_set():
@@ -145,9 +156,17 @@ class QueuedBackend(WrappedBackend):
 
             raise Cancelled("the turn was cancelled while it waited for the model")
 
+    def _begin(self, prompt: Prompt) -> None:
+        if self._started is not None:
+            try:
+                self._started(prompt)
+            except Exception:  # progress only: the generation goes on
+                log.debug("jupyter_data_agent: the started hook failed", exc_info=True)
+
     def generate(self, prompt, params):
         self._slot.acquire(self._notify, self._check)
         try:
+            self._begin(prompt)
             return self.inner.generate(prompt, params)
         finally:
             self._slot.release()
@@ -155,6 +174,7 @@ class QueuedBackend(WrappedBackend):
     def stream(self, prompt, params):
         self._slot.acquire(self._notify, self._check)
         try:
+            self._begin(prompt)
             return (yield from self.inner.stream(prompt, params))
         finally:
             self._slot.release()
@@ -291,7 +311,8 @@ class ModelService:
             slot.end_background()
 
     def queued(self, settings: Settings, backend: Backend, notify: Callable[[int], None],
-               cancel: threading.Event | None = None) -> Backend:
+               cancel: threading.Event | None = None,
+               started: Callable[[Prompt], None] | None = None) -> Backend:
         """``backend`` (the server's, for ``settings``) taking its turn in the service's line.
 
         Only a local model has one line: an endpoint serves turns side by side, and
@@ -299,7 +320,7 @@ class ModelService:
         """
         if not _is_local(settings):
             return backend
-        return QueuedBackend(backend, self._slot(settings), notify, cancel)
+        return QueuedBackend(backend, self._slot(settings), notify, cancel, started)
 
     def _backend(self, settings: Settings) -> Backend:
         """The backend for ``settings``; called holding its slot (local: evicts the other model)."""

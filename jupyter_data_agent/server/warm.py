@@ -12,14 +12,18 @@ to where the user's words go (prompts put what changes last:
 generated. Only a local model is warmed (an endpoint caches on its own, and
 would bill the tokens); one warm at a time, never in the model's line (it
 takes the model only while nobody waits, ``ModelService.background``), and
-it gives the model up at its next batch of prompt tokens when a turn asks:
-warming waits for nobody and nobody waits for it longer than one batch.
+it gives the model up within its next step of prompt tokens when a turn asks:
+warming waits for nobody and nobody waits for it longer than one step (``WARM_STEP``).
+A warm is best effort: what fails on the model's side (loading it, building or
+reading the prompt) is logged and answered 200 with ``warmed: false`` and the
+reason, never a 5xx; the model loads off the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import Callable
 
 import tornado
@@ -35,6 +39,10 @@ from ..turn.resolve import resolve
 from ..turn.spec import TurnAsk
 from .complete import CompleteHandler, inline_prompt, request_context
 from .models import InlineCompletionRequest, WarmReply, WarmRequest
+
+#: Prompt tokens a warm reads between two looks at "a turn waits" (a 512-token batch is
+#: 10-30 s on a busy 2-core machine, all of it a question's wait when the warm's prompt is not its).
+WARM_STEP = 128
 
 #: Stands for the user's words while the prompt is built; the prompt is cut before it.
 PLACEHOLDER = "(the question)"
@@ -67,10 +75,13 @@ def warm_prompt(settings: Settings, backend: Backend, kind: str, context: Notebo
 def warm(backend: Backend, prompt: Prompt, give_way: Callable[[], bool] = lambda: False) -> Completion | None:
     """Evaluate ``prompt`` into the model's cache (one token generated): the prompt's Completion.
 
-    Streamed, so it stops at the first batch of prompt tokens after ``give_way()`` turns true
+    Streamed, so it stops within ``WARM_STEP`` prompt tokens after ``give_way()`` turns true
     (a turn is waiting for the model): None then. What it evaluated stays cached."""
     params = SamplingParams(max_tokens=1, temperature=0.0)
-    streamed = Streamed(inner_stream(backend, prompt, params))
+    if "prefill_step" in inspect.signature(backend.stream).parameters:  # llama.cpp: give way sooner
+        streamed = Streamed(backend.stream(prompt, params, prefill_step=WARM_STEP))  # type: ignore[call-arg]
+    else:
+        streamed = Streamed(inner_stream(backend, prompt, params))
     chunks = iter(streamed)
     try:
         for _ in chunks:
@@ -115,14 +126,24 @@ class WarmHandler(CompleteHandler):
         if service is not None and service.busy(settings):
             return self._reply(WarmReply(warmed=False, reason="the model is busy with a turn"))
         stamp = tuple(c.execution_count for c in request.cells if c.cell_type == "code")
-        schema, _ = await self._schema(request.kernel_id, stamp)
-
-        from ..llm.factory import create_backend
-
-        backend = await asyncio.to_thread(create_backend, settings)
-        prompt = warm_prompt(settings, backend, request.kind, context, schema)
+        try:
+            schema, _ = await self._schema(request.kernel_id, stamp)
+        except web.HTTPError:
+            raise  # the request's own fault (a kernel it may not use): a 4xx that says so
+        except Exception as exc:  # noqa: BLE001 -- best effort: the prompt without the schema
+            self.log.info("jupyter_data_agent: warm without the schema: %s: %s", type(exc).__name__, exc)
+            schema = ""
 
         def run() -> WarmReply:
+            # Off the event loop: the first warm loads the model (a turn meanwhile says "loading
+            # the model" and waits for that load, never for a turn ahead) and tokenizes the prompt.
+            from ..llm.factory import create_backend
+
+            try:
+                backend = create_backend(settings)
+                prompt = warm_prompt(settings, backend, request.kind, context, schema)
+            except Exception as exc:  # noqa: BLE001 -- background work: said in the log and the reply, never a 500
+                return self._failed("preparing the warm", exc)
             # At most one warm at a time and never in the model's line: it takes the model only
             # while nobody waits, and gives it up at the next batch of tokens when a turn comes.
             with (service.background(settings) if service else contextlib.nullcontext(lambda: False)) as give_way:
@@ -131,14 +152,17 @@ class WarmHandler(CompleteHandler):
                 try:
                     out = warm(backend, prompt, give_way)
                 except Exception as exc:  # noqa: BLE001 -- background work: said in the log and the reply, never a 500
-                    self.log.warning("jupyter_data_agent: warming the model failed: %s: %s",
-                                     type(exc).__name__, exc)
-                    return WarmReply(warmed=False, reason=f"warming failed ({type(exc).__name__})")
+                    return self._failed("warming", exc)
             if out is None:
                 return WarmReply(warmed=False, reason="a turn needed the model")
             return WarmReply(warmed=True, prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens)
 
         self._reply(await asyncio.to_thread(run))
+
+    def _failed(self, what: str, exc: Exception) -> WarmReply:
+        """A model-side failure of a warm: logged, and a 200 that says so (a warm is best effort)."""
+        self.log.warning("jupyter_data_agent: %s the model failed: %s: %s", what, type(exc).__name__, exc)
+        return WarmReply(warmed=False, reason=f"{what} failed ({type(exc).__name__}: {str(exc)[:200]})")
 
     def _reply(self, reply: WarmReply) -> None:
         self.finish(reply.model_dump_json())
