@@ -163,10 +163,20 @@ test('ask, reject, undo and accept with the keyboard alone, the focus in the not
   let cells = await notebookCells(page);
   expect(cells.map(c => c.source)).toContain(CANDIDATES[0].code);
 
-  // Escape leaves the composer for the notebook, in command mode.
+  // Escape leaves the composer for the notebook, in command mode; `j` walks
+  // down to the suggested cell (the one the keyboard is on is removed next).
   await expect(input).toBeFocused();
   await page.keyboard.press('Escape');
   await expectFocusInCell(page);
+  const onSuggestion = () =>
+    page.evaluate(
+      () =>
+        !!document.activeElement?.closest('.jp-Cell.jp-DataAgent-suggestion')
+    );
+  for (let i = 0; i < 5 && !(await onSuggestion()); i++) {
+    await page.keyboard.press('j');
+  }
+  expect(await onSuggestion()).toBe(true);
 
   // Reject: the suggestion goes, the keyboard stays on a cell (not the body).
   await page.keyboard.press('Control+Shift+Backspace');
