@@ -20,6 +20,7 @@ import { Widget } from '@lumino/widgets';
 // The sidebar, its sessions and the config request are set up at activation:
 // nothing here can wait for a lazy import.
 /* eslint-disable jupyter/prefer-lazy-imports */
+import { keepKeyboardInNotebook } from './cellfocus';
 import { activateCellOnContextMenu, explainQuestion } from './cellmenu';
 import { configTable } from './configtable';
 import { getConfig, reloadValueModel } from './handler';
@@ -235,13 +236,25 @@ function registerCellCommands(context: ICommandContext): void {
   });
 }
 
+/** The first of a turn's cells still in the notebook, if any. */
+function firstCellOf(session: NotebookSession, turnId: string): string | null {
+  const state = session.suggestions.suggestion(turnId);
+  const panel = session.panel.content;
+  const present = new Set(panel.widgets.map(c => c.model.id));
+  return state?.cells.find(c => present.has(c.id))?.id ?? null;
+}
+
 /** Accept, run, reject, cycle and undo the suggestion; stop the request. */
 function registerSuggestionCommands(context: ICommandContext): void {
   const { commands } = context.app;
   const { current } = context;
+  // `focusFirst`: the keyboard goes to the turn's first cell (the accepted
+  // one); else it stays on the active cell (reject makes it the cell the
+  // suggestion hung from).
   const onSuggestion = (
     label: string,
-    run: (session: NotebookSession, turnId: string) => unknown
+    run: (session: NotebookSession, turnId: string) => unknown,
+    focusFirst = false
   ) => ({
     label,
     describedBy: NO_ARGS,
@@ -250,13 +263,17 @@ function registerSuggestionCommands(context: ICommandContext): void {
       const session = current();
       const turnId = session?.suggestions.currentTurn();
       if (session && turnId) {
-        await run(session, turnId);
+        await keepKeyboardInNotebook(
+          session.panel.content,
+          () => run(session, turnId),
+          () => (focusFirst ? firstCellOf(session, turnId) : null)
+        );
       }
     }
   });
   commands.addCommand(
     CommandIDs.accept,
-    onSuggestion('Accept Suggestion', (s, id) => s.suggestions.accept(id))
+    onSuggestion('Accept Suggestion', (s, id) => s.suggestions.accept(id), true)
   );
   commands.addCommand(
     CommandIDs.acceptAndRun,
@@ -280,7 +297,16 @@ function registerSuggestionCommands(context: ICommandContext): void {
     describedBy: NO_ARGS,
     label: 'Undo Last Suggestion Action',
     isEnabled: () => !!current(),
-    execute: () => current()?.suggestions.undo()
+    // The keyboard stays on the active cell: where the suggestion hung from
+    // (an undone reject) or the cell taken back (an undone accept).
+    execute: async () => {
+      const session = current();
+      if (session) {
+        await keepKeyboardInNotebook(session.panel.content, () =>
+          session.suggestions.undo()
+        );
+      }
+    }
   });
   commands.addCommand(CommandIDs.stop, {
     describedBy: NO_ARGS,

@@ -11,6 +11,7 @@ import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { focusNotebookCell } from './cellfocus';
 import { ExistingCells, stepDecisions } from './analysis';
 import { AnalysisController } from './analysiscontroller';
 import { acceptUpTo, isAnalysis, originalAnalysis } from './analysisreview';
@@ -566,8 +567,7 @@ export class SuggestionController implements IDisposable {
     }
     if (action !== 'next' && action !== 'previous') {
       // Leave the keyboard in the notebook, ready for the next command.
-      this.panel.content.mode = 'command';
-      this.panel.content.activeCell?.node.focus();
+      await focusNotebookCell(this.panel.content);
     }
   }
 

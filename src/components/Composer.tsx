@@ -6,6 +6,7 @@
 import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { focusNotebookCell } from '../cellfocus';
 import { useMentions } from '../mentions';
 import {
   EXPLAIN,
@@ -72,6 +73,12 @@ export function Composer(props: {
       event.preventDefault();
       event.stopPropagation();
       void session.stop();
+    } else if (event.key === 'Escape') {
+      // As a cell's editor: Escape goes to the notebook, in command mode,
+      // where the suggestion's keys and the notebook's own act.
+      event.preventDefault();
+      event.stopPropagation();
+      void focusNotebookCell(session.panel.content);
     } else if (event.key === 'Enter' && !event.shiftKey) {
       event.preventDefault();
       send();
@@ -91,7 +98,7 @@ export function Composer(props: {
         className={INPUT_CLASS}
         rows={3}
         value={text}
-        placeholder="Ask about this notebook… (Enter sends, Shift+Enter new line, ↑ history, @ names a DataFrame)"
+        placeholder="Ask about this notebook… (Enter sends, Shift+Enter new line, ↑ history, @ names a DataFrame, Esc to the notebook)"
         aria-label="Question for the Data Agent"
         {...mentions.inputProps}
         onSelect={event => mentions.onCaret(event.currentTarget)}
@@ -214,53 +221,56 @@ function ComposerControls(props: {
   const { session, strategies, models, limits, strategy, setStrategy } = props;
   const { model, setModel, samples, setSamples, budget, setBudget } = props;
   const { running, canSend, send } = props;
+  // The pickers wrap among themselves; Ask / Stop keeps its place on the
+  // first row at the right, whatever the panel's width.
   return (
     <div className="jp-DataAgent-controls">
-      <HTMLSelect
-        className="jp-DataAgent-strategy"
-        aria-label="Strategy"
-        value={strategy}
-        onChange={event => {
-          const value = event.currentTarget.value as Strategy;
-          setStrategy(value);
-          session.strategy = value;
-        }}
-        options={chooserOptions(strategies, strategy)}
-      />
-      {models.length > 1 && (
+      <div className="jp-DataAgent-pickers">
         <HTMLSelect
-          className="jp-DataAgent-model"
-          aria-label="Model"
-          title="The model that answers this notebook's questions"
-          value={model ?? models[0]}
+          className="jp-DataAgent-strategy"
+          aria-label="Strategy"
+          value={strategy}
           onChange={event => {
-            const value = event.currentTarget.value;
-            const picked = value === models[0] ? null : value;
-            setModel(picked);
-            session.model = picked;
+            const value = event.currentTarget.value as Strategy;
+            setStrategy(value);
+            session.strategy = value;
           }}
-          options={models}
+          options={chooserOptions(strategies, strategy)}
         />
-      )}
-      {knobDefault(strategies, strategy, 'samples') !== null && (
-        <KnobInput
-          name="samples"
-          title="Candidates sampled (and, for Vote, executed and voted)"
-          max={limits?.max_samples}
-          value={samples ?? knobDefault(strategies, strategy, 'samples')}
-          onChange={setSamples}
-        />
-      )}
-      {knobDefault(strategies, strategy, 'budget') !== null && (
-        <KnobInput
-          name="budget"
-          title="Search iterations (Search) or steps (Agent)"
-          max={limits?.max_budget}
-          value={budget ?? knobDefault(strategies, strategy, 'budget')}
-          onChange={setBudget}
-        />
-      )}
-      <span className="jp-DataAgent-spacer" />
+        {models.length > 1 && (
+          <HTMLSelect
+            className="jp-DataAgent-model"
+            aria-label="Model"
+            title="The model that answers this notebook's questions"
+            value={model ?? models[0]}
+            onChange={event => {
+              const value = event.currentTarget.value;
+              const picked = value === models[0] ? null : value;
+              setModel(picked);
+              session.model = picked;
+            }}
+            options={models}
+          />
+        )}
+        {knobDefault(strategies, strategy, 'samples') !== null && (
+          <KnobInput
+            name="samples"
+            title="Candidates sampled (and, for Vote, executed and voted)"
+            max={limits?.max_samples}
+            value={samples ?? knobDefault(strategies, strategy, 'samples')}
+            onChange={setSamples}
+          />
+        )}
+        {knobDefault(strategies, strategy, 'budget') !== null && (
+          <KnobInput
+            name="budget"
+            title="Search iterations (Search) or steps (Agent)"
+            max={limits?.max_budget}
+            value={budget ?? knobDefault(strategies, strategy, 'budget')}
+            onChange={setBudget}
+          />
+        )}
+      </div>
       {running ? (
         <button
           className="jp-Button jp-mod-styled jp-mod-warn jp-DataAgent-stop"

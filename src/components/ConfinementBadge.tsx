@@ -10,9 +10,10 @@ import type { Confinement } from '../wire';
 let confinementIds = 0;
 
 /**
- * The verdict on one turn's kernel copies: a badge whose layer list shows on
- * hover and while it has focus (a tab stop, described by the list; a tap on
- * a touch screen focuses it too). Escape hides it.
+ * The verdict on one turn's kernel copies: a badge whose layer list shows
+ * while the pointer is on the badge and while it has focus (a tab stop,
+ * described by the list; a click or a tap focuses it too, and a click
+ * elsewhere closes it). Escape hides it.
  */
 export function ConfinementBadge(props: { confinement: Confinement }) {
   const { confinement } = props;
@@ -20,7 +21,8 @@ export function ConfinementBadge(props: { confinement: Confinement }) {
     () => `jp-DataAgent-confinement-${++confinementIds}`
   );
   // Where the list goes: placed against the panel's body (not the scrolling
-  // conversation, which would clip it), below the badge or above it.
+  // conversation, which would clip it), below the badge or above it, within
+  // the conversation's box: never over the composer and its Ask.
   const [place, setPlace] = React.useState<React.CSSProperties | undefined>(
     undefined
   );
@@ -37,16 +39,18 @@ export function ConfinementBadge(props: { confinement: Confinement }) {
     const a = badge.getBoundingClientRect();
     const r = row.getBoundingClientRect();
     const b = body.getBoundingClientRect();
-    const below = b.bottom - a.bottom - 4;
-    const above = a.top - b.top - 4;
+    const room = (
+      node?.closest('.jp-DataAgent-conversation') ?? body
+    ).getBoundingClientRect();
+    const below = room.bottom - a.bottom - 4;
+    const above = a.top - room.top - 4;
     // Hover and focus styles already apply here, so the list has its height.
     const needed = details.scrollHeight + 2;
     const up = needed > below && above > below;
-    const room = Math.max(80, Math.floor(up ? above : below));
     setPlace({
       left: r.left - b.left,
       width: r.width,
-      maxHeight: room,
+      maxHeight: Math.max(40, Math.floor(up ? above : below)),
       // Flush with the badge: no gap for the pointer to fall through.
       ...(up ? { bottom: b.bottom - a.top } : { top: a.bottom - b.top })
     });
