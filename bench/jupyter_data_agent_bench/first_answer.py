@@ -20,8 +20,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from contextlib import aclosing
 
-from .first_token import INTENT_1, Kernel, _notebook, served
+from .first_token import INTENT_1, Kernel, _notebook, job_events, served
 from .loop import NS
 
 
@@ -37,25 +38,14 @@ def _post(server, path: str, body: dict) -> tuple[int, str]:
 
 
 async def _timeline(server, job_id: str, start: float) -> list[tuple[float, str, str]]:
-    from tornado.httpclient import HTTPRequest
-    from tornado.websocket import websocket_connect
-
-    url = f"ws://127.0.0.1:{server.port}/{NS}/jobs/{job_id}/events"
-    ws = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {server.token}"}))
     rows: list[tuple[float, str, str]] = []
-    try:
-        while True:
-            raw = await ws.read_message()
-            if raw is None:
-                break
-            event = json.loads(raw)
+    async with aclosing(job_events(server, job_id)) as stream:
+        async for event in stream:
             if event["type"] == "delta":
                 continue
             rows.append((time.perf_counter() - start, event["type"], event["message"]))
             if event["type"] in ("candidate", "done", "error"):
                 break
-    finally:
-        ws.close()
     return rows
 
 

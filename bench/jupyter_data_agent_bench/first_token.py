@@ -36,7 +36,8 @@ import sys
 import tempfile
 import time
 import urllib.error
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator
+from contextlib import aclosing, contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -138,21 +139,26 @@ def _cell(source: str, count: int | None, outputs: list[dict], index: int) -> di
 # -- one turn, timed on the job's websocket ---------------------------------------------------
 
 
-async def _events(server: JupyterServer, job_id: str, first_only: bool) -> tuple[list[dict], float | None]:
-    """The job's events, and when (``perf_counter``) the first non-empty delta arrived."""
+async def job_events(server: JupyterServer, job_id: str) -> AsyncIterator[dict]:
+    """The job's events off its websocket, as they arrive (the socket closes when the caller stops)."""
     from tornado.httpclient import HTTPRequest
     from tornado.websocket import websocket_connect
 
     url = f"ws://127.0.0.1:{server.port}/{NS}/jobs/{job_id}/events"
     ws = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {server.token}"}))
+    try:
+        while (raw := await ws.read_message()) is not None:
+            yield json.loads(raw)
+    finally:
+        ws.close()
+
+
+async def _events(server: JupyterServer, job_id: str, first_only: bool) -> tuple[list[dict], float | None]:
+    """The job's events, and when (``perf_counter``) the first non-empty delta arrived."""
     events: list[dict] = []
     first: float | None = None
-    try:
-        while True:
-            raw = await ws.read_message()
-            if raw is None:
-                break
-            event = json.loads(raw)
+    async with aclosing(job_events(server, job_id)) as stream:
+        async for event in stream:
             events.append(event)
             if first is None and event["type"] == "delta" and event["data"]["text"].strip():
                 first = time.perf_counter()
@@ -160,8 +166,6 @@ async def _events(server: JupyterServer, job_id: str, first_only: bool) -> tuple
                     break
             if event["type"] in ("done", "error"):
                 break
-    finally:
-        ws.close()
     return events, first
 
 
