@@ -3,6 +3,7 @@
  * the "Show Model Configuration" dialog. Whether an API key is set, never
  * the key: the server does not send it.
  */
+import { modelLine } from './connect';
 import { modelPrice } from './usage';
 import type { AgentConfig, ModelPrice } from './wire';
 
@@ -56,7 +57,8 @@ export function configRows(
   const limits = Object.entries(config.limits ?? {})
     .filter(([, value]) => value !== null && value !== undefined)
     .map(([key, value]) => `${words(key)}: ${value}`);
-  const model = config.model || '(default)';
+  // Nothing configured: the server names the model it runs (the embedded one).
+  const model = config.model || modelLine(config.model_info) || '(default)';
   return [
     ['Backend', config.backend || '—'],
     [

@@ -329,10 +329,28 @@ describe('configRows', () => {
         // An older server's reply, without limits.
         limits: {} as AgentConfig['limits'],
         price: null,
-        models: ['gpt-4o-mini']
+        models: ['gpt-4o-mini'],
+        // An older server's reply, without the model's name.
+        model_info: undefined as unknown as AgentConfig['model_info']
       })
     );
     expect(rows.Model).toBe('(default)');
+    // The embedded model, named by the server (m2).
+    const embedded = byLabel(
+      configRows({
+        ...CONFIG,
+        backend: 'embedded',
+        model: '',
+        model_info: {
+          name: 'SmolLM2-135M-Instruct',
+          kind: 'embedded',
+          note: 'small and weak at code'
+        }
+      })
+    );
+    expect(embedded.Model).toBe(
+      'SmolLM2-135M-Instruct, embedded, small and weak at code'
+    );
     expect(rows.Endpoint).toBe('—');
     expect(rows['API key']).toBe('not set');
     expect(rows.Limits).toBe('—');
