@@ -378,3 +378,37 @@ for (const theme of ['light', 'dark']) {
     ).toEqual([]);
   });
 }
+
+for (const theme of ['light', 'dark']) {
+  test(`a running turn's progress, elapsed time and log read at WCAG AA (${theme} theme)`, async ({
+    page
+  }) => {
+    const server = new MockServer();
+    await server.install(page);
+    await notebookWithDf(page, `progress-${theme}.ipynb`);
+    if (theme === 'dark') {
+      await useDarkTheme(page);
+    }
+    await openPanel(page);
+    await ask(page, INTENT);
+    await expect.poll(() => server.bodies.length).toBe(1);
+    await server.send('job1', [
+      event('job1', 1, 'progress', 'Generating candidates'),
+      event('job1', 2, 'log', 'Read 1 DataFrame schema')
+    ]);
+    const progress = panel(page).locator('.jp-DataAgent-progress');
+    await expect(progress.locator('.jp-DataAgent-elapsed')).toBeVisible();
+    await progress.locator('.jp-DataAgent-log summary').click();
+    await expect(
+      progress.locator('.jp-DataAgent-log li.jp-mod-log')
+    ).toBeVisible();
+    await expect
+      .poll(() =>
+        panel(page).evaluate(node => getComputedStyle(node).backgroundColor)
+      )
+      .toBe(theme === 'dark' ? 'rgb(33, 33, 33)' : 'rgb(255, 255, 255)');
+    expect(await contrastViolations(page, ['.jp-DataAgent-progress'])).toEqual(
+      []
+    );
+  });
+}
