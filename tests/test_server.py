@@ -411,8 +411,10 @@ async def test_missing_kernel_runs_on_notebook_text(jp_fetch, jp_ws_fetch, model
 async def test_dead_kernel_runs_on_notebook_text(jp_fetch, jp_ws_fetch, jp_serverapp):
     kernel_id, km, kc = await start_kernel(jp_fetch, jp_serverapp, code=None)
     kc.stop_channels()
-    km.autorestart = False
+    # In this order: stop_restarter() does nothing once autorestart is off (jupyter_client), and
+    # the restarter would bring the kernel back before a loaded machine's turn looks at it.
     km.stop_restarter()
+    km.autorestart = False
     os.kill(km.provisioner.pid, signal.SIGKILL)
     for _ in range(100):
         if not await km.is_alive():
@@ -423,6 +425,7 @@ async def test_dead_kernel_runs_on_notebook_text(jp_fetch, jp_ws_fetch, jp_serve
     assert events[-1]["type"] == "done"
     assert "no_kernel" in states(events)
     assert confinement_of(events)["status"] == "not_executed"
+    assert not await km.is_alive()  # it stayed dead: nothing restarted it under the turn
 
 
 @on_server_loop
