@@ -42,10 +42,15 @@ from .options import VoteOptions
 
 
 def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candidate | None:
-    """The representative of the largest class of equal outputs (``majority``).
+    """The representative of the largest class of equal outputs (``majority``)."""
+    winners = vote_class(candidates, stats)
+    return candidates[winners[0]] if winners else None
 
-    Sets each candidate's support and, given ``stats``, the class sizes.
-    """
+
+def vote_class(candidates: list[Candidate], stats: SearchStats | None = None) -> list[int]:
+    """The indices of the class the vote picks, the largest of equal outputs (``majority``; empty:
+    nothing voted). Sets each candidate's support and, given ``stats``, the class sizes: the
+    classes are computed once (each comparison may take up to its time bound)."""
     groups = majority([exec_output(c.result) for c in candidates],
                       scores=[c.score for c in candidates], steps=[len(c.steps) for c in candidates])
     for group in groups:
@@ -53,15 +58,7 @@ def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candi
             candidates[i].support = len(group)
     if stats is not None:
         stats.classes = [len(g) for g in groups]
-    return candidates[groups[0][0]] if groups else None
-
-
-def picked_class(candidates: list[Candidate], chosen: Candidate | None) -> set[int]:
-    """The ids of the candidates whose answer is the one the vote picked (``chosen``'s class)."""
-    for group in majority([exec_output(c.result) for c in candidates]) if chosen is not None else []:
-        if any(candidates[i] is chosen for i in group):
-            return {id(candidates[i]) for i in group}
-    return set()
+    return groups[0] if groups else []
 
 
 def lead_posterior(leader: int, runner_up: int) -> float:
@@ -112,16 +109,16 @@ class VoteStrategy:
         stats.unspent = opts.samples - drawn.drawn
         if stats.unspent:
             ctx.progress(f"the vote is decided: {stats.unspent} of {opts.samples} samples not drawn")
-        chosen = vote(candidates, stats) if runs else None
+        winners = vote_class(candidates, stats) if runs else []
+        chosen = candidates[winners[0]] if winners else None
         if runs:
             total = sum(stats.classes)
-            winners = picked_class(candidates, chosen)
-            for c in candidates:
+            for i, c in enumerate(candidates):
                 voted = exec_output(c.result) is not None
                 answer = answer_text(c)
                 c.checks = [*c.checks, type_check(answer, request.intent, request.task.format),
                             plausible_check(answer),
-                            agree_check(c.support if voted else 0, total, voted and id(c) in winners)]
+                            agree_check(c.support if voted else 0, total, voted and i in winners)]
         if chosen is None:
             chosen = candidates[0]
         if drawn.unparsable:
