@@ -21,9 +21,9 @@ from jupyter_data_agent.kernel.host.launch import start_kernel, stop_kernel
 from jupyter_data_agent.kernel.results import ExecResult, Limits, OutputItem, ValueHandle, describe_value
 from jupyter_data_agent.prompts.parse import Step
 from jupyter_data_agent.search.base import Candidate, RunContext, SearchStats, TurnRequest
-from jupyter_data_agent.search.equivalence import exec_output, same_answer
+from jupyter_data_agent.search.equivalence import exec_output, same_answer, voted_output
 from jupyter_data_agent.search.generate import sampling
-from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy
+from jupyter_data_agent.search.options import MCTSOptions, SamplingPolicy, TaskInfo, VoteOptions
 from jupyter_data_agent.search.vote import VoteStrategy, vote
 from tests.scripted_backend import ScriptedBackend
 
@@ -111,6 +111,31 @@ def test_wrong_group_keys_do_not_join_the_vote():
     assert vote(candidates).code == "w1"  # two against two, no scores: the class seen first
     assert [c.support for c in candidates] == [2, 2, 2, 2, 1]
 
+
+
+FORMAT = "@mean_fare[mean fare, 2 decimals] @top_city[name]"
+
+
+def test_cells_vote_with_the_tags_the_format_asks_for():
+    """Exploratory prints above the same tagged answer do not split the vote (issue 39: a right
+    answer drawn 3 times in 3 classes lost to a wrong one drawn twice); values compare as numbers."""
+    right = [ran(printed="count 891\n@mean_fare[32.20]\n@top_city[Lima]\n"),
+             ran(printed="   Age  Fare\nmean 29.7 32.2\n@top_city[Lima]\n@mean_fare[32.2]\n"),
+             ran(printed="@mean_fare[32.200]\n@top_city[Lima]\n@extra[1]\n")]
+    wrong = [ran(printed="count 891\n@mean_fare[32.21]\n@top_city[Lima]\n"),
+             ran(printed="@mean_fare[32.21]\n@top_city[Lima]\n")]
+    untagged = ran(printed="@mean_fare[32.20]\n")  # a tag missing: its whole text, a class of its own
+    assert len({json.dumps(voted_output(r, FORMAT), sort_keys=True) for r in right}) == 1
+    assert same_answer(voted_output(wrong[0], FORMAT), voted_output(wrong[1], FORMAT))
+    assert not same_answer(voted_output(right[0], FORMAT), voted_output(wrong[0], FORMAT))
+    assert voted_output(untagged, FORMAT) == exec_output(untagged)
+    assert voted_output(right[0]) == exec_output(right[0])  # no format: the whole printed answer
+    assert voted_output(ran(status="error"), FORMAT) is None
+    candidates = [Candidate(f"w{i}", result=r) for i, r in enumerate(wrong)] + \
+        [Candidate(f"r{i}", result=r) for i, r in enumerate(right)] + [Candidate("u", result=untagged)]
+    stats = SearchStats()
+    assert vote(candidates, stats, FORMAT).code.startswith("r") and stats.classes == [3, 2, 1]
+    assert vote(candidates, SearchStats()).code == "w0"  # by whole text: six classes of one, the first wins
 
 def test_no_error_free_candidate_means_no_vote():
     assert vote([Candidate("a", result=ran(status="error")), Candidate("b")]) is None
@@ -302,3 +327,20 @@ def test_progress_says_the_candidate_runs_in_a_copy_while_it_runs(copy, strategy
         assert [e.message for e in running] == ["running candidate 1 of 2 in a kernel copy",
                                                 "running candidate 2 of 2 in a kernel copy"]
         assert [e.data["candidate"] for e in running] == [0, 1]
+
+
+def test_the_vote_of_a_task_with_a_format_counts_tagged_answers(copy):
+    """VoteStrategy end to end in real copies: two cells print the same total (15.75, 15.750) under
+    different exploration and are one class; a third prints another value."""
+    cells = ["print(sales.describe())\nprint(f'@total[{sales.amount.sum()}]')",
+             "print(len(sales))\nprint(f'@total[{round(float(sales.amount.sum()), 2)}0]')",
+             "print(f'@total[{sales.amount.max()}]')"]
+    replies = iter(cells)
+    request = TurnRequest(intent="Total sales?", context=NotebookContext(), options=VoteOptions(samples=3),
+                          task=TaskInfo(format="@total[the total]"))
+    result = VoteStrategy().run(request, RunContext(
+        backend=ScriptedBackend(lambda call: [f"```python\n# Step 1: Total.\n{next(replies)}\n```"
+                                              for _ in range(call.n)]),
+        executor=copy))
+    assert result.stats.classes == [2, 1]
+    assert "sales.amount.sum()" in result.chosen.code

@@ -202,11 +202,15 @@ def append_answers(path: str, rec: dict, labels, extra: dict) -> None:
     from .dabench_score import score_question
 
     with open(path, "a", encoding="utf-8") as f:
-        for c in ((rec.get("result") or {}).get("candidates") or []):
+        result = rec.get("result") or {}
+        for i, c in enumerate(result.get("candidates") or []):
             feats = (c.get("meta") or {}).get("features")
             if feats and feats.get("answered"):  # it ran and voted (a cell that raised does not)
-                right = score_question(rec["id"], printed_text(c.get("result")), labels).correct
-                f.write(json.dumps({"id": rec["id"], **extra, "features": feats, "right": bool(right)}) + "\n")
+                printed = printed_text(c.get("result"))
+                right = score_question(rec["id"], printed, labels).correct
+                f.write(json.dumps({"id": rec["id"], **extra, "features": feats, "right": bool(right),
+                                    "answer": printed, "support": c.get("support"),
+                                    "picked": i == result.get("chosen")}) + "\n")
 
 
 def answers_auc(path: str) -> str:

@@ -42,7 +42,7 @@ from ..prompts import UnparsableOutput
 from ..prompts.parse import Step
 from ..words import counted
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TraceStep, TurnRequest
-from .equivalence import exec_output
+from .equivalence import voted_output
 from .estimators import NodeState, ValueEstimator
 from .evidence import agree_check, plausible_check, probe_copy, type_check
 from .features import features
@@ -127,6 +127,7 @@ class BranchingSearch:
         self.request, self.ctx, self.cfg, self.estimator = request, ctx, cfg, estimator
         self.stats = SearchStats()
         self.budget = cfg.iterations * cfg.k
+        self.fmt = request.task.format  # the answer the cells vote with (``equivalence.voted_output``)
 
     def run(self) -> SearchResult:
         started = time.monotonic()
@@ -142,7 +143,7 @@ class BranchingSearch:
         self._progress(candidates)
         while (left := self.budget - stats.samples) > 0:
             ctx.check_cancelled()
-            if should_stop(classes_of(candidates), left, vote_opts.stop_posterior):
+            if should_stop(classes_of(candidates, self.fmt), left, vote_opts.stop_posterior):
                 break
             branch = next_branch(candidates, cfg.commit)
             n = min(cfg.k, left)
@@ -165,7 +166,7 @@ class BranchingSearch:
             for candidate in new:  # as the vote does while it is open: a cell that raised gets one fix
                 result = candidate.result
                 if (result is not None and not result.ok and stats.samples < self.budget
-                        and not should_stop(classes_of(candidates), self.budget - stats.samples,
+                        and not should_stop(classes_of(candidates, self.fmt), self.budget - stats.samples,
                                             vote_opts.stop_posterior)
                         and not repair_skipped(candidate, ctx)):
                     repair_in_place(candidate, candidates, request, ctx, plan, stats)
@@ -181,7 +182,7 @@ class BranchingSearch:
     def _progress(self, candidates: list[Candidate]) -> None:
         """The answers so far and their votes (the sidebar's search panel), once per round."""
         self.stats.iterations += 1
-        groups = majority([exec_output(c.result) for c in candidates])
+        groups = majority([voted_output(c.result, self.fmt) for c in candidates])
         answers = [{"answer": answer_text(candidates[g[0]]) or "", "votes": len(g)} for g in groups]
         self.ctx.progress(f"search round {self.stats.iterations}: {len(candidates)} candidates, "
                           f"{len(groups)} distinct answer{'s' if len(groups) != 1 else ''}",
@@ -189,7 +190,7 @@ class BranchingSearch:
 
     def _pick(self, candidates: list[Candidate]) -> Candidate:
         """The weighted majority (module docstring); every candidate gets its support, checks, value."""
-        outputs = [exec_output(c.result) for c in candidates]
+        outputs = [voted_output(c.result, self.fmt) for c in candidates]
         values = self._values(candidates, outputs)
         alpha = estimator_signal(self.estimator)
         groups = majority(outputs, scores=values, steps=[len(c.steps) for c in candidates])

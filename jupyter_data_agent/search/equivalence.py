@@ -49,12 +49,13 @@ from typing import Any, NamedTuple
 
 from ..kernel.answer_form import answer_form, is_form
 from ..kernel.results import ExecResult
+from ..prompts.answers import expected_tags, extract_answers
 from .deadline import TIME_LIMIT, Expired, bounded, check
 from .number_columns import ATOL, RTOL, Numbers, arrays_same, near_probes, sketches_agree
 from .number_columns import num as _num
 
 __all__ = ["ATOL", "RTOL", "TIME_LIMIT", "Verdict", "agree_on_names", "answer_key", "as_form", "compare",
-           "covers", "exec_output", "extends", "keys_agree", "same_answer"]
+           "covers", "exec_output", "extends", "keys_agree", "same_answer", "voted_output"]
 
 _GENERIC_NAMES = (None, "", "index", "values", "value", "0", "count", "size")
 
@@ -520,3 +521,30 @@ def exec_output(result: ExecResult | None) -> dict | None:
         return result.value.form
     text = result.stream("stdout").strip()
     return answer_form(text) if text else None
+
+
+def voted_output(result: ExecResult | None, fmt: str = "") -> dict | None:
+    """The answer a cell votes with: the ``@name[value]`` tags the task's format asks for, when
+    the cell printed them all, else :func:`exec_output`.
+
+    Why: cells that print the same tagged answer under different exploratory output (a ``describe()``
+    above it, a check printed on the way) say the same thing; compared as whole printed text they
+    split the vote (the strategy lab, issue 39: a right answer drawn 3 times in 3 classes lost to a
+    wrong one drawn twice). Values compare as numbers where they parse, as DABench's scorer does.
+    """
+    out = exec_output(result)
+    names = expected_tags(fmt)
+    if out is None or result is None or not names:
+        return out
+    tags = extract_answers(result.stream("stdout"))
+    if not set(names) <= tags.keys():
+        return out
+    return answer_form({name: _tag_value(tags[name]) for name in names})
+
+
+def _tag_value(text: str) -> float | str:
+    try:
+        value = float(text)
+    except ValueError:
+        return text.strip()
+    return value if math.isfinite(value) else text.strip()

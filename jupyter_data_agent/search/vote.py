@@ -24,7 +24,7 @@ from ..kernel.results import ExecResult
 from ..prompts import UnparsableOutput
 from ..words import counted
 from .base import Candidate, Event, RunContext, SearchResult, SearchStats, TurnRequest
-from .equivalence import exec_output
+from .equivalence import exec_output, voted_output
 from .evidence import agree_check, plausible_check, type_check
 from .generate import (
     PromptPlan,
@@ -41,17 +41,18 @@ from .majority import majority
 from .options import VoteOptions
 
 
-def vote(candidates: list[Candidate], stats: SearchStats | None = None) -> Candidate | None:
+def vote(candidates: list[Candidate], stats: SearchStats | None = None, fmt: str = "") -> Candidate | None:
     """The representative of the largest class of equal outputs (``majority``)."""
-    winners = vote_class(candidates, stats)
+    winners = vote_class(candidates, stats, fmt)
     return candidates[winners[0]] if winners else None
 
 
-def vote_class(candidates: list[Candidate], stats: SearchStats | None = None) -> list[int]:
-    """The indices of the class the vote picks, the largest of equal outputs (``majority``; empty:
-    nothing voted). Sets each candidate's support and, given ``stats``, the class sizes: the
-    classes are computed once (each comparison may take up to its time bound)."""
-    groups = majority([exec_output(c.result) for c in candidates],
+def vote_class(candidates: list[Candidate], stats: SearchStats | None = None, fmt: str = "") -> list[int]:
+    """The indices of the class the vote picks, the largest of equal outputs (``majority`` of
+    ``voted_output``: the tags ``fmt`` asks for, where printed; empty: nothing voted). Sets each
+    candidate's support and, given ``stats``, the class sizes: the classes are computed once (each
+    comparison may take up to its time bound)."""
+    groups = majority([voted_output(c.result, fmt) for c in candidates],
                       scores=[c.score for c in candidates], steps=[len(c.steps) for c in candidates])
     for group in groups:
         for i in group:
@@ -109,7 +110,7 @@ class VoteStrategy:
         stats.unspent = opts.samples - drawn.drawn
         if stats.unspent:
             ctx.progress(f"the vote is decided: {stats.unspent} of {opts.samples} samples not drawn")
-        winners = vote_class(candidates, stats) if runs else []
+        winners = vote_class(candidates, stats, request.task.format) if runs else []
         chosen = candidates[winners[0]] if winners else None
         if runs:
             total = sum(stats.classes)
@@ -169,21 +170,21 @@ def draw_samples(request: TurnRequest, ctx: RunContext, plan: PromptPlan, stats:
         if not adaptive:
             break
         remaining = samples - out.drawn
-        if not should_stop(classes_of(out.candidates), remaining, opts.stop_posterior):
+        if not should_stop(classes_of(out.candidates, request.task.format), remaining, opts.stop_posterior):
             # Repairs cost completions too: an adaptive vote pays for them only when the
             # round's samples that ran have not already decided it.
             for candidate in raised:
                 repair_in_place(candidate, out.candidates, request, ctx, plan, stats)
-        classes = classes_of(out.candidates)
+        classes = classes_of(out.candidates, request.task.format)
         if should_stop(classes, remaining, opts.stop_posterior):
             break
         batch = next_draw(classes, remaining, opts.stop_posterior)
     return out
 
 
-def classes_of(candidates: list[Candidate]) -> list[int]:
-    """The sizes of the candidates' answer classes, largest first."""
-    return [len(g) for g in majority([exec_output(c.result) for c in candidates])]
+def classes_of(candidates: list[Candidate], fmt: str = "") -> list[int]:
+    """The sizes of the candidates' answer classes (``vote_class``'s), largest first."""
+    return [len(g) for g in majority([voted_output(c.result, fmt) for c in candidates])]
 
 
 def repair_in_place(candidate: Candidate, candidates: list[Candidate], request: TurnRequest, ctx: RunContext,
