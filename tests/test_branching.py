@@ -13,11 +13,13 @@ from jupyter_data_agent.kernel.results import ExecResult, OutputItem
 from jupyter_data_agent.prompts.parse import parse_chat
 from jupyter_data_agent.search import RunContext, TurnRequest, get_strategy
 from jupyter_data_agent.search.base import Candidate
-from jupyter_data_agent.search.branching import estimator_signal, next_branch, path_shares
-from jupyter_data_agent.search.features import EvidenceValue, load_evidence_value
+from jupyter_data_agent.search.branching import answer_model, estimator_signal, next_branch, path_shares
+from jupyter_data_agent.search.estimators import HeuristicValue
+from jupyter_data_agent.search.features import EvidenceModel, EvidenceValue, load_evidence_value
 from jupyter_data_agent.search.generate import CONTINUE_WORDS
+from jupyter_data_agent.search.mcts import MCTSStrategy
 from jupyter_data_agent.search.options import MCTSOptions, PromptPolicy
-from tests.scripted_backend import ScriptedBackend, start_tree, stop_tree
+from tests.scripted_backend import Reply, ScriptedBackend, start_tree, stop_tree
 
 STEP1 = "# Step 1: Keep the big ones\nbig = table[table['x'] > 1]"
 RIGHT2 = "# Step 2: Count them\nprint(len(big))"
@@ -157,9 +159,44 @@ def test_next_branch_and_shares():
 
 def test_the_estimator_weighs_only_as_far_as_its_auc():
     shipped = load_evidence_value()
-    assert estimator_signal(shipped) == pytest.approx(max(0.0, 2 * shipped.model.meta.get("answer_auc", 0.5) - 1))
-    model = load_evidence_value().model
+    # The shipped estimator weighs answers with its answer model, fitted on Search's answers (the
+    # node model ranks them no better than chance, and would get no weight).
+    assert shipped.answers is not None and answer_model(shipped) is shipped.answers
+    assert shipped.answers.meta["answer_auc"] >= 0.75 > shipped.model.meta["answer_auc"]
+    assert estimator_signal(shipped) == pytest.approx(2 * shipped.answers.meta["answer_auc"] - 1)
+    model = load_evidence_value().model  # a trained features model: its own AUC among answers
     model.meta = {**model.meta, "answer_auc": 0.75}
     assert estimator_signal(EvidenceValue(model)) == pytest.approx(0.5)
     model.meta = {**model.meta, "answer_auc": 0.4}
     assert estimator_signal(EvidenceValue(model)) == 0.0
+    assert estimator_signal(HeuristicValue()) == 0.0
+
+
+def logprob_model(auc: float) -> EvidenceModel:
+    """An answer model that reads only the mean log-prob, with a measured AUC among answers."""
+    names = ["logprob"]
+    return EvidenceModel(names, [-0.4], [0.1], [3.0], 0.0, {"answer_auc": auc})
+
+
+@pytest.mark.parametrize("auc", [0.9, 0.5])
+def test_the_answer_model_weighs_in_the_pick_as_far_as_its_auc(tree, auc):
+    """A wrong answer drawn 4 times at a low log-prob, the right one twice at a high one: the
+    answer model (log-prob alone) carries the right one where its AUC gives it weight; without
+    weight the pick is the vote's."""
+    drawn = iter(range(100))
+
+    def rule(call):
+        return [Reply(cell(STEP1, RIGHT2), -0.1) if i in (1, 4) else Reply(cell(STEP1, WRONG2), -0.7)
+                for i in (next(drawn) for _ in range(call.n))]
+
+    estimator = EvidenceValue(load_evidence_value().model, answers=logprob_model(auc))
+    backend = ScriptedBackend(rule)
+    request = TurnRequest(intent="How many rows have x above 1?", context=NotebookContext(),
+                          options=MCTSOptions(iterations=2, k=3, probes=False),
+                          prompt=PromptPolicy(max_prompt_tokens=4000))
+    result = MCTSStrategy(value=estimator).run(request, RunContext(backend=backend, executor=tree.root))
+    outputs = [c.result.stream("stdout").strip() for c in result.candidates]
+    assert sorted(outputs) == ["3"] * 2 + ["9"] * 4 and sorted(result.stats.classes) == [2, 4]
+    right = [c for c in result.candidates if c.result.stream("stdout").strip() == "3"]
+    assert all(c.score > 0.5 for c in right)  # the answer model's value, 2 P - 1
+    assert result.chosen.result.stream("stdout").strip() == ("3" if auc > 0.5 else "9")

@@ -113,3 +113,29 @@ def test_strategy_specs_carry_their_options():
     assert iterations == 24 // opts["k"]
     with pytest.raises(ValueError, match="unknown mcts flag"):
         lab.strategy_run("mcts:evidence:deep", 24)
+
+
+def test_answers_train_the_answer_model_task_by_task(tmp_path, capsys):
+    """lab --answers keeps each voting candidate of Search (features, text, support, the pick), and
+    bench.answer_model fits the pick's answer model on them, its AUC measured with each task held out."""
+    from jupyter_data_agent.search.features import EvidenceModel
+    from jupyter_data_agent_bench import answer_model
+
+    answers = tmp_path / "answers.jsonl"
+    args = lab_args(tmp_path, "--p", "0.5", "--seeds", "0,1", "--strategies", "mcts:evidence",
+                    "--budget-calls", "12", "--logprob-gap", "0.3", "--answers", str(answers))
+    assert lab.main(args) == 0
+    rows = answer_model.read_answers([str(answers)])
+    assert rows and {r["id"] for r in rows} == {24, 683}
+    assert all(r["features"]["answered"] == 1.0 and r["support"] >= 1 and isinstance(r["answer"], str)
+               for r in rows)
+    turns = {(r["id"], r["seed"]) for r in rows}
+    assert sum(r["picked"] for r in rows) <= len(turns)
+    assert "AUC among Search's answers" in (tmp_path / "lab" / "summary.md").read_text()
+    out = tmp_path / "answer_model.json"
+    assert answer_model.main(["--answers", str(answers), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "task held out" in printed and "| gap | p | budget |" in printed
+    model = EvidenceModel.load(out)
+    assert model.meta["examples"] == len(rows) and 0.0 <= model.meta["answer_auc"] <= 1.0
+    assert "2 tasks" in model.meta["answer_auc_source"]

@@ -214,19 +214,21 @@ def append_answers(path: str, rec: dict, labels, extra: dict) -> None:
 
 
 def answers_auc(path: str) -> str:
-    """The shipped evidence model's AUC among Search's answers (``--answers``), per log-prob gap."""
-    from jupyter_data_agent.search.features import DEFAULT_MODEL, EvidenceModel
+    """The shipped models' AUC among Search's answers (``--answers``), per log-prob gap: the answer
+    model Search's pick weighs them with, and the node model the tree uses."""
+    from jupyter_data_agent.search.features import ANSWER_MODEL, DEFAULT_MODEL, EvidenceModel
     from jupyter_data_agent.train.features import auc
 
     rows = [r for line in open(path, encoding="utf-8") if line.strip()
             and (r := json.loads(line))["features"].get("answered")]
-    model = EvidenceModel.load(DEFAULT_MODEL)
-    out = ["", "AUC of the shipped evidence model among Search's answers (every candidate that voted):", ""]
-    for gap in sorted({r["gap"] for r in rows}):
-        mine = [r for r in rows if r["gap"] == gap]
-        a = auc(model.probability([r["features"] for r in mine]).tolist(), [int(r["right"]) for r in mine])
-        out.append(f"- gap {gap:g}: {'–' if a is None else f'{a:.3f}'} ({len(mine)} answers, "
-                   f"{sum(r['right'] for r in mine)} right)")
+    out = ["", "AUC among Search's answers (every candidate that voted):", ""]
+    for name, where in (("answer model", ANSWER_MODEL), ("node model", DEFAULT_MODEL)):
+        model = EvidenceModel.load(where)
+        for gap in sorted({r["gap"] for r in rows}):
+            mine = [r for r in rows if r["gap"] == gap]
+            a = auc(model.probability([r["features"] for r in mine]).tolist(), [int(r["right"]) for r in mine])
+            out.append(f"- {name}, gap {gap:g}: {'–' if a is None else f'{a:.3f}'} ({len(mine)} answers, "
+                       f"{sum(r['right'] for r in mine)} right)")
     return "\n".join(out) + "\n"
 
 

@@ -17,11 +17,13 @@ At budget B completions (``MCTSOptions.iterations`` x ``k``), Search
    cell, run in a fresh copy, and votes; one that raised gets one fix while
    the vote is open and budget is left, as in the vote;
 3. picks by the majority over every complete answer, the vote's classes
-   (``majority.majority``), each answer weighted ``1 + alpha * value`` by the
-   estimator's value, where ``alpha = 2 AUC - 1`` of the estimator's measured
-   AUC among answers (``meta.answer_auc`` of an evidence model; 0 without
-   one): with an uninformative estimator the pick is the vote over more
-   samples. Never more completions than the budget.
+   (``majority.majority`` of ``equivalence.voted_output``), each answer
+   weighted ``1 + alpha * value`` by the estimator's answer model (the
+   shipped one, ``answer_model.json``, was fitted on Search's answers in the
+   lab's train split: ``jupyter_data_agent_bench.answer_model``), where
+   ``alpha = 2 AUC - 1`` of its measured AUC among answers
+   (``meta.answer_auc``; 0 without one): with an uninformative estimator the
+   pick is the vote over more samples. Never more completions than the budget.
 
 Why: with agreement as the only signal (log-probs that say nothing), a tree
 that does not contain the vote spent its budget on partial paths and lost
@@ -45,7 +47,7 @@ from .base import Candidate, Event, RunContext, SearchResult, SearchStats, Trace
 from .equivalence import voted_output
 from .estimators import NodeState, ValueEstimator
 from .evidence import agree_check, plausible_check, probe_copy, type_check
-from .features import features
+from .features import EvidenceModel, features
 from .generate import continuation_plan, execute, finish, plan_prompt, repair_skipped, sample_candidates
 from .majority import majority
 from .options import MCTSOptions, VoteOptions
@@ -109,10 +111,19 @@ def path_shares(candidate: Candidate, candidates: Sequence[Candidate]) -> list[f
     return shares or [1.0]
 
 
+def answer_model(estimator: ValueEstimator) -> EvidenceModel | None:
+    """The model that weighs whole answers: the estimator's answer model where it has one (the
+    shipped evidence estimator does), else its own model (a trained features model), else none."""
+    answers = getattr(estimator, "answers", None)
+    model = answers if answers is not None else getattr(estimator, "model", None)
+    return model if isinstance(model, EvidenceModel) else None
+
+
 def estimator_signal(estimator: ValueEstimator) -> float:
-    """How much the estimator may weigh in the pick: 2 AUC - 1 of its measured AUC among answers."""
-    meta = getattr(getattr(estimator, "model", None), "meta", None) or {}
-    auc = meta.get("answer_auc")
+    """How much the estimator may weigh in the pick: 2 AUC - 1 of its answer model's measured AUC
+    among answers (``meta.answer_auc``); 0 where none was measured."""
+    model = answer_model(estimator)
+    auc = (model.meta if model is not None else {}).get("answer_auc")
     return max(0.0, min(1.0, 2 * float(auc) - 1)) if auc is not None else 0.0
 
 
@@ -237,7 +248,10 @@ class BranchingSearch:
                                     prior=1.0, agreement=support.get(i, 0) / max(1, total),
                                     shares=path_shares(c, candidates)))
         values: list[float | None] = [None] * len(candidates)
-        for i, (v, st) in enumerate(zip(self.estimator.estimate(states, self.stats), states)):
+        model = getattr(self.estimator, "answers", None)  # an answer model: what the pick weighs
+        estimates = [float(2 * p - 1) for p in model.probability([features(st) for st in states])] \
+            if model is not None else self.estimator.estimate(states, self.stats)
+        for i, (v, st) in enumerate(zip(estimates, states)):
             c = candidates[i]
             c.meta.update(features=features(st),  # what a decision on it keeps (train-value)
                           messages=st.messages, reason="answer" if outputs[i] is not None else "error",
@@ -256,5 +270,5 @@ def task_intent(request: TurnRequest) -> str:
     return "\n".join([request.intent, *[e for e in extra if e]])
 
 
-__all__ = ["Branch", "BranchingSearch", "estimator_signal", "next_branch", "path_shares", "step_keys",
+__all__ = ["Branch", "BranchingSearch", "answer_model", "estimator_signal", "next_branch", "path_shares", "step_keys",
            "task_intent"]

@@ -34,6 +34,8 @@ from .evidence import CHECKS
 #: The file a features model is saved as (inside a value-model version directory, or shipped).
 MODEL_FILE = "evidence_model.json"
 DEFAULT_MODEL = Path(__file__).with_name(MODEL_FILE)
+#: Search's answers as its pick weighs them (``bench answer_model``: fitted on the lab's train split).
+ANSWER_MODEL = Path(__file__).with_name("answer_model.json")
 KIND = "features"
 
 FEATURES: tuple[str, ...] = (
@@ -121,11 +123,17 @@ class EvidenceModel:
 
 @dataclass
 class EvidenceValue:
-    """The estimator of an :class:`EvidenceModel`: value = 2 P(right) - 1."""
+    """The estimator of an :class:`EvidenceModel`: value = 2 P(right) - 1.
+
+    ``answers``: a model of whole answers for Search's pick (``search.branching``), where one was
+    fitted: the shipped node model learned from the tree's nodes and ranks Search's answers no
+    better than chance (``meta.answer_auc``), the shipped answer model learned from those answers.
+    """
 
     model: EvidenceModel
     name: str = "evidence"
     label: str = "evidence"
+    answers: EvidenceModel | None = None
 
     def estimate(self, states: Sequence[NodeState], stats: SearchStats | None = None) -> list[float]:
         return [float(2 * p - 1) for p in self.model.probability([features(s) for s in states])]
@@ -137,12 +145,13 @@ def is_features_model(path: str | Path) -> bool:
 
 
 def load_evidence_value(path: str | Path | None = None) -> EvidenceValue:
-    """The shipped default (``path`` None) or a trained version's evidence estimator."""
-    where = Path(path) if path is not None else DEFAULT_MODEL
-    model = EvidenceModel.load(where)
-    label = "evidence (default)" if path is None else f"evidence {where}"
-    return EvidenceValue(model, label=label)
+    """The shipped default (``path`` None, with the shipped answer model) or a trained version's
+    evidence estimator."""
+    if path is None:
+        answers = EvidenceModel.load(ANSWER_MODEL) if ANSWER_MODEL.is_file() else None
+        return EvidenceValue(EvidenceModel.load(DEFAULT_MODEL), label="evidence (default)", answers=answers)
+    return EvidenceValue(EvidenceModel.load(path), label=f"evidence {path}")
 
 
-__all__ = ["DEFAULT_MODEL", "FEATURES", "KIND", "MODEL_FILE", "EvidenceModel", "EvidenceValue", "features",
-           "is_features_model", "load_evidence_value"]
+__all__ = ["ANSWER_MODEL", "DEFAULT_MODEL", "FEATURES", "KIND", "MODEL_FILE", "EvidenceModel", "EvidenceValue",
+           "features", "is_features_model", "load_evidence_value"]
