@@ -47,7 +47,7 @@ from .base import Candidate, Event, RunContext, SearchResult, SearchStats, Trace
 from .equivalence import voted_output
 from .estimators import NodeState, ValueEstimator
 from .evidence import agree_check, plausible_check, probe_copy, type_check
-from .features import EvidenceModel, features
+from .features import EvidenceModel, EvidenceValue, features
 from .generate import continuation_plan, execute, finish, plan_prompt, repair_skipped, sample_candidates
 from .majority import majority
 from .options import MCTSOptions, VoteOptions
@@ -248,10 +248,9 @@ class BranchingSearch:
                                     prior=1.0, agreement=support.get(i, 0) / max(1, total),
                                     shares=path_shares(c, candidates)))
         values: list[float | None] = [None] * len(candidates)
-        model = getattr(self.estimator, "answers", None)  # an answer model: what the pick weighs
-        estimates = [float(2 * p - 1) for p in model.probability([features(st) for st in states])] \
-            if model is not None else self.estimator.estimate(states, self.stats)
-        for i, (v, st) in enumerate(zip(estimates, states)):
+        answers = getattr(self.estimator, "answers", None)  # an answer model: what the pick weighs
+        scorer = EvidenceValue(answers) if answers is not None else self.estimator
+        for i, (v, st) in enumerate(zip(scorer.estimate(states, self.stats), states)):
             c = candidates[i]
             c.meta.update(features=features(st),  # what a decision on it keeps (train-value)
                           messages=st.messages, reason="answer" if outputs[i] is not None else "error",
