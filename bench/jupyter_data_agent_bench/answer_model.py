@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from jupyter_data_agent.prompts.answers import extract_answers, is_equal
+from jupyter_data_agent.prompts.answers import same_text_answer
 from jupyter_data_agent.train.features import auc, fit
 
 
@@ -48,15 +48,9 @@ def held_out_probabilities(rows: list[dict], l2: float) -> list[float]:
     return out
 
 
-def same_tags(a: str, b: str) -> bool:
-    ta, tb = extract_answers(a), extract_answers(b)
-    if not ta or not tb:
-        return a == b
-    return ta.keys() == tb.keys() and all(is_equal(ta[k].strip(), tb[k].strip()) for k in ta)
-
-
 def picks(rows: list[dict], probs: list[float], alpha: float) -> dict[tuple, list[float]]:
-    """Per (gap, p, budget): the share right of the class each turn picks (ties: the class's mean)."""
+    """Per (gap, p, budget): the share right of the class each turn picks, the classes as the vote's
+    tagged answers (``same_text_answer``: equal ``@name[value]`` tags)."""
     turns: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
         turns[(r.get("gap"), r.get("p"), r.get("budget"), r["id"], r.get("seed"))].append(i)
@@ -64,7 +58,7 @@ def picks(rows: list[dict], probs: list[float], alpha: float) -> dict[tuple, lis
     for key, members in turns.items():
         classes: list[list[int]] = []
         for i in members:
-            home = next((c for c in classes if same_tags(rows[c[0]]["answer"], rows[i]["answer"])), None)
+            home = next((c for c in classes if same_text_answer(rows[c[0]]["answer"], rows[i]["answer"])), None)
             if home is None:
                 classes.append([i])
             else:
