@@ -43,7 +43,9 @@ names = zipfile.ZipFile(sys.argv[1]).namelist()
 need = ["share/jupyter/labextensions/jupyter-data-agent/package.json",
         "share/jupyter/labextensions/jupyter-data-agent/install.json",
         "etc/jupyter/jupyter_server_config.d/jupyter_data_agent.json",
-        "jupyter_data_agent/_version.py"]
+        "jupyter_data_agent/_version.py",
+        # the shipped evidence estimator: the node model and the answer model Search's pick weighs
+        "jupyter_data_agent/search/evidence_model.json", "jupyter_data_agent/search/answer_model.json"]
 missing = [n for n in need if not any(x.endswith(n) for x in names)]
 assert not missing, f"missing from the wheel: {missing}"
 assert not any("/node_modules/" in n for n in names), "node_modules inside the wheel"
@@ -54,7 +56,7 @@ other = sorted(t for t in top if t != "jupyter_data_agent" and not t.endswith(("
 assert not other, f"top-level entries besides the package in the runtime wheel: {other}"
 py = [n for n in names if n.startswith("jupyter_data_agent/") and n.endswith(".py")]
 lines = sum(zipfile.ZipFile(sys.argv[1]).read(n).count(b"\n") for n in py)
-print(f"{len(names)} files, shared data and version file present, no benchmark code; "
+print(f"{len(names)} files, shared data, version file and shipped models present, no benchmark code; "
       f"{len(py)} Python files, {lines} lines")
 EOF
 
